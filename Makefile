@@ -1,0 +1,42 @@
+# `make demo` and `make test` work on a fresh machine with only python3: they create .venv, install, then run.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed-stamp
+DEMO   := src/tracetochain/datasets/data/tau_airline_sample.jsonl
+
+.PHONY: demo test test-fast lint typecheck bench clean install
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) install --quiet -e ".[test,dev]"
+	# The exact oracle (stormpy) is optional: tests that need it are skipped when it cannot be installed here.
+	-$(PIP) install --quiet "stormpy==2.0.0" "sympy>=1.12" || echo "note: stormpy not installable here; oracle tests will be skipped"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/tracetochain fit $(DEMO) -o out/demo-chain.json
+	$(VENV)/bin/tracetochain metrics out/demo-chain.json --horizon 30
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_fit.py
+	$(PY) benchmarks/bench_horizon.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

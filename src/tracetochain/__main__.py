@@ -1,0 +1,3 @@
+from tracetochain.cli import main
+
+main()

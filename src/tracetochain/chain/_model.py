@@ -1,0 +1,371 @@
+"""The fitted object: an absorbing Markov chain over named transient states plus SUCCESS and FAILURE.
+
+M = (S_T, Q, R⊕, R⊖, π0) as in ``paper-spec.md`` §1.1 (π0 generalises the paper's s0). Frozen and serialisable
+to a versioned JSON document (never pickle). Metric methods are one-line delegates to :mod:`tracetochain.numerics`;
+the factorization of I − Q is computed once per chain and cached.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from tracetochain import numerics as nx
+from tracetochain._version import __version__
+from tracetochain.exceptions import (
+    ChainValidationError,
+    NonAbsorbingError,
+    SchemaVersionError,
+    UndefinedMetricError,
+)
+from tracetochain.numerics._checks import as_initial_distribution, clip_probabilities, ensure_chain_arrays
+
+#: Version of the JSON document written by :meth:`AbsorbingChain.to_dict`. Bump on incompatible change and add
+#: a migration in :meth:`AbsorbingChain.from_dict`.
+CHAIN_SCHEMA_VERSION = 1
+CHAIN_DOCUMENT_KIND = "tracetochain.absorbing_chain"
+
+
+def _frozen(a: NDArray[Any]) -> NDArray[Any]:
+    a = np.array(a, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class AbsorbingChain:
+    """An absorbing chain with m named transient states.
+
+    Parameters
+    ----------
+    Q : (m, m) array
+        Transient → transient probabilities.
+    R_success, R_failure : (m,) arrays
+        One-step exit probabilities into SUCCESS (⊕) and FAILURE (⊖). Every row must satisfy
+        Q·1 + R_success + R_failure = 1 (to 1e-9).
+    pi0 : (m,) array or int
+        Initial distribution over transient states, or the index of a single start state s0.
+    state_names : sequence of str, optional
+        Names of the transient states (default ``s0 … s{m-1}``); used in every message and report.
+    metadata : dict, optional
+        Provenance (estimator settings, data counts). Carried through JSON unchanged.
+
+    Raises
+    ------
+    ChainValidationError
+        Bad shapes, NaN, negative entries, or a row that does not sum to 1.
+    NonAbsorbingError
+        Some states can never reach SUCCESS or FAILURE (a closed loop); they are named in the message.
+
+    Examples
+    --------
+    >>> chain = AbsorbingChain(Q=[[0.5, 0.3, 0], [0, 0.4, 0.3], [0, 0, 0.6]],
+    ...                        R_success=[0.1, 0.2, 0.3], R_failure=[0.1, 0.1, 0.1], pi0=0)
+    >>> round(chain.r_inf, 6), round(chain.mean_steps(), 6)
+    (0.625, 3.75)
+    """
+
+    Q: NDArray[np.float64]
+    R_success: NDArray[np.float64]
+    R_failure: NDArray[np.float64]
+    pi0: NDArray[np.float64]
+    state_names: tuple[str, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        Q: ArrayLike,
+        R_success: ArrayLike,
+        R_failure: ArrayLike,
+        pi0: ArrayLike | int = 0,
+        state_names: tuple[str, ...] | list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        m = np.shape(Q)[0] if np.ndim(Q) == 2 else -1
+        names = tuple(str(s) for s in state_names) if state_names is not None else tuple(f"s{i}" for i in range(m))
+        if state_names is not None and len(names) != m:
+            raise ChainValidationError(f"{len(names)} state names given for {m} states")
+        if len(set(names)) != len(names):
+            raise ChainValidationError("state names must be unique")
+        Qa, rs, rf = ensure_chain_arrays(Q, R_success, R_failure, names if m >= 0 else None)
+        p0 = as_initial_distribution(pi0, Qa.shape[0])
+        can_absorb, _ = nx.absorbing_reachability(Qa, rs, rf)
+        if not can_absorb.all():
+            stuck = tuple(names[i] for i in np.flatnonzero(~can_absorb))
+            shown = ", ".join(repr(s) for s in stuck[:10]) + (" …" if len(stuck) > 10 else "")
+            raise NonAbsorbingError(
+                f"absorption is impossible from {len(stuck)} state(s): {shown}. They form a closed loop with no "
+                "path to success or failure, so I − Q is singular. Give them an exit (e.g. fit with a pseudocount "
+                "> 0) or remove them.",
+                stuck,
+            )
+        object.__setattr__(self, "Q", _frozen(Qa))
+        object.__setattr__(self, "R_success", _frozen(rs))
+        object.__setattr__(self, "R_failure", _frozen(rf))
+        object.__setattr__(self, "pi0", _frozen(p0))
+        object.__setattr__(self, "state_names", names)
+        object.__setattr__(self, "metadata", dict(metadata or {}))
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def n_states(self) -> int:
+        """Number of transient states m."""
+        return int(self.Q.shape[0])
+
+    def state_index(self, state: str | int) -> int:
+        """Index of a state given by name or index."""
+        if isinstance(state, (int, np.integer)):
+            if not 0 <= int(state) < self.n_states:
+                raise KeyError(f"state index {state} out of range 0..{self.n_states - 1}")
+            return int(state)
+        try:
+            return self.state_names.index(state)
+        except ValueError:
+            raise KeyError(f"unknown state {state!r}; states are {list(self.state_names)}") from None
+
+    @cached_property
+    def _solver(self) -> nx.ChainSolver:
+        return nx.ChainSolver.factor(self.Q, self.R_success, self.R_failure)
+
+    @cached_property
+    def _reach(self) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+        return nx.absorbing_reachability(self.Q, self.R_success, self.R_failure)
+
+    # ------------------------------------------------------------------ absorption
+    @cached_property
+    def success_probabilities(self) -> NDArray[np.float64]:
+        """h = N R⊕: probability of eventually succeeding from each state (exactly 0 where success is unreachable)."""
+        h = self._solver.solve(self.R_success)
+        h[~self._reach[1]] = 0.0
+        return _frozen(clip_probabilities(h, "success probability"))
+
+    @cached_property
+    def failure_probabilities(self) -> NDArray[np.float64]:
+        """g = N R⊖, solved directly (not 1 − h, which loses accuracy when failures are rare)."""
+        g = self._solver.solve(self.R_failure)
+        return _frozen(clip_probabilities(g, "failure probability"))
+
+    def absorption_probabilities(self) -> NDArray[np.float64]:
+        """B = N [R⊕ R⊖]: (m, 2) array of success and failure probabilities from each state; rows sum to 1."""
+        return np.column_stack([self.success_probabilities, self.failure_probabilities])
+
+    @cached_property
+    def r_inf(self) -> float:
+        """R∞ = π0 N R⊕ (``paper-spec.md`` Prop. 1): probability of eventual success."""
+        return float(self.pi0 @ self.success_probabilities)
+
+    @property
+    def failure_probability(self) -> float:
+        """1 − R∞, computed directly as π0 N R⊖."""
+        return float(self.pi0 @ self.failure_probabilities)
+
+    @cached_property
+    def _visits(self) -> NDArray[np.float64]:
+        return _frozen(self._solver.solve(self.pi0, transposed=True))
+
+    def expected_visits(self) -> NDArray[np.float64]:
+        """z = Nᵀ π0: expected number of visits to each state before absorption."""
+        return np.array(self._visits)
+
+    # ------------------------------------------------------------------ horizon
+    def sweep(self, horizon: int) -> nx.HorizonSweep:
+        """Forward sweep d = 0..horizon: R(d), first-passage PMFs, survival and the exact tail R∞ − R(d)."""
+        return nx.forward_sweep(
+            self.Q, self.R_success, self.R_failure, self.pi0, int(horizon), self.success_probabilities
+        )
+
+    def reliability(self, horizon: int) -> NDArray[np.float64]:
+        """R(d) = Pr[success within d steps] for d = 0..horizon (R(0) = 0)."""
+        return self.sweep(horizon).reliability
+
+    def success_pmf(self, horizon: int) -> NDArray[np.float64]:
+        """Pr[τ⊕ = d] = π0 Q^{d−1} R⊕ for d = 0..horizon (a defective law: it sums to R∞)."""
+        return self.sweep(horizon).success_pmf
+
+    def success_conditional_cdf(self, horizon: int) -> NDArray[np.float64]:
+        """F(d) = R(d) / R∞: the CDF of steps to success among successful runs (the KS layer's null)."""
+        if self.r_inf <= 0.0:
+            raise UndefinedMetricError(self._no_success_message("the success-conditional CDF"))
+        return self.reliability(horizon) / self.r_inf
+
+    def step_budget(self, delta: float = 0.01, max_horizon: int = 100_000) -> nx.horizon.StepBudget:
+        """Smallest d with R∞ − R(d) ≤ δ, exact from the sweep, with Prop. 8's κ∞(V) bound beside it."""
+        return nx.step_budget(
+            self.Q, self.R_success, self.R_failure, self.pi0, self.success_probabilities, delta, max_horizon
+        )
+
+    def spectral_radius(self) -> float:
+        """ρ(Q): survival decays like ρ^d; −1/ln ρ is the absorption timescale in steps."""
+        return nx.spectral_radius(self.Q)
+
+    # ------------------------------------------------------------------ steps
+    @cached_property
+    def _t(self) -> NDArray[np.float64]:
+        return _frozen(nx.mean_steps(self._solver))
+
+    def mean_steps(self) -> float:
+        """MTTA = π0 N 1: expected steps to absorption (either outcome)."""
+        return float(self.pi0 @ self._t)
+
+    def steps_variance(self) -> float:
+        """Var[T] from π0: Σ π0_i (τ₂_i + t_i²) − (π0·t)², with τ₂ = (2N − I)t − t∘t (Kemeny–Snell)."""
+        t = self._t
+        second = nx.steps_variance(self._solver, t) + t * t
+        return max(0.0, float(self.pi0 @ second) - float(self.pi0 @ t) ** 2)
+
+    def mean_steps_given_success(self) -> float:
+        """E[T | success] = π0 N² R⊕ / R∞ (``math.md`` §3)."""
+        if self.r_inf <= 0.0:
+            raise UndefinedMetricError(self._no_success_message("E[steps | success]"))
+        return nx.conditional_mean_steps(self._visits, self.success_probabilities, self.r_inf)
+
+    def mean_steps_given_failure(self) -> float:
+        """E[T | failure] = π0 N² R⊖ / (1 − R∞)."""
+        if self.failure_probability <= 0.0:
+            raise UndefinedMetricError("failure is unreachable from the initial distribution, so "
+                                       "E[steps | failure] is undefined")
+        return nx.conditional_mean_steps(self._visits, self.failure_probabilities, self.failure_probability)
+
+    # ------------------------------------------------------------------ states
+    def vulnerability(self) -> NDArray[np.float64]:
+        """Per-state one-step exit probability to failure, R⊖_i."""
+        return np.array(self.R_failure)
+
+    def failure_attribution(self) -> NDArray[np.float64]:
+        """Share of all failures that leave from each state: z_i R⊖_i / (1 − R∞) (``math.md`` §4)."""
+        return nx.failure_attribution(self._visits, self.R_failure)
+
+    def sensitivity_Q(self) -> NDArray[np.float64]:
+        """∂R∞/∂Q_ij = z_i h_j, the compensating mass taken from R⊖ (``paper-spec.md`` §3.6; Caswell 2013)."""
+        return np.outer(self._visits, self.success_probabilities)
+
+    def sensitivity_R_success(self) -> NDArray[np.float64]:
+        """∂R∞/∂R⊕_i = z_i (compensating mass taken from R⊖)."""
+        return np.array(self._visits)
+
+    # ------------------------------------------------------------------ pass@k
+    def pass_at_k(self, k: ArrayLike) -> NDArray[np.float64]:
+        """pass@k = 1 − (1 − R∞)^k under i.i.d. trials (Thm 3)."""
+        return nx.pass_at_k(self.r_inf, k)
+
+    def pass_hat_k(self, k: ArrayLike) -> NDArray[np.float64]:
+        """pass^k = R∞^k under i.i.d. trials (Thm 3)."""
+        return nx.pass_hat_k(self.r_inf, k)
+
+    # ------------------------------------------------------------------ simulation
+    def simulate(
+        self, n_traces: int, seed: int | np.random.Generator | None = 0, *, max_steps: int = 10_000,
+        record_paths: bool = False,
+    ) -> nx.SimulatedTraces:
+        """Draw ``n_traces`` traces (seeded). Traces still running after ``max_steps`` steps are censored."""
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        return nx.simulate_traces(
+            self.Q, self.R_success, self.R_failure, self.pi0, n_traces, rng,
+            max_steps=max_steps, record_paths=record_paths,
+        )
+
+    # ------------------------------------------------------------------ derived chains
+    def with_changes(
+        self,
+        *,
+        Q: ArrayLike | None = None,
+        R_success: ArrayLike | None = None,
+        R_failure: ArrayLike | None = None,
+        pi0: ArrayLike | int | None = None,
+    ) -> AbsorbingChain:
+        """A new chain with some arrays replaced (validated again); names and metadata are kept."""
+        return AbsorbingChain(
+            self.Q if Q is None else Q,
+            self.R_success if R_success is None else R_success,
+            self.R_failure if R_failure is None else R_failure,
+            self.pi0 if pi0 is None else pi0,
+            self.state_names,
+            self.metadata,
+        )
+
+    # ------------------------------------------------------------------ io
+    def to_dict(self) -> dict[str, Any]:
+        """The versioned JSON document (floats written with full round-trip precision)."""
+        return {
+            "kind": CHAIN_DOCUMENT_KIND,
+            "schema_version": CHAIN_SCHEMA_VERSION,
+            "tracetochain_version": __version__,
+            "state_names": list(self.state_names),
+            "Q": self.Q.tolist(),
+            "R_success": self.R_success.tolist(),
+            "R_failure": self.R_failure.tolist(),
+            "pi0": self.pi0.tolist(),
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> AbsorbingChain:
+        """Rebuild a chain from :meth:`to_dict` output, checking the document kind and schema version."""
+        if not isinstance(doc, dict) or doc.get("kind") != CHAIN_DOCUMENT_KIND:
+            raise SchemaVersionError(
+                f"not a tracetochain chain document (expected kind {CHAIN_DOCUMENT_KIND!r}); "
+                "create one with `tracetochain fit TRACES -o chain.json`"
+            )
+        version = doc.get("schema_version")
+        if version != CHAIN_SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"chain document has schema_version {version!r}; this tracetochain ({__version__}) reads "
+                f"version {CHAIN_SCHEMA_VERSION}. Upgrade tracetochain or refit the chain."
+            )
+        try:
+            return cls(doc["Q"], doc["R_success"], doc["R_failure"], doc["pi0"], doc["state_names"],
+                       doc.get("metadata", {}))
+        except KeyError as exc:
+            raise ChainValidationError(f"chain document is missing the field {exc.args[0]!r}") from None
+
+    def to_json(self, path: str | Path | None = None, *, indent: int | None = 2) -> str:
+        """Serialise to JSON; also write it to ``path`` when given."""
+        text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+        if path is not None:
+            Path(path).write_text(text + "\n", encoding="utf-8")
+        return text
+
+    @classmethod
+    def from_json(cls, source: str | Path) -> AbsorbingChain:
+        """Load from a JSON file path or a JSON string."""
+        text = str(source)
+        if not text.lstrip().startswith("{"):
+            p = Path(source)
+            try:
+                text = p.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise ChainValidationError(f"{p}: no such file") from None
+            try:
+                doc = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ChainValidationError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        else:
+            doc = json.loads(text)
+        return cls.from_dict(doc)
+
+    # ------------------------------------------------------------------ display
+    def _no_success_message(self, what: str) -> str:
+        return f"success is unreachable from the initial distribution (R∞ = 0), so {what} is undefined"
+
+    def __repr__(self) -> str:
+        return f"AbsorbingChain(n_states={self.n_states}, r_inf={self.r_inf:.4f})"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(
+            f"<tr><td>{html.escape(n)}</td><td>{v:.3f}</td><td>{s:.3f}</td><td>{f:.3f}</td></tr>"
+            for n, v, s, f in zip(self.state_names, self.expected_visits(), self.R_success, self.R_failure,
+                                  strict=True)
+        )
+        return (
+            f"<div><b>AbsorbingChain</b>: {self.n_states} states, R∞ = {self.r_inf:.4f}, "
+            f"MTTA = {self.mean_steps():.2f} steps<table><tr><th>state</th><th>visits</th>"
+            f"<th>R⊕</th><th>R⊖</th></tr>{rows}</table></div>"
+        )

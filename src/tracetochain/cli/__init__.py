@@ -1,0 +1,71 @@
+"""The ``tracetochain`` command line. Thin: parse options → call the public API → render.
+
+Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback); 1 unexpected internal error
+(the traceback is shown only with ``--debug`` or ``TRACETOCHAIN_DEBUG=1``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from tracetochain.cli import _commands
+
+app = typer.Typer(
+    name="tracetochain",
+    help="Turn LLM-agent traces into an audited absorbing Markov chain and its reliability metrics.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    epilog="Example: tracetochain fit runs.jsonl -o chain.json && tracetochain metrics chain.json --horizon 30",
+)
+app.command("fit", epilog=_commands.FIT_EXAMPLE)(_commands.fit)
+app.command("metrics", epilog=_commands.METRICS_EXAMPLE)(_commands.metrics)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+) -> None:
+    if version:
+        from tracetochain._version import __version__
+
+        typer.echo(f"tracetochain {__version__}")
+        raise typer.Exit(0)
+    if debug:
+        os.environ["TRACETOCHAIN_DEBUG"] = "1"
+
+
+def main() -> None:
+    """Console entry point: library errors become one clear line and exit code 2."""
+    from tracetochain.exceptions import TraceToChainError
+
+    try:
+        app(standalone_mode=False)
+    except TraceToChainError as exc:
+        if os.environ.get("TRACETOCHAIN_DEBUG"):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # Click usage errors carry their own exit code and formatting
+        show = getattr(exc, "show", None)
+        code = getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            sys.exit(code)
+        if os.environ.get("TRACETOCHAIN_DEBUG"):
+            raise
+        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback, and please "
+              "report it)", file=sys.stderr)
+        sys.exit(1)
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,123 @@
+"""Command implementations: parse → library call → render. No metric is computed here."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+FIT_EXAMPLE = (
+    "Example: tracetochain fit runs.jsonl -o chain.json --pseudocount 1 --horizon 30   "
+    "(input: one JSON object per step with trace_id, step_idx, state or step_kind, outcome)"
+)
+METRICS_EXAMPLE = "Example: tracetochain metrics chain.json --horizon 50 --k 1,3,5 --json > metrics.json"
+
+
+class OnErrorChoice(StrEnum):
+    raise_ = "raise"
+    skip = "skip"
+
+
+class UnvisitedChoice(StrEnum):
+    auto = "auto"
+    prior = "prior"
+    failure = "failure"
+
+
+class InitialChoice(StrEnum):
+    empirical = "empirical"
+    modal = "modal"
+
+
+def _parse_ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated positive integers, got {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise typer.BadParameter(f"expected comma-separated positive integers, got {text!r}")
+    return ks
+
+
+HorizonOpt = Annotated[int, typer.Option("--horizon", min=0, help="Largest step budget d for R(d).")]
+KOpt = Annotated[str, typer.Option("--k", help="Values of k for pass@k and pass^k, comma-separated.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of tables.")]
+
+
+def fit(
+    traces: Annotated[Path, typer.Argument(help="Trace file: canonical long table (.jsonl, .csv, .parquet).")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the fitted chain (JSON).")] = None,
+    pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α per outcome (0 = MLE).")] = 1.0,
+    unvisited: Annotated[UnvisitedChoice, typer.Option(help="Rows with no data: smoothed prior or failure.")] = (
+        UnvisitedChoice.auto),
+    initial: Annotated[InitialChoice, typer.Option(help="π0: empirical first states, or the modal one.")] = (
+        InitialChoice.empirical),
+    on_error: Annotated[OnErrorChoice, typer.Option(
+        "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
+        OnErrorChoice.raise_),
+    horizon: HorizonOpt = 30,
+    k: KOpt = "1,3,5",
+    as_json: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+) -> None:
+    """Fit an absorbing Markov chain to agent traces and print its reliability summary."""
+    from tracetochain import ChainEstimator, read_traces, summarize
+
+    ks = _parse_ks(k)
+    table = read_traces(traces, on_error=on_error.value)
+    chain = ChainEstimator(pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value).fit(
+        table).fetch_model()
+    if output is not None:
+        _write_chain(chain, output, table.report.to_dict())
+    if quiet:
+        return
+    summary = summarize(chain, horizon=horizon, ks=ks)
+    if as_json:
+        doc = summary.to_dict()
+        doc["ingest"] = table.report.to_dict()
+        doc["chain_file"] = str(output) if output else None
+        typer.echo(json.dumps(doc, indent=2, allow_nan=False))
+        return
+    from tracetochain.cli._render import render_ingest, render_summary
+
+    render_ingest(table.report, table.outcome_counts())
+    render_summary(summary)
+    if output is not None:
+        typer.echo(f"chain written to {output}")
+    else:
+        typer.echo("(use -o chain.json to save the chain for `tracetochain metrics`)")
+
+
+def metrics(
+    chain_file: Annotated[Path, typer.Argument(help="A chain JSON written by `tracetochain fit -o`.")],
+    horizon: HorizonOpt = 50,
+    k: KOpt = "1,2,3,4,5",
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the reliability metrics of a fitted chain: R∞, R(d), steps, pass@k / pass^k, bottleneck states."""
+    from tracetochain import AbsorbingChain, summarize
+
+    ks = _parse_ks(k)
+    chain = AbsorbingChain.from_json(chain_file)
+    summary = summarize(chain, horizon=horizon, ks=ks)
+    if as_json:
+        typer.echo(json.dumps(summary.to_dict(), indent=2, allow_nan=False))
+        return
+    from tracetochain.cli._render import render_summary
+
+    render_summary(summary)
+
+
+def _write_chain(chain: Any, output: Path, ingest: dict[str, Any]) -> None:
+    from tracetochain.exceptions import TraceToChainError
+
+    doc = chain.to_dict()
+    doc["metadata"] = {**doc["metadata"], "ingest": ingest}
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise TraceToChainError(f"cannot write {output}: {exc.strerror or exc}") from None

@@ -1,0 +1,79 @@
+"""Terminal rendering of library results with rich. Formatting only: every number comes from the library."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tracetochain.metrics import ReliabilitySummary
+from tracetochain.traces import IngestReport
+
+_console = Console(highlight=False)
+
+
+def render_ingest(report: IngestReport, outcomes: dict[str, int]) -> None:
+    oc = ", ".join(f"{v} {k}" for k, v in outcomes.items() if v)
+    _console.print(f"[bold]{escape(report.source)}[/] ({report.format}): {report.n_traces} traces ({oc})")
+    if report.n_records_skipped:
+        _console.print(f"[yellow]skipped {report.n_records_skipped} records "
+                       f"({report.n_traces_skipped} traces dropped whole):[/]")
+        for reason, n in sorted(report.skipped_by_reason.items(), key=lambda kv: -kv[1]):
+            _console.print(f"  {n:>6}  {escape(reason)}")
+        for p in report.problems[:5]:
+            where = f"{report.location_kind} {p.location}" if p.location is not None else ""
+            _console.print(f"         e.g. {where}, field {p.field or '-'}: {escape(p.message)}")
+    if outcomes.get("invalid"):
+        _console.print(f"[yellow]{outcomes['invalid']} invalid traces excluded from the fit[/]")
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def render_summary(s: ReliabilitySummary) -> None:
+    md = s.chain_metadata
+    _console.print(f"[bold]Absorbing chain[/]: {s.n_states} transient states"
+                   + (f", pseudocount {md['pseudocount']:g}" if "pseudocount" in md else ""))
+    if md.get("unvisited_states"):
+        names = ", ".join(md["unvisited_states"][:5])
+        _console.print(f"[yellow]states with no outgoing data ({md.get('unvisited_policy')} row): "
+                       f"{escape(names)}[/]")
+    _console.print(f"  R∞ (eventual success)      [bold]{s.r_inf:.4f}[/]   failure {s.failure_probability:.4f}")
+    _console.print(f"  mean steps (MTTA)          {s.mean_steps:.2f} ± {s.steps_std:.2f} (sd)")
+    _console.print(f"  mean steps | success       {_fmt(s.mean_steps_given_success, 2)}")
+    _console.print(f"  mean steps | failure       {_fmt(s.mean_steps_given_failure, 2)}")
+    budget = (f"{s.step_budget_exact}" if s.step_budget_exact is not None else "not reached")
+    bound = f", Prop. 8 bound {s.step_budget_bound} (κ∞ = {s.step_budget_kappa:.3g})" \
+        if s.step_budget_bound is not None and s.step_budget_kappa is not None else ""
+    _console.print(f"  steps to within {s.step_budget_delta:g} of R∞  {budget}{bound};  ρ(Q) = {s.spectral_radius:.4f}")
+    for name, reason in s.undefined.items():
+        _console.print(f"  [dim]{name}: {escape(reason)}[/]")
+
+    curve = Table(title="R(d): success within d steps", title_justify="left")
+    picks = sorted({d for d in (1, 2, 5, 10, 20, 30, 50, 100, s.horizon) if d <= s.horizon})
+    for d in picks:
+        curve.add_column(f"d={d}", justify="right")
+    curve.add_row(*[f"{s.reliability[d]:.4f}" for d in picks])
+    _console.print(curve)
+    _console.print(f"  [dim]R∞ − R({s.horizon}) = {s.residual_at_horizon:.2e} (exact tail mass)[/]")
+
+    pk = Table(title="pass@k and pass^k (i.i.d. trials)", title_justify="left")
+    pk.add_column("k", justify="right")
+    pk.add_column("pass@k", justify="right")
+    pk.add_column("pass^k", justify="right")
+    for k, a, h in zip(s.ks, s.pass_at_k, s.pass_hat_k, strict=True):
+        pk.add_row(str(k), f"{a:.4f}", f"{h:.4f}")
+    _console.print(pk)
+
+    worst = Table(title="Where failures leave from", title_justify="left")
+    worst.add_column("state", justify="left", no_wrap=True, max_width=40)
+    for col in ("failures", "P(→fail)", "P(→succ)", "visits"):
+        worst.add_column(col, justify="right")
+    for st in s.worst_states(5):
+        worst.add_row(escape(st.name), f"{st.failure_share:.1%}", f"{st.r_failure:.3f}", f"{st.r_success:.3f}",
+                      f"{st.expected_visits:.2f}")
+    _console.print(worst)
+    top = s.worst_states(1)
+    if top and top[0].failure_share > 0:
+        _console.print(f"Most failures leave from [bold]{escape(top[0].name)}[/] ({top[0].failure_share:.0%}).")

@@ -1,0 +1,81 @@
+"""Bundled examples and synthetic data (lifelines/deeptime style).
+
+* :func:`load_example` — real traces shipped with the package (see ``data/README.md`` for origin and licence).
+* :func:`notation_chain` — the 3-state worked example of the paper (``paper-spec.md`` §1.3).
+* :func:`random_chain` — random substochastic chains (the artifact's SS1 generator, ``paper-spec.md`` §6.1).
+* :func:`simulate_traces` — canonical traces drawn from a chain, for tests and studies.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tracetochain.chain._model import AbsorbingChain
+from tracetochain.traces._table import TraceTable
+
+EXAMPLES = {
+    "tau_airline": "tau_airline_sample.jsonl",
+}
+
+
+def example_path(name: str = "tau_airline") -> Path:
+    """Path of a bundled example file."""
+    if name not in EXAMPLES:
+        raise KeyError(f"unknown example {name!r}; available: {sorted(EXAMPLES)}")
+    return Path(str(resources.files("tracetochain.datasets") / "data" / EXAMPLES[name]))
+
+
+def load_example(name: str = "tau_airline") -> TraceTable:
+    """Load a bundled example as a :class:`TraceTable` (``tau_airline``: τ-bench gpt-4o airline trajectories)."""
+    return TraceTable.read(example_path(name))
+
+
+def notation_chain() -> AbsorbingChain:
+    """The paper's 3-state example: R∞ = 0.625, MTTA = 3.75 (``paper-spec.md`` §1.3)."""
+    return AbsorbingChain(
+        Q=[[0.5, 0.3, 0.0], [0.0, 0.4, 0.3], [0.0, 0.0, 0.6]],
+        R_success=[0.1, 0.2, 0.3],
+        R_failure=[0.1, 0.1, 0.1],
+        pi0=0,
+        state_names=["plan", "act", "verify"],
+    )
+
+
+def random_chain(n_states: int, seed: int | np.random.Generator = 0, *, rho: float = 0.7, density: float = 0.5,
+                 success_rate: float = 0.3) -> AbsorbingChain:
+    """A random substochastic chain: each row has transient mass ``rho`` spread over a random support, and the
+    remaining 1 − rho split into success (``success_rate``) and failure (the artifact's SS1 generator)."""
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    m = int(n_states)
+    Q = rng.random((m, m)) * (rng.random((m, m)) < density)
+    empty = Q.sum(axis=1) == 0
+    Q[empty, rng.integers(0, m, size=int(empty.sum()))] = 1.0
+    Q = Q / Q.sum(axis=1, keepdims=True) * rho
+    rest = 1.0 - Q.sum(axis=1)
+    return AbsorbingChain(Q, rest * success_rate, rest - rest * success_rate, pi0=0)
+
+
+def simulate_traces(chain: AbsorbingChain, n_traces: int, seed: int | np.random.Generator = 0, *,
+                    max_steps: int = 10_000) -> TraceTable:
+    """Draw ``n_traces`` traces from ``chain`` as a canonical :class:`TraceTable` (state = state name).
+
+    Traces that reach ``max_steps`` steps without absorbing are ``censored``.
+    """
+    sim = chain.simulate(n_traces, seed, max_steps=max_steps, record_paths=True)
+    assert sim.states is not None
+    lengths = sim.length
+    trace = np.repeat(np.arange(n_traces), lengths)
+    step = np.arange(trace.size) - np.repeat(sim.offsets[:-1], lengths) if trace.size else trace
+    outcome_names = np.array(["success", "failure", "censored"])
+    names = np.array(chain.state_names, dtype=object)
+    table = pa.table({
+        "trace_id": pa.array([f"t{i}" for i in trace], pa.string()),
+        "step_idx": pa.array(step, pa.int64()),
+        "state": pa.array(names[sim.states], pa.string()),
+        "outcome": pa.array(outcome_names[sim.outcome][trace], pa.string()),
+    })
+    return TraceTable.from_dataframe(table, source=f"simulated({n_traces} traces)")

@@ -1,0 +1,138 @@
+"""ReliabilitySummary: the metric set that ``fit`` and ``metrics`` report, computed once from a chain.
+
+This is the only place that decides *which* numbers are reported; the CLI renders it and never computes. Undefined
+quantities (e.g. E[steps | success] when success is unreachable) are ``None`` with the reason in ``undefined`` —
+never NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tracetochain._version import __version__
+from tracetochain.chain._model import AbsorbingChain
+from tracetochain.exceptions import UndefinedMetricError
+
+METRICS_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StateMetrics:
+    """Per-state figures: expected visits z_i, exits, share of all failures leaving from i, ∂R∞/∂R⊕_i."""
+
+    name: str
+    expected_visits: float
+    r_success: float
+    r_failure: float
+    success_probability: float
+    failure_share: float
+    sensitivity: float
+
+
+@dataclass(frozen=True)
+class ReliabilitySummary:
+    """Everything a reader of a fitted chain asks first. Build with :func:`summarize`."""
+
+    n_states: int
+    r_inf: float
+    failure_probability: float
+    horizon: int
+    reliability: list[float]
+    residual_at_horizon: float
+    mean_steps: float
+    steps_std: float
+    mean_steps_given_success: float | None
+    mean_steps_given_failure: float | None
+    ks: list[int]
+    pass_at_k: list[float]
+    pass_hat_k: list[float]
+    spectral_radius: float
+    step_budget_delta: float
+    step_budget_exact: int | None
+    step_budget_bound: int | None
+    step_budget_kappa: float | None
+    states: list[StateMetrics]
+    undefined: dict[str, str] = field(default_factory=dict)
+    chain_metadata: dict[str, Any] = field(default_factory=dict)
+
+    def worst_states(self, n: int = 3) -> list[StateMetrics]:
+        """States ranked by their share of all failures (the bottlenecks)."""
+        return sorted(self.states, key=lambda s: -s.failure_share)[:n]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "tracetochain.metrics",
+            "schema_version": METRICS_SCHEMA_VERSION,
+            "tracetochain_version": __version__,
+            "n_states": self.n_states,
+            "r_inf": self.r_inf,
+            "failure_probability": self.failure_probability,
+            "horizon": self.horizon,
+            "reliability": self.reliability,
+            "residual_at_horizon": self.residual_at_horizon,
+            "mean_steps": self.mean_steps,
+            "steps_std": self.steps_std,
+            "mean_steps_given_success": self.mean_steps_given_success,
+            "mean_steps_given_failure": self.mean_steps_given_failure,
+            "pass_at_k": {str(k): v for k, v in zip(self.ks, self.pass_at_k, strict=True)},
+            "pass_hat_k": {str(k): v for k, v in zip(self.ks, self.pass_hat_k, strict=True)},
+            "spectral_radius": self.spectral_radius,
+            "step_budget": {"delta": self.step_budget_delta, "exact": self.step_budget_exact,
+                            "prop8_bound": self.step_budget_bound, "kappa": self.step_budget_kappa},
+            "states": [s.__dict__ for s in self.states],
+            "undefined": dict(self.undefined),
+            "chain_metadata": {k: v for k, v in self.chain_metadata.items() if k != "counts"},
+        }
+
+
+def summarize(chain: AbsorbingChain, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
+              delta: float = 0.01) -> ReliabilitySummary:
+    """Compute the reported metric set of ``chain`` (R(d) for d = 0..horizon, pass@k/pass^k for ``ks``)."""
+    if horizon < 0:
+        raise ValueError(f"horizon must be >= 0, got {horizon}")
+    undefined: dict[str, str] = {}
+
+    def guarded(name: str, fn: Any) -> float | None:
+        try:
+            return float(fn())
+        except UndefinedMetricError as exc:
+            undefined[name] = str(exc)
+            return None
+
+    sweep = chain.sweep(horizon)
+    budget = chain.step_budget(delta)
+    z = chain.expected_visits()
+    share = chain.failure_attribution()
+    h = chain.success_probabilities
+    states = [
+        StateMetrics(name, float(z[i]), float(chain.R_success[i]), float(chain.R_failure[i]), float(h[i]),
+                     float(share[i]), float(z[i]))
+        for i, name in enumerate(chain.state_names)
+    ]
+    k_arr = np.asarray(ks, dtype=np.int64)
+    return ReliabilitySummary(
+        n_states=chain.n_states,
+        r_inf=chain.r_inf,
+        failure_probability=chain.failure_probability,
+        horizon=horizon,
+        reliability=[float(x) for x in sweep.reliability],
+        residual_at_horizon=float(sweep.residual[-1]),
+        mean_steps=chain.mean_steps(),
+        steps_std=float(np.sqrt(chain.steps_variance())),
+        mean_steps_given_success=guarded("mean_steps_given_success", chain.mean_steps_given_success),
+        mean_steps_given_failure=guarded("mean_steps_given_failure", chain.mean_steps_given_failure),
+        ks=[int(k) for k in k_arr],
+        pass_at_k=[float(x) for x in chain.pass_at_k(k_arr)],
+        pass_hat_k=[float(x) for x in chain.pass_hat_k(k_arr)],
+        spectral_radius=chain.spectral_radius(),
+        step_budget_delta=delta,
+        step_budget_exact=budget.exact,
+        step_budget_bound=budget.bound,
+        step_budget_kappa=budget.kappa,
+        states=states,
+        undefined=undefined,
+        chain_metadata=dict(chain.metadata),
+    )

@@ -1,0 +1,85 @@
+"""Validation at the entry of public numerics: the single place that checks chain arrays and π0."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from tracetochain.exceptions import ChainValidationError
+
+#: Absolute tolerance on row sums Q·1 + r⊕ + r⊖ = 1 and on negative entries.
+ROW_SUM_ATOL = 1e-9
+
+
+def ensure_chain_arrays(
+    Q: ArrayLike, r_success: ArrayLike, r_failure: ArrayLike, names: tuple[str, ...] | None = None
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Return float64 copies of (Q, r⊕, r⊖) after checking shapes, finiteness, signs and row sums.
+
+    Raises :class:`ChainValidationError` naming the first offending state (by name when ``names`` is given).
+    """
+    Qa = np.array(Q, dtype=np.float64)
+    rs = np.array(r_success, dtype=np.float64).reshape(-1)
+    rf = np.array(r_failure, dtype=np.float64).reshape(-1)
+    if Qa.ndim != 2 or Qa.shape[0] != Qa.shape[1]:
+        raise ChainValidationError(f"Q must be a square matrix, got shape {Qa.shape}")
+    m = Qa.shape[0]
+    if m == 0:
+        raise ChainValidationError("the chain has no transient states")
+    if rs.shape != (m,) or rf.shape != (m,):
+        raise ChainValidationError(
+            f"R_success and R_failure must have length {m} (one entry per state), got {rs.shape[0]} and {rf.shape[0]}"
+        )
+
+    def label(i: int) -> str:
+        return repr(names[i]) if names is not None else f"#{i}"
+
+    for arr, what in ((Qa, "Q"), (rs, "R_success"), (rf, "R_failure")):
+        if not np.all(np.isfinite(arr)):
+            raise ChainValidationError(f"{what} contains NaN or infinite entries")
+        if arr.size and arr.min() < -ROW_SUM_ATOL:
+            idx = np.unravel_index(int(np.argmin(arr)), arr.shape)
+            raise ChainValidationError(
+                f"{what} has a negative entry {arr[idx]:.3g} in row of state {label(int(idx[0]))}"
+            )
+    np.clip(Qa, 0.0, None, out=Qa)
+    np.clip(rs, 0.0, None, out=rs)
+    np.clip(rf, 0.0, None, out=rf)
+    rows = Qa.sum(axis=1) + rs + rf
+    bad = np.flatnonzero(np.abs(rows - 1.0) > ROW_SUM_ATOL)
+    if bad.size:
+        i = int(bad[0])
+        raise ChainValidationError(
+            f"row of state {label(i)} sums to {rows[i]:.12g}, not 1 (Q·1 + R_success + R_failure must equal 1 "
+            f"in every row; {bad.size} row(s) affected)"
+        )
+    return Qa, rs, rf
+
+
+def as_initial_distribution(pi0: ArrayLike | int, m: int) -> NDArray[np.float64]:
+    """The single s0/π0 helper: an int is a start state (e_{s0}); a vector must be a distribution over m states."""
+    if isinstance(pi0, (int, np.integer)):
+        if not 0 <= int(pi0) < m:
+            raise ChainValidationError(f"start state {pi0} is out of range for {m} states")
+        out = np.zeros(m)
+        out[int(pi0)] = 1.0
+        return out
+    p = np.array(pi0, dtype=np.float64).reshape(-1)
+    if p.shape != (m,):
+        raise ChainValidationError(f"pi0 must have length {m}, got {p.shape[0]}")
+    if not np.all(np.isfinite(p)) or p.min() < -ROW_SUM_ATOL:
+        raise ChainValidationError("pi0 must be finite and non-negative")
+    total = p.sum()
+    if abs(total - 1.0) > ROW_SUM_ATOL:
+        raise ChainValidationError(f"pi0 sums to {total:.12g}, not 1")
+    return np.clip(p, 0.0, None) / total
+
+
+def clip_probabilities(x: NDArray[np.float64], what: str, atol: float = 1e-10) -> NDArray[np.float64]:
+    """Clip solved probabilities into [0, 1], but only within ``atol``: larger violations are bugs, not noise."""
+    if x.size and (x.min() < -atol or x.max() > 1 + atol):
+        raise ChainValidationError(
+            f"{what} left [0, 1] by more than {atol:g} (min {x.min():.3g}, max {x.max():.3g}); "
+            "the chain is too ill-conditioned for a reliable solve"
+        )
+    return np.clip(x, 0.0, 1.0)

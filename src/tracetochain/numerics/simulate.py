@@ -1,0 +1,88 @@
+"""Monte Carlo simulation of traces from an absorbing chain, vectorised across traces.
+
+Convention (no off-by-one, cf. ``paper-spec.md`` §6.1): a trace visits transient states s_1..s_L and then exits
+from s_L; its length is L = the step at which it is absorbed, so Pr[length ≤ d and success] = R(d). With
+``max_steps`` = D, a trace still transient after D steps is *censored*, and Pr[success observed] = R(D) exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+SUCCESS, FAILURE, CENSORED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class SimulatedTraces:
+    """``length[i]`` = number of steps of trace i; ``outcome[i]`` ∈ {SUCCESS=0, FAILURE=1, CENSORED=2}.
+
+    When paths were requested, ``states`` is the concatenation of every trace's transient state indices in order
+    and ``offsets`` (length n + 1) delimits trace i as ``states[offsets[i]:offsets[i + 1]]``.
+    """
+
+    length: NDArray[np.int64]
+    outcome: NDArray[np.int8]
+    states: NDArray[np.int32] | None = None
+    offsets: NDArray[np.int64] | None = None
+
+
+def simulate_traces(
+    Q: NDArray[np.float64],
+    r_success: NDArray[np.float64],
+    r_failure: NDArray[np.float64],
+    pi0: NDArray[np.float64],
+    n_traces: int,
+    rng: np.random.Generator,
+    *,
+    max_steps: int = 10_000,
+    record_paths: bool = False,
+) -> SimulatedTraces:
+    """Simulate ``n_traces`` independent traces; one vectorised draw per step for all still-running traces."""
+    if n_traces < 0:
+        raise ValueError(f"n_traces must be >= 0, got {n_traces}")
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    m = Q.shape[0]
+    # Columns 0..m-1 transient, m = success, m + 1 = failure.
+    cum = np.cumsum(np.column_stack([Q, r_success, r_failure]), axis=1)
+    cum[:, -1] = 1.0  # guard against rounding: every draw lands in some column
+    cum_pi0 = np.cumsum(pi0)
+    cum_pi0[-1] = 1.0
+
+    state = np.searchsorted(cum_pi0, rng.random(n_traces), side="right").astype(np.int64)
+    length = np.zeros(n_traces, dtype=np.int64)
+    outcome = np.full(n_traces, CENSORED, dtype=np.int8)
+    active = np.arange(n_traces)
+    path_idx: list[NDArray[np.int64]] = []
+    path_state: list[NDArray[np.int64]] = []
+    for _ in range(max_steps):
+        if active.size == 0:
+            break
+        cur = state[active]
+        if record_paths:
+            path_idx.append(active)
+            path_state.append(cur)
+        length[active] += 1
+        u = rng.random(active.size)
+        # Row-wise inverse CDF: the number of cumulative entries ≤ u is the sampled column.
+        nxt = (u[:, None] >= cum[cur]).sum(axis=1)
+        absorbed = nxt >= m
+        done = active[absorbed]
+        outcome[done] = np.where(nxt[absorbed] == m, SUCCESS, FAILURE)
+        active = active[~absorbed]
+        state[active] = nxt[~absorbed]
+
+    if not record_paths:
+        return SimulatedTraces(length, outcome)
+    if path_idx:
+        idx = np.concatenate(path_idx)
+        st = np.concatenate(path_state)
+        order = np.argsort(idx, kind="stable")  # steps were appended in time order, so stable keeps it per trace
+        states = st[order].astype(np.int32)
+    else:
+        states = np.zeros(0, dtype=np.int32)
+    offsets = np.concatenate([[0], np.cumsum(length)])
+    return SimulatedTraces(length, outcome, states, offsets)

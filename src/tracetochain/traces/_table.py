@@ -1,0 +1,648 @@
+"""TraceTable: the canonical long table of steps, validated at the door.
+
+Every reader ends here. Validation names the source, the line (JSONL/CSV) or row (Parquet/DataFrame), the field,
+and how to fix the record. With ``on_error="skip"`` a bad record removes its whole trace (a trace with a hole in it
+would silently change the transitions), and every skip is counted in :class:`IngestReport`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+from tracetochain.exceptions import TraceValidationError
+from tracetochain.traces._schema import (
+    COLUMN_BY_NAME,
+    OUTCOME_VALUES,
+    REQUIRED,
+    STEP_KIND_VALUES,
+    TRACE_LEVEL,
+    TRACE_SCHEMA_VERSION,
+)
+
+OnError = Literal["raise", "skip"]
+_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet",
+            ".pq": "parquet"}
+_MAX_PROBLEMS_KEPT = 50
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One rejected record: where it was, which field, what was wrong."""
+
+    location: int | None
+    field: str | None
+    message: str
+
+
+@dataclass
+class IngestReport:
+    """What happened at the door: records read, records and traces skipped (with reasons), and the first problems.
+
+    ``location_kind`` is ``"line"`` for JSONL/CSV (1-based file lines) and ``"row"`` for Parquet/DataFrames
+    (0-based rows).
+    """
+
+    source: str
+    format: str
+    location_kind: str = "line"
+    n_records: int = 0
+    n_records_skipped: int = 0
+    n_traces: int = 0
+    n_traces_skipped: int = 0
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "format": self.format,
+            "n_records": self.n_records,
+            "n_records_skipped": self.n_records_skipped,
+            "n_traces": self.n_traces,
+            "n_traces_skipped": self.n_traces_skipped,
+            "skipped_by_reason": dict(self.skipped_by_reason),
+            "problems": [
+                {self.location_kind: p.location, "field": p.field, "message": p.message} for p in self.problems
+            ],
+        }
+
+    def __str__(self) -> str:
+        text = (
+            f"{self.source} ({self.format}): {self.n_records} records read, {self.n_traces} traces kept, "
+            f"{self.n_records_skipped} records skipped ({self.n_traces_skipped} traces dropped whole)"
+        )
+        for reason, n in sorted(self.skipped_by_reason.items()):
+            text += f"\n  - {n} records: {reason}"
+        return text
+
+
+# ---------------------------------------------------------------------------------------------------- parsing
+def _read_jsonl(path: Path, on_error: OnError) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
+    records: list[dict[str, Any]] = []
+    lines: list[int] = []
+    problems: list[Problem] = []
+    with path.open("r", encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                if on_error == "raise":
+                    raise TraceValidationError(
+                        f"not valid JSON ({exc.msg} at column {exc.colno})", source=str(path), line=lineno,
+                        hint="each line must be one JSON object; fix or remove the line, or pass on_error='skip'",
+                    ) from None
+                problems.append(Problem(lineno, None, f"not valid JSON ({exc.msg})"))
+                continue
+            if not isinstance(rec, dict):
+                if on_error == "raise":
+                    raise TraceValidationError(
+                        f"expected a JSON object, got {type(rec).__name__}", source=str(path), line=lineno,
+                        hint="each line must be one step record such as "
+                        '{"trace_id": "t1", "step_idx": 0, "state": "plan", "outcome": "success"}',
+                    )
+                problems.append(Problem(lineno, None, f"expected a JSON object, got {type(rec).__name__}"))
+                continue
+            records.append(rec)
+            lines.append(lineno)
+    return _records_to_arrow(records), np.asarray(lines, dtype=np.int64), problems
+
+
+def _read_json_array(path: Path) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise TraceValidationError(f"not valid JSON ({exc.msg})", source=str(path), line=exc.lineno) from None
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise TraceValidationError(
+            "a .json trace file must hold a list of step records", source=str(path),
+            hint="use JSONL (one record per line) or a JSON array of objects",
+        )
+    # Records of a JSON array have no line numbers of their own: report the 0-based element index.
+    return _records_to_arrow(data), np.arange(len(data), dtype=np.int64), []
+
+
+def _records_to_arrow(records: list[dict[str, Any]]) -> pa.Table:
+    names: dict[str, None] = {}
+    for r in records:
+        for k in r:
+            names.setdefault(k, None)
+    cols: dict[str, pa.Array] = {}
+    for name in names:
+        values = [r.get(name) for r in records]
+        try:
+            cols[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            # Mixed Python types in one field (e.g. 3 and "3"): keep them as text, the typed cast decides later.
+            cols[name] = pa.array(
+                [None if v is None else (json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for v in values]
+            )
+    return pa.table(cols) if cols else pa.table({})
+
+
+def _read_csv(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
+    import pyarrow.csv as pacsv
+
+    try:
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
+    except pa.ArrowInvalid as exc:
+        raise TraceValidationError(f"cannot parse CSV ({exc})", source=str(path)) from None
+    # Header is line 1; assumes no quoted field spans several lines (true of canonical files we write).
+    return table, np.arange(2, table.num_rows + 2, dtype=np.int64)
+
+
+def _read_parquet(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceValidationError(f"cannot read Parquet ({exc})", source=str(path)) from None
+    return table, np.arange(table.num_rows, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------------- typing
+def _first_bad(values: list[Any], target: pa.DataType) -> list[int]:
+    bad = []
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        try:
+            _cast_one(pa.array([v]), target)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError):
+            bad.append(i)
+    return bad
+
+
+def _cast_one(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    t = arr.type
+    if pa.types.is_null(t):
+        return pa.nulls(len(arr), target)
+    if target == pa.string():
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return arr.cast(pa.string())
+        if pa.types.is_integer(t):
+            return arr.cast(pa.string())
+        if pa.types.is_dictionary(t):
+            return arr.cast(pa.string())
+        raise ValueError(f"expected text, got {t}")
+    if target == pa.bool_():
+        if pa.types.is_boolean(t):
+            return arr
+        if pa.types.is_integer(t):
+            if pc.any(pc.invert(pc.is_in(arr, pa.array([0, 1], t)))).as_py():
+                raise ValueError("expected true/false")
+            return arr.cast(pa.bool_())
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            low = pc.utf8_lower(arr)
+            if pc.any(pc.invert(pc.is_in(low, pa.array(["true", "false", "1", "0"])))).as_py():
+                raise ValueError("expected true/false")
+            return low.cast(pa.bool_())
+        raise ValueError(f"expected true/false, got {t}")
+    if pa.types.is_boolean(t):
+        raise ValueError("expected a number, got true/false")
+    if target == pa.float64() and (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        try:
+            return arr.cast(pa.float64())
+        except pa.ArrowInvalid:
+            # ISO-8601 timestamps are accepted for the time columns (converted to epoch seconds).
+            ts = arr.cast(pa.timestamp("ns", tz="UTC"))
+            return pc.divide(ts.cast(pa.int64()).cast(pa.float64()), 1e9)
+    if pa.types.is_timestamp(t) and target == pa.float64():
+        return pc.divide(arr.cast(pa.timestamp("ns")).cast(pa.int64()).cast(pa.float64()), 1e9)
+    return arr.cast(target)  # safe cast: 3.5 → int64 raises
+
+
+_TYPE_WORD = {pa.string(): "text", pa.int64(): "an integer", pa.float64(): "a number", pa.bool_(): "true/false"}
+
+
+# ---------------------------------------------------------------------------------------------------- table
+class TraceTable:
+    """A validated set of traces in the canonical long layout (``formats.md`` §1), sorted by trace then step.
+
+    Build one with :meth:`read` (JSONL, CSV or Parquet, chosen by extension), :meth:`from_dataframe`
+    (pandas, polars or pyarrow) or :meth:`from_records`. The minimal record is
+    ``{"trace_id", "step_idx", "state" (or "step_kind"), "outcome"}``.
+
+    Examples
+    --------
+    >>> tt = TraceTable.from_records([
+    ...     {"trace_id": "a", "step_idx": 0, "state": "plan", "outcome": "success"},
+    ...     {"trace_id": "a", "step_idx": 1, "state": "act", "outcome": "success"},
+    ...     {"trace_id": "b", "step_idx": 0, "state": "plan", "outcome": "failure"}])
+    >>> tt.n_traces, tt.n_steps, tt.outcome_counts()["success"]
+    (2, 3, 1)
+    """
+
+    def __init__(self, table: pa.Table, report: IngestReport, trace_ids: pa.Array,
+                 trace_index: NDArray[np.int64], offsets: NDArray[np.int64]) -> None:
+        self._table = table
+        self.report = report
+        self._trace_ids = trace_ids
+        self._trace_index = trace_index
+        self._offsets = offsets
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def read(cls, path: str | Path, *, on_error: OnError = "raise") -> TraceTable:
+        """Read a canonical long table; the format comes from the extension (.jsonl/.ndjson, .json, .csv, .parquet)."""
+        p = Path(path)
+        _check_on_error(on_error)
+        fmt = _FORMATS.get(p.suffix.lower())
+        if fmt is None:
+            raise TraceValidationError(
+                f"unknown file extension {p.suffix!r}", source=str(p),
+                hint=f"use one of {', '.join(sorted(_FORMATS))}",
+            )
+        if not p.exists():
+            raise TraceValidationError("no such file", source=str(p))
+        pre: list[Problem] = []
+        if fmt == "jsonl":
+            raw, locs, pre = _read_jsonl(p, on_error)
+            kind = "line"
+        elif fmt == "json":
+            raw, locs, pre = _read_json_array(p)
+            kind = "row"
+        elif fmt == "csv":
+            raw, locs = _read_csv(p)
+            kind = "line"
+        else:
+            raw, locs = _read_parquet(p)
+            kind = "row"
+        return cls._build(raw, locs, IngestReport(str(p), fmt, kind), on_error, pre)
+
+    @classmethod
+    def from_dataframe(cls, df: Any, *, on_error: OnError = "raise", source: str = "DataFrame") -> TraceTable:
+        """Build from a pandas or polars DataFrame, or a pyarrow Table (columns named as the canonical record)."""
+        _check_on_error(on_error)
+        if isinstance(df, pa.Table):
+            table = df
+        elif hasattr(df, "to_arrow") and type(df).__module__.startswith("polars"):
+            table = df.to_arrow()
+        elif type(df).__module__.startswith("pandas"):
+            table = pa.Table.from_pandas(df, preserve_index=False)
+        else:
+            raise TypeError(f"expected a pandas/polars DataFrame or a pyarrow Table, got {type(df).__name__}")
+        return cls._build(table, np.arange(table.num_rows, dtype=np.int64),
+                          IngestReport(source, "dataframe", "row"), on_error, [])
+
+    @classmethod
+    def from_records(cls, records: list[dict[str, Any]], *, on_error: OnError = "raise",
+                     source: str = "records") -> TraceTable:
+        """Build from a list of step dicts (record i is reported as row i)."""
+        _check_on_error(on_error)
+        return cls._build(_records_to_arrow(list(records)), np.arange(len(records), dtype=np.int64),
+                          IngestReport(source, "records", "row"), on_error, [])
+
+    # ------------------------------------------------------------------ validation
+    @classmethod
+    def _build(cls, raw: pa.Table, locs: NDArray[np.int64], report: IngestReport, on_error: OnError,
+               pre_problems: list[Problem]) -> TraceTable:
+        n = raw.num_rows
+        report.n_records = n + len(pre_problems)
+        skipped = Counter[str]()
+        problems: list[Problem] = list(pre_problems)
+        for p in pre_problems:
+            skipped[p.message.split(" (")[0]] += 1
+        bad = np.zeros(n, dtype=bool)  # rows whose whole trace must go
+        lost = np.zeros(n, dtype=bool)  # rows that cannot even be attributed to a trace
+        row_reason = np.full(n, -1, dtype=np.int64)  # index into `reasons` of the first problem of each row
+        reasons: list[str] = []
+
+        def flag(mask: NDArray[np.bool_], fieldname: str | None, message: str, hint: str,
+                 *, unattributable: bool = False, reason: str | None = None) -> None:
+            if not mask.any():
+                return
+            first = int(np.flatnonzero(mask)[0])
+            if on_error == "raise":
+                loc = int(locs[first])
+                is_line = report.location_kind == "line"
+                raise TraceValidationError(message, source=report.source, line=loc if is_line else None,
+                                           row=None if is_line else loc, field=fieldname, hint=hint)
+            for i in np.flatnonzero(mask & ~bad & ~lost)[: max(0, _MAX_PROBLEMS_KEPT - len(problems))]:
+                problems.append(Problem(int(locs[i]), fieldname, message))
+            reasons.append(reason or message)
+            row_reason[mask & (row_reason < 0)] = len(reasons) - 1
+            (lost if unattributable else bad)[mask] = True
+
+        # 1. Required columns and canonical types.
+        present = set(raw.column_names)
+        for name in REQUIRED:
+            if name not in present:
+                raise TraceValidationError(
+                    f"required field {name!r} is missing from every record", source=report.source, field=name,
+                    hint=_missing_hint(name),
+                )
+        if "state" not in present and "step_kind" not in present:
+            raise TraceValidationError(
+                "records have neither 'state' nor 'step_kind', so there is nothing to build states from",
+                source=report.source, field="state",
+                hint="add a 'state' label per step, or 'step_kind' (llm/tool/…) with an optional 'tool_name'",
+            )
+        cols: dict[str, pa.Array] = {}
+        for name in raw.column_names:
+            arr = raw.column(name).combine_chunks() if n else pa.array([], type=raw.schema.field(name).type)
+            spec = COLUMN_BY_NAME.get(name)
+            if spec is None:
+                cols[name] = arr  # extra columns travel along untouched
+                continue
+            try:
+                cols[name] = _cast_one(arr, spec.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError):
+                values = arr.to_pylist()
+                bad_idx = _first_bad(values, spec.type)
+                mask = np.zeros(n, dtype=bool)
+                mask[bad_idx] = True
+                example = values[bad_idx[0]] if bad_idx else None
+                flag(mask, name, f"expected {_TYPE_WORD[spec.type]}, got {example!r}",
+                     f"write {name} as {_TYPE_WORD[spec.type]}")
+                fixed = [None if i in set(bad_idx) else v for i, v in enumerate(values)]
+                cols[name] = _cast_one(pa.array(fixed), spec.type) if fixed else pa.array([], spec.type)
+
+        # 2. Row-level checks.
+        tid = cols["trace_id"]
+        flag(_nulls(tid), "trace_id", "trace_id is empty", "every step needs the id of its trace",
+             unattributable=True)
+        if n and pa.types.is_string(tid.type):
+            flag(np.asarray(pc.equal(tid, "").fill_null(False)), "trace_id", "trace_id is empty",
+                 "every step needs the id of its trace", unattributable=True)
+        step = cols["step_idx"]
+        flag(_nulls(step), "step_idx", "step_idx is empty", "number the steps of each trace 0, 1, 2, …")
+        step_np = np.asarray(step.fill_null(0)) if n else np.zeros(0, np.int64)
+        flag(step_np < 0, "step_idx", "step_idx is negative", "number the steps of each trace 0, 1, 2, …")
+
+        outcome = pc.utf8_trim_whitespace(pc.utf8_lower(cols["outcome"])) if n else cols["outcome"]
+        cols["outcome"] = outcome
+        flag(_nulls(outcome), "outcome", "outcome is empty", f"use one of {', '.join(OUTCOME_VALUES)}")
+        unknown = _not_in(outcome, OUTCOME_VALUES)
+        if unknown.any():
+            val = outcome[int(np.flatnonzero(unknown)[0])].as_py()
+            flag(unknown, "outcome", f"unknown outcome {val!r}",
+                 f"use one of {', '.join(OUTCOME_VALUES)} (map your labels first, e.g. pass → success)")
+        if "step_kind" in cols and n:
+            kind = pc.utf8_trim_whitespace(pc.utf8_lower(cols["step_kind"]))
+            cols["step_kind"] = kind
+            badk = _not_in(kind, STEP_KIND_VALUES)
+            if badk.any():
+                val = kind[int(np.flatnonzero(badk)[0])].as_py()
+                flag(badk, "step_kind", f"unknown step_kind {val!r}", f"use one of {', '.join(STEP_KIND_VALUES)}")
+        if "state" in cols:
+            st = cols["state"]
+            empty = _nulls(st) | (np.asarray(pc.equal(st, "").fill_null(False)) if n else np.zeros(0, bool))
+            if "step_kind" in cols:
+                # A missing state falls back to step_kind[:tool_name] only where step_kind exists.
+                empty &= _nulls(cols["step_kind"])
+            flag(empty, "state", "state is empty",
+                 "give every step a state label, or provide step_kind so a default state can be derived")
+        elif "step_kind" in cols:
+            flag(_nulls(cols["step_kind"]), "step_kind", "step_kind is empty",
+                 f"use one of {', '.join(STEP_KIND_VALUES)}")
+
+        # 3. Group by trace (codes in order of first appearance) and sort by (trace, step).
+        keep_rows = ~lost
+        table = pa.table(cols)
+        if lost.any():
+            for r in row_reason[lost]:
+                skipped[reasons[r]] += 1
+            table = table.filter(pa.array(keep_rows))
+            locs, bad, row_reason = locs[keep_rows], bad[keep_rows], row_reason[keep_rows]
+            lost = lost[keep_rows]
+        enc = pc.dictionary_encode(table.column("trace_id").combine_chunks()) if table.num_rows else None
+        codes = np.asarray(enc.indices, dtype=np.int64) if enc is not None else np.zeros(0, np.int64)
+        steps = np.asarray(table.column("step_idx").combine_chunks().fill_null(0), dtype=np.int64) \
+            if table.num_rows else np.zeros(0, np.int64)
+        order = _sort_order(codes, steps)
+        if order is not None:
+            table = table.take(pa.array(order))
+            locs, bad, codes, steps = locs[order], bad[order], codes[order], steps[order]
+            row_reason = row_reason[order]
+        n_kept = table.num_rows
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if n_kept else np.zeros(0, np.int64)
+        offsets = np.r_[starts, n_kept].astype(np.int64)
+        trace_of_row = np.repeat(np.arange(starts.size), np.diff(offsets))
+
+        # 4. Per-trace checks: unique steps and agreeing trace-level fields.
+        if n_kept:
+            same = np.r_[False, codes[1:] == codes[:-1]]
+            dup = same & np.r_[False, steps[1:] == steps[:-1]]
+            flag(dup, "step_idx", "step_idx repeats within the trace",
+                 "each step of a trace needs its own step_idx")
+            for name in TRACE_LEVEL:
+                if name not in table.column_names:
+                    continue
+                col = table.column(name).combine_chunks()
+                differs = _differs_from_trace_start(col, starts, trace_of_row)
+                if differs.any():
+                    first = int(np.flatnonzero(differs)[0])
+                    t0 = starts[trace_of_row[first]]
+                    flag(differs, name,
+                         f"{name} is {col[first].as_py()!r} here but {col[int(t0)].as_py()!r} on an earlier step "
+                         f"of trace {table.column('trace_id')[first].as_py()!r}",
+                         f"{name} describes the whole trace: write the same value on every step",
+                         reason=f"{name} differs between steps of one trace")
+
+        # 5. Drop whole traces that hold a bad record (skip mode only; raise mode has raised by now).
+        if bad.any():
+            bad_traces = np.unique(trace_of_row[bad])
+            drop_rows = np.isin(trace_of_row, bad_traces)
+            # Every dropped record is counted under the first problem found in its trace.
+            first_bad_row = np.full(starts.size, -1, dtype=np.int64)
+            idx = np.flatnonzero(bad)[::-1]
+            first_bad_row[trace_of_row[idx]] = idx
+            trace_reason = row_reason[first_bad_row[bad_traces]]
+            sizes = np.diff(offsets)[bad_traces]
+            for r, size in zip(trace_reason, sizes, strict=True):
+                skipped[reasons[r]] += int(size)
+            report.n_traces_skipped = int(bad_traces.size)
+            keep = ~drop_rows
+            table = table.filter(pa.array(keep))
+            codes = codes[keep]
+            n_kept = table.num_rows
+            starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if n_kept else np.zeros(0, np.int64)
+            offsets = np.r_[starts, n_kept].astype(np.int64)
+            trace_of_row = np.repeat(np.arange(starts.size), np.diff(offsets))
+        report.skipped_by_reason = {k: v for k, v in skipped.items() if v}
+        report.n_records_skipped = sum(report.skipped_by_reason.values())
+        report.problems = problems[:_MAX_PROBLEMS_KEPT]
+        report.n_traces = int(starts.size)
+        trace_ids = table.column("trace_id").combine_chunks().take(pa.array(starts)) if n_kept \
+            else pa.array([], pa.string())
+        return cls(table, report, trace_ids, trace_of_row.astype(np.int64), offsets)
+
+    # ------------------------------------------------------------------ accessors
+    @property
+    def n_traces(self) -> int:
+        return int(self._offsets.size - 1)
+
+    @property
+    def n_steps(self) -> int:
+        return int(self._table.num_rows)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._table.column_names)
+
+    @property
+    def trace_ids(self) -> list[str]:
+        """Trace ids in table order (order of first appearance in the source)."""
+        return [str(x) for x in self._trace_ids.to_pylist()]
+
+    @property
+    def offsets(self) -> NDArray[np.int64]:
+        """Trace i occupies rows ``offsets[i]:offsets[i + 1]`` (read-only view)."""
+        out = self._offsets.view()
+        out.setflags(write=False)
+        return out
+
+    def trace_column(self, name: str) -> pa.Array:
+        """A trace-level column (outcome, task_id, …) with one value per trace."""
+        if name not in TRACE_LEVEL:
+            raise KeyError(f"{name!r} is not a trace-level column; trace-level columns are {TRACE_LEVEL}")
+        if name not in self._table.column_names:
+            return pa.nulls(self.n_traces, COLUMN_BY_NAME[name].type)
+        return self._table.column(name).combine_chunks().take(pa.array(self._offsets[:-1]))
+
+    def outcomes(self) -> NDArray[np.int8]:
+        """Outcome per trace as codes into ``Outcome`` order: 0 success, 1 failure, 2 censored, 3 invalid."""
+        col = self.trace_column("outcome")
+        return np.asarray(pc.index_in(col, pa.array(OUTCOME_VALUES)), dtype=np.int8) if self.n_traces \
+            else np.zeros(0, np.int8)
+
+    def outcome_counts(self) -> dict[str, int]:
+        """Number of traces per outcome (every outcome listed, zeros included)."""
+        counts = np.bincount(self.outcomes(), minlength=len(OUTCOME_VALUES))
+        return {name: int(c) for name, c in zip(OUTCOME_VALUES, counts, strict=True)}
+
+    def state_labels(self) -> tuple[NDArray[np.int64], list[str]]:
+        """State of every step as integer codes plus the names, in order of first appearance.
+
+        Uses the ``state`` column; where it is absent (or empty on a row) the default state is
+        ``step_kind`` or ``step_kind:tool_name`` (``formats.md`` §1).
+        """
+        if self.n_steps == 0:
+            return np.zeros(0, np.int64), []
+        labels = self._default_states()
+        if "state" in self._table.column_names:
+            st = self._table.column("state").combine_chunks()
+            labels = pc.if_else(pc.and_kleene(pc.is_valid(st), pc.not_equal(st, "")).fill_null(False), st, labels) \
+                if labels is not None else st
+        assert labels is not None
+        enc = pc.dictionary_encode(labels)
+        return np.asarray(enc.indices, dtype=np.int64), [str(s) for s in enc.dictionary.to_pylist()]
+
+    def _default_states(self) -> pa.Array | None:
+        if "step_kind" not in self._table.column_names:
+            return None
+        kind = self._table.column("step_kind").combine_chunks()
+        if "tool_name" not in self._table.column_names:
+            return kind
+        tool = self._table.column("tool_name").combine_chunks()
+        has_tool = pc.and_kleene(pc.is_valid(tool), pc.not_equal(tool, "")).fill_null(False)
+        return pc.if_else(has_tool, pc.binary_join_element_wise(kind, tool, ":"), kind)
+
+    # ------------------------------------------------------------------ export
+    def to_arrow(self) -> pa.Table:
+        return self._table
+
+    def to_pandas(self) -> Any:
+        return self._table.to_pandas()
+
+    def to_polars(self) -> Any:
+        import polars as pl
+
+        return pl.from_arrow(self._table)
+
+    def write(self, path: str | Path) -> Path:
+        """Write the canonical long table; the extension picks JSONL, CSV or Parquet."""
+        p = Path(path)
+        fmt = _FORMATS.get(p.suffix.lower())
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            meta = {b"tracetochain.trace_schema_version": str(TRACE_SCHEMA_VERSION).encode()}
+            pq.write_table(self._table.replace_schema_metadata(meta), p)
+        elif fmt == "csv":
+            import pyarrow.csv as pacsv
+
+            pacsv.write_csv(self._table, p)
+        elif fmt == "jsonl":
+            with p.open("w", encoding="utf-8") as fh:
+                for batch in self._table.to_batches(max_chunksize=65_536):
+                    for rec in batch.to_pylist():
+                        fh.write(json.dumps({k: v for k, v in rec.items() if v is not None},
+                                            ensure_ascii=False) + "\n")
+        else:
+            raise TraceValidationError(f"cannot write {p.suffix!r}", source=str(p),
+                                       hint="use .jsonl, .csv or .parquet")
+        return p
+
+    def __repr__(self) -> str:
+        oc = self.outcome_counts()
+        return (f"TraceTable({self.n_traces} traces, {self.n_steps} steps; "
+                + ", ".join(f"{k} {v}" for k, v in oc.items()) + ")")
+
+
+def read_traces(path: str | Path, *, on_error: OnError = "raise") -> TraceTable:
+    """Read traces from a file into a :class:`TraceTable` (canonical long table for now)."""
+    return TraceTable.read(path, on_error=on_error)
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+def _check_on_error(on_error: str) -> None:
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+
+
+def _nulls(arr: pa.Array) -> NDArray[np.bool_]:
+    return np.asarray(arr.is_null(), dtype=bool) if len(arr) else np.zeros(0, bool)
+
+
+def _missing_hint(name: str) -> str:
+    return {
+        "trace_id": "add the id of the episode each step belongs to",
+        "step_idx": "add the 0-based position of each step within its trace",
+        "outcome": "add the episode outcome (success, failure, censored or invalid) on every step of the trace",
+    }[name]
+
+
+def _not_in(arr: pa.Array, allowed: tuple[str, ...]) -> NDArray[np.bool_]:
+    """Non-null values outside ``allowed`` (nulls are reported by their own check)."""
+    if not len(arr):
+        return np.zeros(0, bool)
+    return np.asarray(pc.and_(pc.is_valid(arr), pc.invert(pc.is_in(arr, pa.array(allowed)))), dtype=bool)
+
+
+def _sort_order(codes: NDArray[np.int64], steps: NDArray[np.int64]) -> NDArray[np.int64] | None:
+    """Permutation sorting rows by (trace code, step), or None when already sorted (the common case)."""
+    if codes.size < 2:
+        return None
+    dc = np.diff(codes)
+    if np.all((dc > 0) | ((dc == 0) & (np.diff(steps) > 0))):
+        return None
+    if steps.max(initial=0) < 2**31 and codes.max(initial=0) < 2**31:
+        return np.argsort((codes << 31) | steps, kind="stable")
+    return np.lexsort((steps, codes))
+
+
+def _differs_from_trace_start(col: pa.Array, starts: NDArray[np.int64],
+                              trace_of_row: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Rows whose value (nulls included) differs from the first row of their trace."""
+    first_idx = starts[trace_of_row]
+    null = _nulls(col)
+    if pa.types.is_string(col.type):
+        vals = np.asarray(pc.dictionary_encode(col.fill_null("")).indices, dtype=np.int64)
+    elif pa.types.is_boolean(col.type):
+        vals = np.asarray(col.fill_null(False), dtype=np.int64)
+    else:
+        vals = np.asarray(col.fill_null(0))
+    return (vals != vals[first_idx]) | (null != null[first_idx])
