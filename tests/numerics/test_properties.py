@@ -348,7 +348,9 @@ def test_monte_carlo_matches_closed_forms(name: str) -> None:
     assert abs(sim.length.mean() - c.mean_steps()) <= 5 * se
 
 
-@pytest.mark.parametrize(("name", "D"), [("golden3", 1), ("golden3", 3), ("oracle5", 4), ("prism2_pi0", 3), ("retry_loop", 2)])
+@pytest.mark.parametrize(
+    ("name", "D"), [("golden3", 1), ("golden3", 3), ("oracle5", 4), ("prism2_pi0", 3), ("retry_loop", 2)]
+)
 def test_monte_carlo_censoring_pins_horizon(name: str, D: int) -> None:
     """With max_steps = D: Pr[censored] = S(D) and Pr[success observed] = R(D) — not R(D ± 1)."""
     Q, rs, rf, pi0 = MC_CHAINS[name]

@@ -43,7 +43,8 @@ class TransitionCounts:
     @property
     def row_totals(self) -> NDArray[np.int64]:
         """c_i = Σ_j c_ij + c_i⊕ + c_i⊖: the observations leaving each state."""
-        return self.transitions.sum(axis=1) + self.exits_success + self.exits_failure
+        totals: NDArray[np.int64] = self.transitions.sum(axis=1) + self.exits_success + self.exits_failure
+        return totals
 
     @property
     def n_fitted_traces(self) -> int:

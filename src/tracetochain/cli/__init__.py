@@ -25,16 +25,20 @@ app.command("fit", epilog=_commands.FIT_EXAMPLE)(_commands.fit)
 app.command("metrics", epilog=_commands.METRICS_EXAMPLE)(_commands.metrics)
 
 
-@app.callback()
-def _root(
-    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         from tracetochain._version import __version__
 
         typer.echo(f"tracetochain {__version__}")
         raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True,
+                                 callback=_print_version),
+) -> None:
     if debug:
         os.environ["TRACETOCHAIN_DEBUG"] = "1"
 

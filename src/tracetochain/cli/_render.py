@@ -9,7 +9,7 @@ from rich.table import Table
 from tracetochain.metrics import ReliabilitySummary
 from tracetochain.traces import IngestReport
 
-_console = Console(highlight=False)
+_console = Console(highlight=False, soft_wrap=True)
 
 
 def render_ingest(report: IngestReport, outcomes: dict[str, int]) -> None:

@@ -66,7 +66,7 @@ def simulate_traces(chain: AbsorbingChain, n_traces: int, seed: int | np.random.
     Traces that reach ``max_steps`` steps without absorbing are ``censored``.
     """
     sim = chain.simulate(n_traces, seed, max_steps=max_steps, record_paths=True)
-    assert sim.states is not None
+    assert sim.states is not None and sim.offsets is not None
     lengths = sim.length
     trace = np.repeat(np.arange(n_traces), lengths)
     step = np.arange(trace.size) - np.repeat(sim.offsets[:-1], lengths) if trace.size else trace

@@ -72,7 +72,8 @@ def as_initial_distribution(pi0: ArrayLike | int, m: int) -> NDArray[np.float64]
     total = p.sum()
     if abs(total - 1.0) > ROW_SUM_ATOL:
         raise ChainValidationError(f"pi0 sums to {total:.12g}, not 1")
-    return np.clip(p, 0.0, None) / total
+    dist: NDArray[np.float64] = np.clip(p, 0.0, None) / total
+    return dist
 
 
 def clip_probabilities(x: NDArray[np.float64], what: str, atol: float = 1e-10) -> NDArray[np.float64]:

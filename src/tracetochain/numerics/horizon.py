@@ -132,7 +132,7 @@ def step_budget(
     diagonalizable = False
     h_norm = float(np.max(np.abs(h))) if h.size else 0.0
     if Q.shape[0] <= 600:
-        vals, V = np.linalg.eig(Q)
+        _, V = np.linalg.eig(Q)
         cond = np.linalg.cond(V) if V.size else 1.0
         diagonalizable = bool(np.isfinite(cond) and cond < 1e10)
         if diagonalizable:

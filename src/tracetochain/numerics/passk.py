@@ -28,4 +28,5 @@ def pass_at_k(r_inf: float, k: ArrayLike) -> NDArray[np.float64]:
     r = float(r_inf)
     if r >= 1.0:
         return np.ones_like(ks)
-    return -np.expm1(ks * np.log1p(-r))
+    out: NDArray[np.float64] = -np.expm1(ks * np.log1p(-r))
+    return out

@@ -216,11 +216,23 @@ def _cast_one(arr: pa.Array, target: pa.DataType) -> pa.Array:
             return arr.cast(pa.float64())
         except pa.ArrowInvalid:
             # ISO-8601 timestamps are accepted for the time columns (converted to epoch seconds).
-            ts = arr.cast(pa.timestamp("ns", tz="UTC"))
-            return pc.divide(ts.cast(pa.int64()).cast(pa.float64()), 1e9)
+            return pa.array([_seconds(v) for v in arr.to_pylist()], pa.float64())
     if pa.types.is_timestamp(t) and target == pa.float64():
         return pc.divide(arr.cast(pa.timestamp("ns")).cast(pa.int64()).cast(pa.float64()), 1e9)
     return arr.cast(target)  # safe cast: 3.5 → int64 raises
+
+
+def _seconds(value: str | None) -> float | None:
+    """A number, or an ISO-8601 timestamp (naive means UTC), as seconds since the epoch."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        from datetime import UTC, datetime
+
+        stamp = datetime.fromisoformat(value.strip())
+        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
 
 
 _TYPE_WORD = {pa.string(): "text", pa.int64(): "an integer", pa.float64(): "a number", pa.bool_(): "true/false"}
@@ -645,4 +657,5 @@ def _differs_from_trace_start(col: pa.Array, starts: NDArray[np.int64],
         vals = np.asarray(col.fill_null(False), dtype=np.int64)
     else:
         vals = np.asarray(col.fill_null(0))
-    return (vals != vals[first_idx]) | (null != null[first_idx])
+    differs: NDArray[np.bool_] = (vals != vals[first_idx]) | (null != null[first_idx])
+    return differs
