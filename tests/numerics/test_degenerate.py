@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -106,8 +108,8 @@ def test_loop_with_default_names() -> None:
 # ------------------------------------------------------------------------------------------ validation
 
 
-def _bad(**changes: object) -> dict[str, object]:
-    kw: dict[str, object] = {"Q": [r[:] for r in Q3], "R_success": RS3[:], "R_failure": RF3[:], "pi0": 0,
+def _bad(**changes: Any) -> dict[str, Any]:
+    kw: dict[str, Any] = {"Q": [r[:] for r in Q3], "R_success": RS3[:], "R_failure": RF3[:], "pi0": 0,
                              "state_names": NAMES}
     kw.update(changes)
     return kw
@@ -117,7 +119,7 @@ def test_row_not_summing_to_one_names_the_state() -> None:
     rf = RF3[:]
     rf[1] = 0.2  # row 'act' sums to 1.1
     with pytest.raises(ChainValidationError, match="'act'") as info:
-        AbsorbingChain(**_bad(R_failure=rf))  # type: ignore[arg-type]
+        AbsorbingChain(**_bad(R_failure=rf))
     assert "1.1" in str(info.value)
     assert "'plan'" not in str(info.value) and "'verify'" not in str(info.value)
 
@@ -126,10 +128,10 @@ def test_row_sum_tolerance() -> None:
     # Within 1e-9 is accepted, beyond it is not.
     rf = RF3[:]
     rf[2] += 5e-10
-    AbsorbingChain(**_bad(R_failure=rf))  # type: ignore[arg-type]
+    AbsorbingChain(**_bad(R_failure=rf))
     rf[2] += 5e-9
     with pytest.raises(ChainValidationError, match="'verify'"):
-        AbsorbingChain(**_bad(R_failure=rf))  # type: ignore[arg-type]
+        AbsorbingChain(**_bad(R_failure=rf))
 
 
 @pytest.mark.parametrize(
@@ -198,7 +200,7 @@ def test_infinite_entry_rejected() -> None:
 )
 def test_wrong_shapes(changes: dict[str, object], needle: str) -> None:
     with pytest.raises(ChainValidationError, match=needle):
-        AbsorbingChain(**_bad(state_names=None, **changes))  # type: ignore[arg-type]
+        AbsorbingChain(**_bad(state_names=None, **changes))
 
 
 @pytest.mark.parametrize(
@@ -232,9 +234,9 @@ def test_wrong_Q_shape_with_names_reports_the_shape() -> None:
     ],
     ids=["index-high", "index-negative", "length", "sum", "negative", "nan", "zero"],
 )
-def test_bad_pi0(pi0: object, needle: str) -> None:
+def test_bad_pi0(pi0: Any, needle: str) -> None:
     with pytest.raises(ChainValidationError) as info:
-        AbsorbingChain(Q3, RS3, RF3, pi0=pi0)  # type: ignore[arg-type]
+        AbsorbingChain(Q3, RS3, RF3, pi0=pi0)
     assert needle in str(info.value)
 
 

@@ -264,15 +264,21 @@ _CMD = re.compile(r"^\s*\[\]\s*s\s*=\s*(\d+)\s*->\s*(.+);\s*$")
 _UPD = re.compile(r"^\s*([0-9.eE+-]+)\s*:\s*\(\s*s'\s*=\s*(\d+)\s*\)\s*$")
 
 
+def _int_group(pattern: str, text: str) -> int:
+    match = re.search(pattern, text)
+    assert match, f"pattern {pattern!r} not found in the PRISM model"
+    return int(match.group(1))
+
+
 def parse_prism_chain(text: str) -> tuple[AbsorbingChain, list[list[float]]]:
     """Parse the SS5 exporter's PRISM module (one variable ``s``, label "success", absorbing self-loops).
 
     The 8-decimal probabilities sum to 1 only within ~1e−8; R(d) depends on Q and R⊕ alone, so the rounding
     slack is put into the failure exit (which leaves R(d) exactly as written in the file).
     """
-    n_states = int(re.search(r"s\s*:\s*\[0\.\.(\d+)\]", text).group(1)) + 1  # type: ignore[union-attr]
-    init = int(re.search(r"init\s+(\d+)", text).group(1))  # type: ignore[union-attr]
-    success = int(re.search(r'label\s+"success"\s*=\s*s\s*=\s*(\d+)', text).group(1))  # type: ignore[union-attr]
+    n_states = _int_group(r"s\s*:\s*\[0\.\.(\d+)\]", text) + 1
+    init = _int_group(r"init\s+(\d+)", text)
+    success = _int_group(r'label\s+"success"\s*=\s*s\s*=\s*(\d+)', text)
     P = [[0.0] * n_states for _ in range(n_states)]
     for line in text.splitlines():
         mt = _CMD.match(line)

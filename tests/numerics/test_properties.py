@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -165,13 +166,15 @@ def test_failure_attribution_sums_to_one(spec: Spec) -> None:
 # --------------------------------------------------------------------------------------- sensitivities
 
 EPS = 1e-6
+T = TypeVar("T")
 
 
-def _spread(pairs: list[tuple[int, ...]], k: int = 6) -> list[tuple[int, ...]]:
-    if len(pairs) <= k:
-        return pairs
-    step = len(pairs) / k
-    return [pairs[int(i * step)] for i in range(k)]
+def _spread(items: list[T], k: int = 6) -> list[T]:
+    """At most k items, evenly spread over the list (keeps each example cheap)."""
+    if len(items) <= k:
+        return items
+    step = len(items) / k
+    return [items[int(i * step)] for i in range(k)]
 
 
 def _fd_tolerance(c: AbsorbingChain) -> float:
@@ -189,7 +192,7 @@ def test_sensitivity_Q_central_differences(spec: Spec) -> None:
     m = spec.Q.shape[0]
     assert S.shape == (m, m)
     pairs = [(i, j) for i in range(m) for j in range(m) if spec.Q[i, j] > 2 * EPS and spec.rf[i] > 2 * EPS]
-    for i, j in _spread(pairs):  # type: ignore[misc]
+    for i, j in _spread(pairs):
         vals = []
         for sign in (+1, -1):
             Qp = spec.Q.copy()
@@ -208,8 +211,8 @@ def test_sensitivity_R_success_central_differences(spec: Spec) -> None:
     S = c.sensitivity_R_success()
     m = spec.Q.shape[0]
     assert S.shape == (m,)
-    states = [(i,) for i in range(m) if spec.rs[i] > 2 * EPS and spec.rf[i] > 2 * EPS]
-    for (i,) in _spread(states):  # type: ignore[misc]
+    states = [i for i in range(m) if spec.rs[i] > 2 * EPS and spec.rf[i] > 2 * EPS]
+    for i in _spread(states):
         vals = []
         for sign in (+1, -1):
             rsp = spec.rs.copy()

@@ -87,13 +87,15 @@ class AbsorbingChain:
         state_names: tuple[str, ...] | list[str] | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        m = np.shape(Q)[0] if np.ndim(Q) == 2 else -1
+        if np.ndim(Q) != 2 or np.shape(Q)[0] != np.shape(Q)[1]:
+            raise ChainValidationError(f"Q must be a square matrix, got shape {np.shape(Q)}")
+        m = np.shape(Q)[0]
         names = tuple(str(s) for s in state_names) if state_names is not None else tuple(f"s{i}" for i in range(m))
         if state_names is not None and len(names) != m:
             raise ChainValidationError(f"{len(names)} state names given for {m} states")
         if len(set(names)) != len(names):
             raise ChainValidationError("state names must be unique")
-        Qa, rs, rf = ensure_chain_arrays(Q, R_success, R_failure, names if m >= 0 else None)
+        Qa, rs, rf = ensure_chain_arrays(Q, R_success, R_failure, names)
         p0 = as_initial_distribution(pi0, Qa.shape[0])
         can_absorb, _ = nx.absorbing_reachability(Qa, rs, rf)
         if not can_absorb.all():

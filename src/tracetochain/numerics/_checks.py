@@ -36,7 +36,10 @@ def ensure_chain_arrays(
 
     for arr, what in ((Qa, "Q"), (rs, "R_success"), (rf, "R_failure")):
         if not np.all(np.isfinite(arr)):
-            raise ChainValidationError(f"{what} contains NaN or infinite entries")
+            where = np.unravel_index(int(np.flatnonzero(~np.isfinite(arr))[0]), arr.shape)
+            raise ChainValidationError(
+                f"{what} has a NaN or infinite entry in the row of state {label(int(where[0]))}"
+            )
         if arr.size and arr.min() < -ROW_SUM_ATOL:
             idx = np.unravel_index(int(np.argmin(arr)), arr.shape)
             raise ChainValidationError(
@@ -72,8 +75,9 @@ def as_initial_distribution(pi0: ArrayLike | int, m: int) -> NDArray[np.float64]
     total = p.sum()
     if abs(total - 1.0) > ROW_SUM_ATOL:
         raise ChainValidationError(f"pi0 sums to {total:.12g}, not 1")
-    dist: NDArray[np.float64] = np.clip(p, 0.0, None) / total
-    return dist
+    dist: NDArray[np.float64] = np.clip(p, 0.0, None)
+    # Renormalise only beyond rounding noise, so that saving and reloading a chain keeps π0 bit for bit.
+    return dist if abs(dist.sum() - 1.0) <= 1e-12 else dist / dist.sum()
 
 
 def clip_probabilities(x: NDArray[np.float64], what: str, atol: float = 1e-10) -> NDArray[np.float64]:
