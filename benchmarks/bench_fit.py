@@ -7,6 +7,8 @@ The synthetic data come from a seeded random 20-state absorbing chain whose exit
 of about 30 steps. Each size is generated once (vectorised numpy, written with pyarrow in row groups) and
 cached under ``benchmarks/_data/``. Every measurement runs in a fresh subprocess so that its peak RSS
 (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) is its own; the reported figures are medians over the repeats.
+Data generation also runs in a subprocess: on Linux a child's ``ru_maxrss`` starts from the RSS high-water mark
+of the process it was spawned from (it survives ``execve``), so the parent must stay small.
 
 Usage::
 
@@ -158,6 +160,17 @@ def generate(n_traces: int, seed: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------- child
+def _vm_hwm_mb() -> float | None:
+    """Peak RSS of this process image from /proc (not inherited across exec), as a cross-check of ru_maxrss."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def child(path: str, profile: str | None) -> None:
     """One measurement in a fresh process: read, fit, total; prints one JSON line."""
     import resource
@@ -183,7 +196,8 @@ def child(path: str, profile: str | None) -> None:
     if prof is not None:
         prof.disable()
         prof.dump_stats(profile)
-    rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    rss_peak = ru.ru_maxrss  # KiB on Linux
     out = {
         "read_s": t1 - t0,
         "fit_s": t2 - t1,
@@ -192,6 +206,10 @@ def child(path: str, profile: str | None) -> None:
         "rss_base_mb": rss_base / 1024,
         "rss_after_read_mb": rss_read / 1024,
         "rss_peak_mb": rss_peak / 1024,
+        "vm_hwm_mb": _vm_hwm_mb(),
+        "cpu_user_s": ru.ru_utime,  # whole process, imports included
+        "cpu_sys_s": ru.ru_stime,
+        "minor_page_faults": ru.ru_minflt,
         "n_traces": table.n_traces,
         "n_steps": table.n_steps,
         "n_states": chain.n_states,
@@ -200,14 +218,15 @@ def child(path: str, profile: str | None) -> None:
     print(json.dumps(out))
 
 
-def run_child(path: Path, profile: str | None = None) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--child", str(path)]
-    if profile:
-        cmd += ["--profile", profile]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+def _run(args: list[str]) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"child failed ({proc.returncode}):\n{proc.stderr}")
+        raise RuntimeError(f"child {args} failed ({proc.returncode}):\n{proc.stderr}")
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def run_child(path: Path, profile: str | None = None) -> dict[str, Any]:
+    return _run(["--child", str(path), *(["--profile", profile] if profile else [])])
 
 
 # ---------------------------------------------------------------------------------------------------- main
@@ -220,15 +239,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", metavar="FILE",
                     help="(with --child) write cProfile stats of read+fit to FILE")
     ap.add_argument("--child", metavar="PARQUET", help=argparse.SUPPRESS)
+    ap.add_argument("--generate", metavar="N", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         child(args.child, args.profile)
+        return 0
+    if args.generate:
+        print(json.dumps(generate(args.generate, args.seed)))
         return 0
 
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     results = []
     for n in sizes:
-        meta = generate(n, args.seed)
+        meta = _run(["--generate", str(n), "--seed", str(args.seed)])  # keeps this process small
         print(f"# {n:,} traces, {meta['n_steps']:,} steps ({meta['file_mb']} MB Parquet, "
               f"mean length {meta['mean_length']:.1f}); running {args.repeats} fresh processes …",
               file=sys.stderr, flush=True)
@@ -249,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
             "rss_base_mb": median([r["rss_base_mb"] for r in runs]),
             "rss_after_read_mb": median([r["rss_after_read_mb"] for r in runs]),
             "rss_peak_mb": median([r["rss_peak_mb"] for r in runs]),
+            "vm_hwm_mb": median([r["vm_hwm_mb"] or 0.0 for r in runs]),
+            "cpu_user_s": median([r["cpu_user_s"] for r in runs]),
+            "cpu_sys_s": median([r["cpu_sys_s"] for r in runs]),
             "true_r_inf": meta["true_r_inf"],
             "fitted_r_inf": r0["r_inf"],
             "runs": runs,

@@ -10,7 +10,8 @@ from tracetochain import datasets, exceptions
 from tracetochain._version import __version__
 from tracetochain.chain import AbsorbingChain, ChainEstimator, TransitionCounts, count_transitions, estimate_chain
 from tracetochain.metrics import ReliabilitySummary, summarize
-from tracetochain.traces import IngestReport, Outcome, StepKind, TraceTable, read_traces
+from tracetochain.readers import read_traces, register_reader
+from tracetochain.traces import IngestReport, Outcome, StepKind, TraceTable
 
 __all__ = [
     "AbsorbingChain",
@@ -27,5 +28,6 @@ __all__ = [
     "estimate_chain",
     "exceptions",
     "read_traces",
+    "register_reader",
     "summarize",
 ]

@@ -183,8 +183,11 @@ def test_csv_error_reports_file_line(tmp_path: Path) -> None:
 
 
 def test_unknown_extension_and_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(TraceValidationError, match="unknown file extension"):
+    (tmp_path / "t.xml").write_text("<traces/>")
+    with pytest.raises(TraceValidationError, match="could not tell which trace format"):
         tt.read_traces(tmp_path / "t.xml")
+    with pytest.raises(TraceValidationError, match="unknown file extension"):
+        tt.TraceTable.read(tmp_path / "t.xml")
     with pytest.raises(TraceValidationError, match="no such file"):
         tt.read_traces(tmp_path / "nope.jsonl")
 

@@ -48,7 +48,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 
 
 def fit(
-    traces: Annotated[Path, typer.Argument(help="Trace file: canonical long table (.jsonl, .csv, .parquet).")],
+    traces: Annotated[Path, typer.Argument(help="Trace file or folder, in any supported format (see `formats`).")],
+    format: Annotated[str | None, typer.Option("--format", "-f", help="Reader to use (default: detect).")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the fitted chain (JSON).")] = None,
     pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α per outcome (0 = MLE).")] = 1.0,
     unvisited: Annotated[UnvisitedChoice, typer.Option(help="Rows with no data: smoothed prior or failure.")] = (
@@ -67,7 +68,7 @@ def fit(
     from tracetochain import ChainEstimator, read_traces, summarize
 
     ks = _parse_ks(k)
-    table = read_traces(traces, on_error=on_error.value)
+    table = read_traces(traces, format, on_error=on_error.value)
     chain = ChainEstimator(pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value).fit(
         table).fetch_model()
     if output is not None:

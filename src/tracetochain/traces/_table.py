@@ -41,6 +41,8 @@ class Problem:
     location: int | None
     field: str | None
     message: str
+    #: True when a reader dropped a whole trace (episode) for this problem, not just one record.
+    whole_trace: bool = False
 
 
 @dataclass
@@ -309,12 +311,21 @@ class TraceTable:
                           IngestReport(source, "dataframe", "row"), on_error, [])
 
     @classmethod
-    def from_records(cls, records: list[dict[str, Any]], *, on_error: OnError = "raise",
-                     source: str = "records") -> TraceTable:
-        """Build from a list of step dicts (record i is reported as row i)."""
+    def from_records(cls, records: list[dict[str, Any]], *, on_error: OnError = "raise", source: str = "records",
+                     format: str = "records", problems: list[Problem] | None = None,
+                     locations: list[int] | None = None, location_kind: str = "row") -> TraceTable:
+        """Build from a list of step dicts.
+
+        Readers use the keyword arguments: ``format`` names the reader, ``problems`` are records the reader already
+        skipped (they are counted in the report), ``locations`` gives each record's line or row in the source
+        (default: its index) and ``location_kind`` says which ("line" or "row").
+        """
         _check_on_error(on_error)
-        return cls._build(_records_to_arrow(list(records)), np.arange(len(records), dtype=np.int64),
-                          IngestReport(source, "records", "row"), on_error, [])
+        locs = np.asarray(locations if locations is not None else range(len(records)), dtype=np.int64)
+        if locs.shape != (len(records),):
+            raise ValueError("locations must give one entry per record")
+        return cls._build(_records_to_arrow(list(records)), locs, IngestReport(source, format, location_kind),
+                          on_error, list(problems or []))
 
     # ------------------------------------------------------------------ validation
     @classmethod
@@ -326,6 +337,7 @@ class TraceTable:
         problems: list[Problem] = list(pre_problems)
         for p in pre_problems:
             skipped[p.message.split(" (")[0]] += 1
+        pre_traces = sum(p.whole_trace for p in pre_problems)
         bad = np.zeros(n, dtype=bool)  # rows whose whole trace must go
         lost = np.zeros(n, dtype=bool)  # rows that cannot even be attributed to a trace
         row_reason = np.full(n, -1, dtype=np.int64)  # index into `reasons` of the first problem of each row
@@ -475,7 +487,7 @@ class TraceTable:
             sizes = np.diff(offsets)[bad_traces]
             for r, size in zip(trace_reason, sizes, strict=True):
                 skipped[reasons[r]] += int(size)
-            report.n_traces_skipped = int(bad_traces.size)
+            report.n_traces_skipped += int(bad_traces.size)
             keep = ~drop_rows
             table = table.filter(pa.array(keep))
             codes = codes[keep]
@@ -483,6 +495,7 @@ class TraceTable:
             starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if n_kept else np.zeros(0, np.int64)
             offsets = np.r_[starts, n_kept].astype(np.int64)
             trace_of_row = np.repeat(np.arange(starts.size), np.diff(offsets))
+        report.n_traces_skipped += pre_traces
         report.skipped_by_reason = {k: v for k, v in skipped.items() if v}
         report.n_records_skipped = sum(report.skipped_by_reason.values())
         report.problems = problems[:_MAX_PROBLEMS_KEPT]
@@ -602,11 +615,6 @@ class TraceTable:
         oc = self.outcome_counts()
         return (f"TraceTable({self.n_traces} traces, {self.n_steps} steps; "
                 + ", ".join(f"{k} {v}" for k, v in oc.items()) + ")")
-
-
-def read_traces(path: str | Path, *, on_error: OnError = "raise") -> TraceTable:
-    """Read traces from a file into a :class:`TraceTable` (canonical long table for now)."""
-    return TraceTable.read(path, on_error=on_error)
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
