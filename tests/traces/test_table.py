@@ -194,9 +194,11 @@ def test_unknown_extension_and_missing_file(tmp_path: Path) -> None:
 
 def test_empty_file_gives_empty_table(tmp_path: Path) -> None:
     path = tmp_path / "empty.jsonl"
-    path.write_text("")
-    with pytest.raises(TraceValidationError, match="missing from every record"):
-        tt.read_traces(path)
+    path.write_text("\n")
+    empty = tt.read_traces(path)
+    assert empty.n_traces == 0 and empty.report.n_records == 0
+    with pytest.raises(tt.exceptions.EmptyTraceSetError, match="no traces to fit"):
+        tt.ChainEstimator().fit(empty)
     t = tt.TraceTable.from_dataframe(pa.table({"trace_id": pa.array([], pa.string()),
                                                "step_idx": pa.array([], pa.int64()),
                                                "state": pa.array([], pa.string()),

@@ -149,7 +149,12 @@ def _records_to_arrow(records: list[dict[str, Any]]) -> pa.Table:
             cols[name] = pa.array(
                 [None if v is None else (json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for v in values]
             )
-    return pa.table(cols) if cols else pa.table({})
+    if not cols:
+        # No records at all: an empty table with the minimal canonical columns, so "nothing to fit" is reported
+        # downstream instead of a confusing "field missing" error.
+        return pa.table({"trace_id": pa.array([], pa.string()), "step_idx": pa.array([], pa.int64()),
+                         "state": pa.array([], pa.string()), "outcome": pa.array([], pa.string())})
+    return pa.table(cols)
 
 
 def _read_csv(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
