@@ -96,7 +96,7 @@ def count_transitions(traces: TraceTable, states: list[str] | tuple[str, ...] | 
     valid_trace = outcome != _INVALID
 
     # Transitions: consecutive rows of the same valid trace. Rows are sorted by (trace, step).
-    trace_of_row = np.repeat(np.arange(outcome.size), np.diff(offsets))
+    trace_of_row = traces.trace_index
     same = trace_of_row[1:] == trace_of_row[:-1]
     same &= valid_trace[trace_of_row[:-1]]
     pair = codes[:-1][same] * m + codes[1:][same]

@@ -291,6 +291,11 @@ class AbsorbingChain:
             self.metadata,
         )
 
+    def with_metadata(self, **entries: Any) -> AbsorbingChain:
+        """The same chain with extra metadata entries (provenance: states, ingest report, settings)."""
+        return AbsorbingChain(self.Q, self.R_success, self.R_failure, self.pi0, self.state_names,
+                              {**self.metadata, **entries})
+
     # ------------------------------------------------------------------ io
     def to_dict(self) -> dict[str, Any]:
         """The versioned JSON document (floats written with full round-trip precision)."""

@@ -175,6 +175,13 @@ def _read_parquet(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceValidationError(f"cannot read Parquet ({exc})", source=str(path)) from None
+    cols = {}
+    for name in table.column_names:
+        col = table.column(name)
+        cols[name] = _one_chunk(col)
+        table = table.drop_columns([name])
+    table = pa.table(cols)
+    del cols
     return table, np.arange(table.num_rows, dtype=np.int64)
 
 
@@ -345,7 +352,7 @@ class TraceTable:
         pre_traces = sum(p.whole_trace for p in pre_problems)
         bad = np.zeros(n, dtype=bool)  # rows whose whole trace must go
         lost = np.zeros(n, dtype=bool)  # rows that cannot even be attributed to a trace
-        row_reason = np.full(n, -1, dtype=np.int64)  # index into `reasons` of the first problem of each row
+        row_reason = np.full(n, -1, dtype=np.int16)  # index into `reasons` of the first problem of each row
         reasons: list[str] = []
 
         def flag(mask: NDArray[np.bool_], fieldname: str | None, message: str, hint: str,
@@ -380,7 +387,7 @@ class TraceTable:
             )
         cols: dict[str, pa.Array] = {}
         for name in raw.column_names:
-            arr = raw.column(name).combine_chunks() if n else pa.array([], type=raw.schema.field(name).type)
+            arr = _one_chunk(raw.column(name)) if n else pa.array([], type=raw.schema.field(name).type)
             spec = COLUMN_BY_NAME.get(name)
             if spec is None:
                 cols[name] = arr  # extra columns travel along untouched
@@ -410,7 +417,13 @@ class TraceTable:
         step_np = np.asarray(step.fill_null(0)) if n else np.zeros(0, np.int64)
         flag(step_np < 0, "step_idx", "step_idx is negative", "number the steps of each trace 0, 1, 2, …")
 
-        outcome = pc.utf8_trim_whitespace(pc.utf8_lower(cols["outcome"])) if n else cols["outcome"]
+        outcome = cols["outcome"]
+        if n:
+            _enc = pc.dictionary_encode(outcome)
+            _norm = pc.utf8_trim_whitespace(pc.utf8_lower(_enc.dictionary))
+            if not pc.all(pc.equal(_norm, _enc.dictionary)).as_py():
+                outcome = _norm.take(_enc.indices)
+            del _enc, _norm
         cols["outcome"] = outcome
         flag(_nulls(outcome), "outcome", "outcome is empty", f"use one of {', '.join(OUTCOME_VALUES)}")
         unknown = _not_in(outcome, OUTCOME_VALUES)
@@ -446,10 +459,10 @@ class TraceTable:
             table = table.filter(pa.array(keep_rows))
             locs, bad, row_reason = locs[keep_rows], bad[keep_rows], row_reason[keep_rows]
             lost = lost[keep_rows]
-        enc = pc.dictionary_encode(table.column("trace_id").combine_chunks()) if table.num_rows else None
-        codes = np.asarray(enc.indices, dtype=np.int64) if enc is not None else np.zeros(0, np.int64)
-        steps = np.asarray(table.column("step_idx").combine_chunks().fill_null(0), dtype=np.int64) \
-            if table.num_rows else np.zeros(0, np.int64)
+        enc = pc.dictionary_encode(_one_chunk(table.column("trace_id"))) if table.num_rows else None
+        codes = np.asarray(enc.indices) if enc is not None else np.zeros(0, np.int64)
+        steps = step_np if not lost.any() else np.asarray(
+            _one_chunk(table.column("step_idx")).fill_null(0), dtype=np.int64)
         order = _sort_order(codes, steps)
         if order is not None:
             table = table.take(pa.array(order))
@@ -469,7 +482,9 @@ class TraceTable:
             for name in TRACE_LEVEL:
                 if name not in table.column_names:
                     continue
-                col = table.column(name).combine_chunks()
+                col = _one_chunk(table.column(name))
+                if not _changes_within_trace(col, same):
+                    continue
                 differs = _differs_from_trace_start(col, starts, trace_of_row)
                 if differs.any():
                     first = int(np.flatnonzero(differs)[0])
@@ -505,9 +520,10 @@ class TraceTable:
         report.n_records_skipped = sum(report.skipped_by_reason.values())
         report.problems = problems[:_MAX_PROBLEMS_KEPT]
         report.n_traces = int(starts.size)
-        trace_ids = table.column("trace_id").combine_chunks().take(pa.array(starts)) if n_kept \
+        trace_ids = _one_chunk(table.column("trace_id")).take(pa.array(starts)) if n_kept \
             else pa.array([], pa.string())
-        return cls(table, report, trace_ids, trace_of_row.astype(np.int64), offsets)
+        pa.default_memory_pool().release_unused()  # give the validation temporaries back to the OS
+        return cls(table, report, trace_ids, trace_of_row.astype(np.int64, copy=False), offsets)
 
     # ------------------------------------------------------------------ accessors
     @property
@@ -528,6 +544,13 @@ class TraceTable:
         return [str(x) for x in self._trace_ids.to_pylist()]
 
     @property
+    def trace_index(self) -> NDArray[np.int64]:
+        """Index of the trace of every step (table order; read-only view)."""
+        out = self._trace_index.view()
+        out.setflags(write=False)
+        return out
+
+    @property
     def offsets(self) -> NDArray[np.int64]:
         """Trace i occupies rows ``offsets[i]:offsets[i + 1]`` (read-only view)."""
         out = self._offsets.view()
@@ -540,7 +563,7 @@ class TraceTable:
             raise KeyError(f"{name!r} is not a trace-level column; trace-level columns are {TRACE_LEVEL}")
         if name not in self._table.column_names:
             return pa.nulls(self.n_traces, COLUMN_BY_NAME[name].type)
-        return self._table.column(name).combine_chunks().take(pa.array(self._offsets[:-1]))
+        return _one_chunk(self._table.column(name)).take(pa.array(self._offsets[:-1]))
 
     def outcomes(self) -> NDArray[np.int8]:
         """Outcome per trace as codes into ``Outcome`` order: 0 success, 1 failure, 2 censored, 3 invalid."""
@@ -563,7 +586,7 @@ class TraceTable:
             return np.zeros(0, np.int64), []
         labels = self._default_states()
         if "state" in self._table.column_names:
-            st = self._table.column("state").combine_chunks()
+            st = _one_chunk(self._table.column("state"))
             labels = pc.if_else(pc.and_kleene(pc.is_valid(st), pc.not_equal(st, "")).fill_null(False), st, labels) \
                 if labels is not None else st
         assert labels is not None
@@ -573,12 +596,44 @@ class TraceTable:
     def _default_states(self) -> pa.Array | None:
         if "step_kind" not in self._table.column_names:
             return None
-        kind = self._table.column("step_kind").combine_chunks()
+        kind = _one_chunk(self._table.column("step_kind"))
         if "tool_name" not in self._table.column_names:
             return kind
-        tool = self._table.column("tool_name").combine_chunks()
+        tool = _one_chunk(self._table.column("tool_name"))
         has_tool = pc.and_kleene(pc.is_valid(tool), pc.not_equal(tool, "")).fill_null(False)
         return pc.if_else(has_tool, pc.binary_join_element_wise(kind, tool, ":"), kind)
+
+    def select_traces(self, traces: NDArray[np.int64] | NDArray[np.bool_]) -> TraceTable:
+        """A new table with only the given traces (indices in table order, or a boolean mask over traces)."""
+        sel = np.asarray(traces)
+        if sel.dtype == bool:
+            if sel.shape != (self.n_traces,):
+                raise ValueError(f"a trace mask needs {self.n_traces} entries, got {sel.shape}")
+            sel = np.flatnonzero(sel)
+        sel = np.unique(sel.astype(np.int64))
+        lengths = np.diff(self._offsets)[sel]
+        rows = np.repeat(self._offsets[:-1][sel], lengths) + (
+            np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths))
+        table = self._table.take(pa.array(rows, pa.int64()))
+        offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+        trace_index = np.repeat(np.arange(sel.size), lengths).astype(np.int64)
+        return TraceTable(table, self.report, self._trace_ids.take(pa.array(sel, pa.int64())), trace_index, offsets)
+
+    def with_states(self, codes: NDArray[np.int64], names: list[str] | tuple[str, ...]) -> TraceTable:
+        """A copy whose ``state`` column is ``names[codes]`` (one code per step); nothing is revalidated."""
+        codes = np.asarray(codes, dtype=np.int64)
+        if codes.shape != (self.n_steps,):
+            raise ValueError(f"need one state code per step ({self.n_steps}), got shape {codes.shape}")
+        if codes.size and (codes.min() < 0 or codes.max() >= len(names)):
+            raise ValueError("state codes out of range of the state names")
+        state = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(list(names), pa.string()))
+        state = state.cast(pa.string())
+        table = self._table
+        if "state" in table.column_names:
+            table = table.set_column(table.column_names.index("state"), "state", state)
+        else:
+            table = table.append_column("state", state)
+        return TraceTable(table, self.report, self._trace_ids, self._trace_index, self._offsets)
 
     # ------------------------------------------------------------------ export
     def to_arrow(self) -> pa.Table:
@@ -655,7 +710,7 @@ def _sort_order(codes: NDArray[np.int64], steps: NDArray[np.int64]) -> NDArray[n
     if np.all((dc > 0) | ((dc == 0) & (np.diff(steps) > 0))):
         return None
     if steps.max(initial=0) < 2**31 and codes.max(initial=0) < 2**31:
-        return np.argsort((codes << 31) | steps, kind="stable")
+        return np.argsort((codes.astype(np.int64) << 31) | steps, kind="stable")
     return np.lexsort((steps, codes))
 
 
@@ -672,3 +727,20 @@ def _differs_from_trace_start(col: pa.Array, starts: NDArray[np.int64],
         vals = np.asarray(col.fill_null(0))
     differs: NDArray[np.bool_] = (vals != vals[first_idx]) | (null != null[first_idx])
     return differs
+
+
+def _one_chunk(col: pa.ChunkedArray) -> pa.Array:
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
+def _changes_within_trace(col: pa.Array, same: NDArray[np.bool_]) -> bool:
+    """Cheap exact test: does any row differ from the previous row of its trace (nulls included)?"""
+    null = _nulls(col)
+    if pa.types.is_string(col.type):
+        vals = np.asarray(pc.dictionary_encode(col.fill_null("")).indices)
+    elif pa.types.is_boolean(col.type):
+        vals = np.asarray(col.fill_null(False))
+    else:
+        vals = np.asarray(col.fill_null(0))
+    s = same[1:]
+    return bool((s & (vals[1:] != vals[:-1])).any() or (s & (null[1:] != null[:-1])).any())

@@ -1,0 +1,172 @@
+"""Action vocabularies: map raw actions (tool names, shell commands) to a small set of categories.
+
+* ``shell`` — SWE-agent / mini-swe-agent commands → VIEW, EDIT, EXECUTE, SEARCH, INSPECT, VCS, SUBMIT, FILEOP,
+  NONE, OTHER (``paper-spec.md`` §6.10, the artifact's category map).
+* ``chat`` — chat/tool agents such as τ-bench → respond, lookup, write, handoff, think, other
+  (``paper-spec.md`` §6.15).
+
+Register your own with :func:`register_vocabulary`. A vocabulary sees a step's ``step_kind``, ``tool_name`` and
+``text`` and returns one category name; it is applied to whole columns at once (one Python call per *distinct*
+(kind, tool, text-head) combination, so a million steps with a few hundred distinct actions cost milliseconds).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+Categorizer = Callable[[str | None, str | None, str | None], str]
+
+
+@dataclass(frozen=True)
+class ActionVocabulary:
+    """A named mapping from (step_kind, tool_name, text) to a category in ``categories``."""
+
+    name: str
+    categories: tuple[str, ...]
+    categorize: Categorizer
+    description: str = ""
+    #: Whether the category depends on ``text`` (shell commands) — otherwise text is not read at all.
+    uses_text: bool = False
+
+    def apply(self, step_kind: pa.Array, tool_name: pa.Array, text: pa.Array | None) -> NDArray[np.int64]:
+        """Category index of every step (vectorised over distinct inputs)."""
+        n = len(step_kind)
+        if n == 0:
+            return np.zeros(0, np.int64)
+        # Joins never match nulls, so nulls travel as a sentinel and come back as None.
+        cols = [_as_text(step_kind).fill_null(_NULL), _as_text(tool_name).fill_null(_NULL)]
+        if self.uses_text and text is not None:
+            # Only the first non-empty line matters for shell commands; cut it before deduplicating.
+            stripped = pc.utf8_ltrim(_as_text(text).fill_null(""), characters="\n\r\t ")
+            cols.append(pc.replace_substring_regex(stripped, r"\n[\s\S]*$", ""))
+        table = pa.table({str(i): c for i, c in enumerate(cols)})
+        keys = table.group_by([str(i) for i in range(len(cols))], use_threads=False).aggregate([])
+        index = {c: i for i, c in enumerate(self.categories)}
+        key_rows = keys.to_pylist()
+        cat_of_key = []
+        for row in key_rows:
+            kind, tool = _none(row["0"]), _none(row["1"])
+            txt = row.get("2") if len(cols) > 2 else None
+            cat = self.categorize(kind, tool, txt)
+            if cat not in index:
+                raise ValueError(f"vocabulary {self.name!r} returned {cat!r}, not one of {self.categories}")
+            cat_of_key.append(index[cat])
+        # Join every step to its key's category.
+        joined = table.append_column("_row", pa.array(np.arange(n))).join(
+            keys.append_column("_cat", pa.array(cat_of_key, pa.int64())), keys=[str(i) for i in range(len(cols))],
+            join_type="left outer", use_threads=False)
+        out = np.empty(n, np.int64)
+        out[np.asarray(joined.column("_row"))] = np.asarray(joined.column("_cat").fill_null(-1))
+        return out
+
+
+_NULL = "\x00"
+
+
+def _as_text(arr: pa.Array) -> pa.Array:
+    return arr.cast(pa.string()) if not pa.types.is_string(arr.type) else arr
+
+
+def _none(value: str | None) -> str | None:
+    return None if value == _NULL else value
+
+
+# ------------------------------------------------------------------------------------------------- shell
+_CD_PREFIX = re.compile(r"^\s*(?:(?:cd\s+\S+|source\s+\S+|export\s+\S+)\s*(?:&&|;)\s*)+")
+_SUDO = re.compile(r"^\s*sudo\s+")
+SHELL_CATEGORIES = ("VIEW", "EDIT", "EXECUTE", "SEARCH", "INSPECT", "VCS", "SUBMIT", "FILEOP", "NONE", "OTHER")
+_SHELL_MAP = {
+    **dict.fromkeys(("python", "python3", "pytest", "py.test", "tox", "nosetests", "unittest", "make"), "EXECUTE"),
+    **dict.fromkeys(("grep", "find", "rg", "locate", "ag", "ack", "fgrep", "egrep"), "SEARCH"),
+    **dict.fromkeys(("cat", "head", "tail", "less", "more", "wc", "ls", "tree", "file", "diff", "nl"), "INSPECT"),
+    "git": "VCS",
+    "submit": "SUBMIT",
+    **dict.fromkeys(("rm", "cp", "mv", "mkdir", "touch", "chmod", "chown", "ln", "rmdir"), "FILEOP"),
+    "none": "NONE",
+    "": "NONE",
+}
+_EDIT_SUBCOMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
+
+
+def shell_token(command: str | None) -> str:
+    """The command word of a shell action: first non-empty line, without ``cd x &&``/``source``/``sudo``.
+
+    The SWE-agent file editor keeps its sub-command (``edit:view``, ``edit:str_replace`` …); an empty action is
+    ``none`` (``paper-spec.md`` §6.10). Unlike the artifact we also strip leading ``VAR=value`` assignments, so
+    ``PYTHONPATH=/testbed python x.py`` counts as ``python``.
+    """
+    if not command:
+        return "none"
+    line = next((ln for ln in command.splitlines() if ln.strip()), "")
+    line = _SUDO.sub("", _CD_PREFIX.sub("", line))
+    words = line.split()
+    while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        words = words[1:]
+    if not words:
+        return "none"
+    word = words[0].rsplit("/", 1)[-1]
+    if word in ("str_replace_editor", "edit") and len(words) > 1 and words[1] in _EDIT_SUBCOMMANDS:
+        return f"edit:{words[1]}"
+    return word
+
+
+def categorize_shell(step_kind: str | None, tool_name: str | None, text: str | None) -> str:
+    token = tool_name if tool_name and tool_name.startswith("edit:") else shell_token(text or tool_name)
+    if token.startswith("edit:"):
+        return "VIEW" if token == "edit:view" else "EDIT"
+    return _SHELL_MAP.get(token, "OTHER")
+
+
+# ------------------------------------------------------------------------------------------------- chat
+CHAT_CATEGORIES = ("respond", "lookup", "write", "handoff", "think", "other")
+_LOOKUP = re.compile(r"get|find|list|search|show|calculate|check|lookup|read")
+_WRITE = re.compile(r"cancel|modify|return|exchange|book|update|create|delete|place|refund|reserve|send|set_")
+
+
+def categorize_chat(step_kind: str | None, tool_name: str | None, text: str | None) -> str:
+    """τ-bench style (``paper-spec.md`` §6.15): plain reply → respond; tool names by keyword."""
+    if step_kind == "handoff":
+        return "handoff"
+    if not tool_name:
+        return "respond" if step_kind in (None, "llm", "agent") else "other"
+    name = tool_name.lower()
+    if name.startswith("transfer_to") or "handoff" in name:
+        return "handoff"
+    if name == "think":
+        return "think"
+    if _LOOKUP.search(name):
+        return "lookup"
+    if _WRITE.search(name):
+        return "write"
+    return "other"
+
+
+VOCABULARIES: dict[str, ActionVocabulary] = {
+    "shell": ActionVocabulary("shell", SHELL_CATEGORIES, categorize_shell,
+                              "SWE-agent / mini-swe-agent shell commands (paper §6.10)", uses_text=True),
+    "chat": ActionVocabulary("chat", CHAT_CATEGORIES, categorize_chat,
+                             "chat/tool agents such as τ-bench (paper §6.15)"),
+}
+
+
+def register_vocabulary(vocabulary: ActionVocabulary, *, replace: bool = False) -> None:
+    """Make a vocabulary available by name (e.g. to ``--vocabulary`` and ``CategoricalStates``)."""
+    if vocabulary.name in VOCABULARIES and not replace:
+        raise ValueError(f"a vocabulary named {vocabulary.name!r} exists (pass replace=True)")
+    VOCABULARIES[vocabulary.name] = vocabulary
+
+
+def get_vocabulary(vocabulary: str | ActionVocabulary) -> ActionVocabulary:
+    if isinstance(vocabulary, ActionVocabulary):
+        return vocabulary
+    try:
+        return VOCABULARIES[vocabulary]
+    except KeyError:
+        raise ValueError(f"unknown vocabulary {vocabulary!r}; available: {sorted(VOCABULARIES)}") from None

@@ -1,0 +1,599 @@
+"""OpenAI-style chat logs: a JSON list or JSONL of episodes, each holding a list of chat messages.
+
+Format
+    Many harnesses log an agent episode as the chat it had with the model, in the OpenAI Chat Completions message
+    shape: ``{"role": "system"|"user"|"assistant"|"tool", "content": ..., "tool_calls": [{"id", "type":
+    "function", "function": {"name", "arguments": "<JSON string>"}}], "tool_call_id": ...}``. This reader takes a
+    file of such episodes — a JSON array (``.json``) or one episode per line (``.jsonl``/``.ndjson``) — where each
+    episode is an object with the message list (key ``messages``, or ``traj`` as τ-bench writes it) and
+    per-episode fields for its id, task, trial and verdict. τ-bench's ``EnvRunResult`` lists (``formats.md`` §3.1)
+    are one instance of it; the dedicated :mod:`tracetochain.readers.tau_bench` readers reuse the message walk
+    defined here (:func:`steps_from_messages`).
+
+Options (keys may be dotted paths into nested objects, e.g. ``reward_key="reward_info.reward"``)
+    ``messages_key`` (default: ``messages``, else ``traj``), ``id_key`` (``id``), ``task_key`` (``task_id``),
+    ``trial_key`` (``trial``), ``reward_key`` (``reward``), ``outcome_key`` (``outcome``), ``termination_key``
+    (``termination_reason``), ``success_threshold`` (default 1 − 1e−6), ``include_user`` (False),
+    ``error_prefix`` (``"Error"``; ``None`` turns the content heuristic off).
+
+Field mapping (one canonical record per agent step)
+    * ``trace_id`` — the episode's ``id_key`` value; without one, ``"<file stem>/task<task>/trial<trial>"`` when
+      the episode has a task and a trial, else ``"<file stem>/<line or index>"``. Duplicate ids are an error.
+    * ``task_id`` / ``trial`` / ``termination_reason`` — the named fields (task as text, trial as an integer).
+    * steps — see :func:`steps_from_messages`: each tool call of an assistant turn is one ``tool`` step
+      (``tool_name`` = the function name, ``text`` = its arguments as JSON text), an assistant turn without tool
+      calls is one ``llm`` step (``text`` = its content); tool results are not steps, they set ``error`` on the
+      step whose call they answer (matched by ``tool_call_id``/``id``, else in call order); ``system`` messages are
+      never steps; ``user`` turns become ``user`` steps only with ``include_user=True``. ``t_start`` comes from a
+      message ``timestamp`` (ISO-8601 or epoch seconds), ``t_end`` of a tool step from its result's timestamp;
+      ``usage`` (prompt/completion or input/output tokens) and ``cost`` of a turn go on its first step.
+    * ``error`` of a tool step — the result's boolean ``error`` (or ``is_error``) flag when present, else whether
+      its text content starts with ``error_prefix`` (τ-bench's convention).
+    * ``outcome`` — the ``outcome_key`` value when present (``success``/``failure``/``censored``/``invalid``, or a
+      boolean), else success when ``reward`` ≥ ``success_threshold``, failure below. An episode with neither is
+      an error (or skipped and counted with ``on_error="skip"``): success is never guessed from the absence of
+      errors.
+
+Episodes that produce no step at all (e.g. only system/user messages) cannot be represented in the long table;
+they are dropped and counted in the ingest report without raising, even with ``on_error="raise"``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tracetochain.exceptions import TraceValidationError
+from tracetochain.readers._common import (
+    DEFAULT_SUCCESS_THRESHOLD,
+    TraceBuilder,
+    head_text,
+    load_json,
+    outcome_from_reward,
+)
+from tracetochain.traces._schema import OUTCOME_VALUES
+from tracetochain.traces._table import Problem, TraceTable
+
+__all__ = [
+    "OPENAI_MESSAGES",
+    "EpisodeFormatError",
+    "OpenAIMessagesReader",
+    "RecordHead",
+    "ToolErrorRule",
+    "error_flag",
+    "read_record_head",
+    "steps_from_messages",
+    "tool_error_rule",
+]
+
+_JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
+_LINE_SUFFIXES = (".jsonl", ".ndjson")
+
+
+# ================================================================================================ errors
+class EpisodeFormatError(ValueError):
+    """Malformed content inside one episode. ``field`` is the path within the episode, e.g.
+    ``messages[3].tool_calls[0].function.name``; the reader adds the file and the episode's location."""
+
+    def __init__(self, message: str, field: str | None = None, hint: str | None = None) -> None:
+        self.message = message
+        self.field = field
+        self.hint = hint
+        super().__init__(message)
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+# ================================================================================================ sniffing
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*(?:"|$)|[{}\[\]:,]', re.DOTALL)
+
+
+@dataclass
+class RecordHead:
+    """What the first bytes of a JSON/JSONL file say about its first record, for cheap sniffing.
+
+    ``container`` is ``"list"`` when the file is a JSON array (the record is its first element) and ``"object"``
+    when it starts with an object (a JSON document or the first JSONL line). ``keys`` maps each top-level key of
+    the record seen so far to the first character of its value (``[``, ``{``, ``"`` or ``""`` for scalars);
+    ``nested`` maps a top-level key whose value is an object to the keys seen inside it.
+    """
+
+    container: str
+    keys: dict[str, str] = field(default_factory=dict)
+    nested: dict[str, set[str]] = field(default_factory=dict)
+
+
+def read_record_head(text: str) -> RecordHead | None:
+    """Scan the start of a JSON text (possibly cut off) for the keys of its first record; None if not JSON-like."""
+    body = text.lstrip("\ufeff \t\r\n")
+    if body.startswith("["):
+        container = "list"
+        body = body[1:].lstrip()
+    elif body.startswith("{"):
+        container = "object"
+    else:
+        return None
+    if not body.startswith("{"):
+        return None
+    head = RecordHead(container)
+    depth = 0  # nesting depth before the current token; the record's own keys sit at depth 1
+    top: str | None = None  # the top-level key whose value is being scanned
+    last_string: str | None = None
+    awaiting: tuple[str, int] | None = None  # a key and its depth, just before its value
+    for m in _TOKEN.finditer(body):
+        tok = m.group()
+        if awaiting is not None:
+            key, level = awaiting
+            awaiting = None
+            first = tok[0] if tok[0] in '[{"' else ""
+            if level == 1:
+                head.keys[key] = first
+                top = key
+                if first == "{":
+                    head.nested[key] = set()
+            elif top is not None and top in head.nested:
+                head.nested[top].add(key)
+        if tok == ":":
+            if last_string is not None and depth in (1, 2):
+                awaiting = (last_string, depth)
+            last_string = None
+            continue
+        last_string = None
+        if tok in ("{", "["):
+            depth += 1
+        elif tok in ("}", "]"):
+            depth -= 1
+            if depth <= 0:
+                break
+        elif tok.startswith('"') and len(tok) > 1 and tok.endswith('"'):
+            last_string = tok[1:-1]
+    return head
+
+
+def _is_json_file(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in _JSON_SUFFIXES
+
+
+# ================================================================================================ message walk
+#: A rule deciding whether a tool result message means its call failed: ``rule(reply, where) -> bool``.
+ToolErrorRule = Callable[[Mapping[str, Any], str], bool]
+
+
+def error_flag(reply: Mapping[str, Any], where: str) -> bool | None:
+    """The result's own boolean ``error`` (τ²-bench) or ``is_error`` flag; None when it has none."""
+    for key in ("error", "is_error"):
+        value = reply.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            return value
+        raise EpisodeFormatError(f"expected true/false, got {value!r}", f"{where}.{key}",
+                                 "a tool result's error flag must be a boolean")
+    return None
+
+
+def tool_error_rule(*, flag: bool = True, prefix: str | None = "Error") -> ToolErrorRule:
+    """Build a :data:`ToolErrorRule`: the boolean flag when ``flag`` and present, else the content prefix test.
+
+    τ-bench (``formats.md`` §3.1) marks a failed call only by a result text starting with ``"Error"``; τ²-bench
+    (§3.2) sets ``ToolMessage.error``.
+    """
+
+    def rule(reply: Mapping[str, Any], where: str) -> bool:
+        if flag:
+            found = error_flag(reply, where)
+            if found is not None:
+                return found
+        if prefix is None:
+            return False
+        text = _content_text(reply.get("content"), f"{where}.content")
+        return text is not None and text.lstrip().startswith(prefix)
+
+    return rule
+
+
+def _content_text(content: Any, where: str) -> str | None:
+    """Message content as text: a string, or the text parts of a list of content parts."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "\n".join(parts) if parts else None
+    raise EpisodeFormatError(f"expected text or a list of content parts, got {_type_name(content)}", where,
+                             "write the message content as a string")
+
+
+def _arguments_text(args: Any) -> str | None:
+    if args is None or isinstance(args, str):
+        return args
+    try:
+        return json.dumps(args, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(args)
+
+
+def _call_id(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise EpisodeFormatError(f"expected a call id (text), got {_type_name(value)}", where)
+    return str(value)
+
+
+def _tool_calls(msg: Mapping[str, Any], where: str) -> list[tuple[str | None, str, str | None]]:
+    """(call id, function name, arguments text) for every tool call of a message, in order."""
+    raw = msg.get("tool_calls")
+    calls: list[tuple[str | None, str, str | None]] = []
+    if raw is not None:
+        if not isinstance(raw, list):
+            raise EpisodeFormatError(f"expected a list of tool calls, got {_type_name(raw)}", f"{where}.tool_calls")
+        for k, call in enumerate(raw):
+            cw = f"{where}.tool_calls[{k}]"
+            if not isinstance(call, dict):
+                raise EpisodeFormatError(f"expected a tool call object, got {_type_name(call)}", cw)
+            fn = call.get("function")
+            if fn is not None:  # OpenAI: {"id", "type": "function", "function": {"name", "arguments"}}
+                if not isinstance(fn, dict):
+                    raise EpisodeFormatError(f"expected an object, got {_type_name(fn)}", f"{cw}.function")
+                name, args, name_field = fn.get("name"), fn.get("arguments"), f"{cw}.function.name"
+            else:  # τ²-bench: {"id", "name", "arguments": {...}, "requestor"}
+                name, args, name_field = call.get("name"), call.get("arguments"), f"{cw}.name"
+            if not isinstance(name, str) or not name:
+                raise EpisodeFormatError(f"tool call has no function name (got {_type_name(name)})", name_field,
+                                         "each tool call needs the name of the function it calls")
+            calls.append((_call_id(call.get("id"), f"{cw}.id"), name, _arguments_text(args)))
+    legacy = msg.get("function_call")
+    if not calls and legacy is not None:  # the pre-tools OpenAI API: one function_call per message
+        if not isinstance(legacy, dict) or not isinstance(legacy.get("name"), str) or not legacy["name"]:
+            raise EpisodeFormatError("expected {\"name\", \"arguments\"}", f"{where}.function_call")
+        calls.append((None, legacy["name"], _arguments_text(legacy.get("arguments"))))
+    return calls
+
+
+def _seconds(value: Any) -> float | None:
+    """Epoch seconds from a number or an ISO-8601 string (naive means UTC); None when absent or unreadable."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        try:
+            stamp = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+    return None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _usage(msg: Mapping[str, Any]) -> dict[str, Any]:
+    """Tokens and cost of one turn, when the message records them (optional metadata: unreadable → absent)."""
+    out: dict[str, Any] = {}
+    usage = msg.get("usage")
+    if isinstance(usage, dict):
+        tin = _count(usage.get("prompt_tokens", usage.get("input_tokens")))
+        tout = _count(usage.get("completion_tokens", usage.get("output_tokens")))
+        if tin is not None:
+            out["tokens_in"] = tin
+        if tout is not None:
+            out["tokens_out"] = tout
+    cost = msg.get("cost")
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost):
+        out["cost_usd"] = float(cost)
+    return out
+
+
+_USER_ROLES = ("user", "human")
+_AGENT_ROLES = ("assistant", "ai", "model")
+_TOOL_ROLES = ("tool", "function", "ipython")
+
+
+def steps_from_messages(messages: Any, *, include_user: bool = False,
+                        tool_error: ToolErrorRule | None = None, field: str = "messages") -> list[dict[str, Any]]:
+    """Turn one episode's chat messages into canonical step dicts (without the trace-level fields).
+
+    * an assistant message with k tool calls → k ``tool`` steps in order (``tool_name``; ``text`` = arguments as
+      JSON text); an assistant message without tool calls → one ``llm`` step (``text`` = its content; text sent
+      alongside tool calls is not kept);
+    * a tool result (``role`` ``tool``/``function``, or τ²'s multi-tool wrapper with ``tool_messages``) is not a
+      step: it sets ``error`` (by ``tool_error``; default: the boolean flag, else the ``"Error"`` prefix) and
+      ``t_end`` on the step whose call it answers, matched by ``tool_call_id``/``id`` or else in call order;
+    * user messages → ``user`` steps only when ``include_user`` (a user's own tool calls, as in τ² telecom,
+      become ``user`` steps with ``tool_name``); ``system``/``developer`` messages are never steps.
+
+    Raises :class:`EpisodeFormatError` naming the message (``messages[3].tool_calls[0]``) on malformed input.
+    """
+    rule = tool_error or tool_error_rule()
+    if not isinstance(messages, list):
+        raise EpisodeFormatError(f"expected a list of messages, got {_type_name(messages)}", field,
+                                 "an episode holds its chat as a list of {\"role\", \"content\", …} messages")
+    steps: list[dict[str, Any]] = []
+    by_id: dict[str, int | None] = {}  # call id → index of its step (None: a call whose step is not kept)
+    in_order: list[int | None] = []  # calls without an id, oldest first
+    for i, msg in enumerate(messages):
+        where = f"{field}[{i}]"
+        if not isinstance(msg, dict):
+            raise EpisodeFormatError(f"expected a message object, got {_type_name(msg)}", where)
+        role = msg.get("role")
+        if not isinstance(role, str):
+            raise EpisodeFormatError(f"message has no role (got {_type_name(role)})", f"{where}.role",
+                                     "every message needs a role such as 'assistant', 'user' or 'tool'")
+        role = role.strip().lower()
+        if role in _TOOL_ROLES:
+            nested = msg.get("tool_messages")
+            if nested is not None and not isinstance(nested, list):
+                raise EpisodeFormatError(f"expected a list, got {_type_name(nested)}", f"{where}.tool_messages")
+            replies = [(f"{where}.tool_messages[{j}]", r) for j, r in enumerate(nested)] if nested is not None \
+                else [(where, msg)]
+            for rwhere, reply in replies:
+                if not isinstance(reply, dict):
+                    raise EpisodeFormatError(f"expected a tool result object, got {_type_name(reply)}", rwhere)
+                rid = _call_id(reply.get("tool_call_id", reply.get("id")), f"{rwhere}.tool_call_id")
+                if rid is not None and rid in by_id:
+                    target = by_id.pop(rid)
+                elif in_order:
+                    target = in_order.pop(0)
+                else:
+                    continue  # a result nobody asked for: not a step, nothing to flag
+                if target is not None:
+                    steps[target]["error"] = rule(reply, rwhere)
+                    t_end = _seconds(reply.get("timestamp"))
+                    if t_end is not None:
+                        steps[target]["t_end"] = t_end
+            continue
+        if role in _AGENT_ROLES:
+            keep, kind = True, "llm"
+        elif role in _USER_ROLES:
+            keep, kind = include_user, "user"
+        else:  # system, developer and anything else: context, not a step
+            continue
+        calls = _tool_calls(msg, where)
+        t_start = _seconds(msg.get("timestamp"))
+        usage = _usage(msg)
+        if calls:
+            for k, (call_id, name, args) in enumerate(calls):
+                idx: int | None = None
+                if keep:
+                    step = {"step_kind": "tool" if kind == "llm" else "user", "tool_name": name, "text": args,
+                            "error": False, "t_start": t_start}
+                    if k == 0:
+                        step.update(usage)
+                    steps.append(step)
+                    idx = len(steps) - 1
+                if call_id is not None:
+                    by_id[call_id] = idx
+                else:
+                    in_order.append(idx)
+        elif keep:
+            text = _content_text(msg.get("content"), f"{where}.content")
+            steps.append({"step_kind": kind, "text": text, "error": False, "t_start": t_start, **usage})
+    return steps
+
+
+# ================================================================================================ episode fields
+def lookup(record: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    """(found, value) for ``key``, which may be a dotted path (an exact key wins over the path)."""
+    if key in record:
+        return True, record[key]
+    node: Any = record
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def parse_task_id(value: Any, field: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise EpisodeFormatError(f"expected a task id (text or integer), got {_type_name(value)}", field)
+    return str(value)
+
+
+def parse_trial(value: Any, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise EpisodeFormatError(f"expected an integer trial, got {value!r}", field,
+                             "the trial is the repetition index of the task: 0, 1, 2, …")
+
+
+def parse_reward(value: Any, field: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EpisodeFormatError(f"expected a number, got {value!r}", field, "write the reward as a number")
+    if not math.isfinite(value):
+        raise EpisodeFormatError(f"expected a finite number, got {value!r}", field, "write the reward as a number")
+    return float(value)
+
+
+def parse_outcome(value: Any, field: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "success" if value else "failure"
+    if isinstance(value, str) and value.strip().lower() in OUTCOME_VALUES:
+        return value.strip().lower()
+    raise EpisodeFormatError(f"unknown outcome {value!r}", field,
+                             f"use one of {', '.join(OUTCOME_VALUES)} or true/false, or give a reward instead")
+
+
+def check_threshold(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TypeError(f"success_threshold must be a number, got {value!r}")
+    return float(value)
+
+
+def add_trace(builder: TraceBuilder, steps: list[dict[str, Any]], trace: dict[str, Any], location: int,
+              *, empty_field: str) -> None:
+    """Add one episode's steps with its trace-level fields; an episode without steps is counted, not raised."""
+    if not steps:
+        builder.problems.append(Problem(location, empty_field, "episode has no agent steps (nothing to model)",
+                                        whole_trace=True))
+        return
+    for i, step in enumerate(steps):
+        builder.add_step({"trace_id": trace["trace_id"], "step_idx": i, **step,
+                          **{k: v for k, v in trace.items() if k != "trace_id"}}, location)
+
+
+# ================================================================================================ the reader
+class OpenAIMessagesReader:
+    name = "openai-messages"
+    description = ("OpenAI-style chat logs: a JSON list or JSONL of episodes, each with a messages list and a "
+                   "reward or outcome")
+    needs = ("nothing else when each episode carries a reward or outcome; name keys that differ with "
+             "messages_key=, id_key=, task_key=, trial_key=, reward_key=, outcome_key=")
+
+    def sniff(self, path: Path) -> bool:
+        if not _is_json_file(path):
+            return False
+        head = read_record_head(head_text(path))
+        if head is None:
+            return False
+        if path.suffix.lower() == ".json" and head.container != "list":  # one document, not a list of episodes
+            return False
+        if {"trace_id", "step_idx"} <= set(head.keys):  # a canonical long table
+            return False
+        return any(head.keys.get(k) == "[" for k in ("messages", "traj"))
+
+    def read(self, path: Path, *, on_error: str = "raise", messages_key: str | None = None, id_key: str = "id",
+             task_key: str = "task_id", trial_key: str = "trial", reward_key: str = "reward",
+             outcome_key: str = "outcome", termination_key: str = "termination_reason",
+             success_threshold: float = DEFAULT_SUCCESS_THRESHOLD, include_user: bool = False,
+             error_prefix: str | None = "Error") -> TraceTable:
+        """Read a JSON list or JSONL file of chat episodes (options: see the module docstring)."""
+        path = Path(path)
+        threshold = check_threshold(success_threshold)
+        for opt, val in (("id_key", id_key), ("task_key", task_key), ("trial_key", trial_key),
+                         ("reward_key", reward_key), ("outcome_key", outcome_key),
+                         ("termination_key", termination_key)):
+            if not isinstance(val, str) or not val:
+                raise TypeError(f"{opt} must be a non-empty string, got {val!r}")
+        if messages_key is not None and (not isinstance(messages_key, str) or not messages_key):
+            raise TypeError(f"messages_key must be a non-empty string, got {messages_key!r}")
+        if error_prefix is not None and not isinstance(error_prefix, str):
+            raise TypeError(f"error_prefix must be a string or None, got {error_prefix!r}")
+        if not path.is_file():
+            raise TraceValidationError("no such file", source=str(path))
+        line_based = path.suffix.lower() in _LINE_SUFFIXES
+        builder = TraceBuilder(str(path), self.name, on_error, "line" if line_based else "row")
+        rule = tool_error_rule(flag=True, prefix=error_prefix)
+        seen: set[str] = set()
+        for loc, episode in _episodes(path, builder, line_based):
+            try:
+                trace, steps = self._episode(episode, loc, path.stem, messages_key, id_key, task_key, trial_key,
+                                             reward_key, outcome_key, termination_key, threshold,
+                                             bool(include_user), rule)
+            except EpisodeFormatError as exc:
+                builder.skip_trace(exc.message, location=loc, field=exc.field, hint=exc.hint)
+                continue
+            if trace["trace_id"] in seen:
+                builder.skip_trace(f"episode id {trace['trace_id']!r} repeats an earlier episode", location=loc,
+                                   field=id_key, hint="give every episode its own id (or distinct task/trial)")
+                continue
+            seen.add(trace["trace_id"])
+            add_trace(builder, steps, trace, loc, empty_field=messages_key or "messages")
+        return builder.build()
+
+    @staticmethod
+    def _episode(ep: Mapping[str, Any], loc: int, stem: str, messages_key: str | None, id_key: str,
+                 task_key: str, trial_key: str, reward_key: str, outcome_key: str, termination_key: str,
+                 threshold: float, include_user: bool,
+                 rule: ToolErrorRule) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        if messages_key is None:
+            key = next((k for k in ("messages", "traj") if k in ep), None)
+            if key is None:
+                raise EpisodeFormatError("episode has no 'messages' (or 'traj') list", "messages",
+                                         "name the key that holds the chat with messages_key=")
+        else:
+            key = messages_key
+        found, messages = lookup(ep, key)
+        if not found:
+            raise EpisodeFormatError(f"episode has no {key!r} list", key,
+                                     "name the key that holds the chat with messages_key=")
+        steps = steps_from_messages(messages, include_user=include_user, tool_error=rule, field=key)
+        task_id = parse_task_id(lookup(ep, task_key)[1], task_key)
+        trial = parse_trial(lookup(ep, trial_key)[1], trial_key)
+        reward = parse_reward(lookup(ep, reward_key)[1], reward_key)
+        outcome = parse_outcome(lookup(ep, outcome_key)[1], outcome_key)
+        if outcome is None:
+            outcome = outcome_from_reward(reward, threshold)
+        if outcome is None:
+            raise EpisodeFormatError(f"episode has neither a {reward_key!r} nor an {outcome_key!r}", reward_key,
+                                     "add the episode's reward or outcome, or name its key with reward_key=/"
+                                     "outcome_key= (success is never guessed)")
+        termination = lookup(ep, termination_key)[1]
+        if termination is not None and not isinstance(termination, str):
+            raise EpisodeFormatError(f"expected text, got {_type_name(termination)}", termination_key)
+        raw_id = lookup(ep, id_key)[1]
+        if raw_id is not None:
+            if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or raw_id == "":
+                raise EpisodeFormatError(f"expected an episode id (text), got {raw_id!r}", id_key)
+            trace_id = str(raw_id)
+        elif task_id is not None and trial is not None:
+            trace_id = f"{stem}/task{task_id}/trial{trial}"
+        else:
+            trace_id = f"{stem}/{loc}"
+        trace = {"trace_id": trace_id, "outcome": outcome, "task_id": task_id, "trial": trial, "reward": reward,
+                 "termination_reason": termination}
+        return trace, steps
+
+
+def _episodes(path: Path, builder: TraceBuilder, line_based: bool) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """(location, episode object) pairs; unreadable lines/elements are skipped (or raised) via ``builder``."""
+    if line_based:
+        try:
+            with path.open("r", encoding="utf-8") as fh:
+                for lineno, raw in enumerate(fh, start=1):
+                    if not raw.strip():
+                        continue
+                    try:
+                        rec = json.loads(raw)
+                    except json.JSONDecodeError as exc:
+                        builder.skip_trace(f"not valid JSON ({exc.msg} at column {exc.colno})", location=lineno,
+                                           hint="each line must be one episode object")
+                        continue
+                    if not isinstance(rec, dict):
+                        builder.skip_trace(f"expected an episode object, got {_type_name(rec)}", location=lineno,
+                                           hint="each line must be one episode object")
+                        continue
+                    yield lineno, rec
+        except UnicodeDecodeError as exc:
+            raise TraceValidationError(f"not UTF-8 text ({exc.reason})", source=str(path)) from None
+        return
+    data = load_json(path)
+    if not isinstance(data, list):
+        raise TraceValidationError(
+            f"expected a JSON list of episodes, got {_type_name(data)}", source=str(path),
+            hint="write the episodes as a JSON array (or one per line in a .jsonl file)",
+        )
+    for index, rec in enumerate(data):
+        if not isinstance(rec, dict):
+            builder.skip_trace(f"expected an episode object, got {_type_name(rec)}", location=index,
+                               hint="each element of the list must be one episode object")
+            continue
+        yield index, rec
+
+
+OPENAI_MESSAGES = OpenAIMessagesReader()

@@ -1,0 +1,325 @@
+"""Exact Ward clustering of weighted unique rows, weighted silhouette, and the WardStates estimator.
+
+Ward on a matrix with repeated rows equals Ward on its unique rows weighted by their multiplicities: identical
+points merge at cost 0, and the Lance–Williams Ward update depends only on cluster sizes and centroids
+(``dependencies.md`` §1.1). Merge cost Δ(i, j) = n_i n_j / (n_i + n_j) ‖c_i − c_j‖², updated after merging i, j as
+
+    Δ(i∪j, l) = [(n_i + n_l) Δ(i, l) + (n_j + n_l) Δ(j, l) − n_l Δ(i, j)] / (n_i + n_j + n_l)
+
+(Lance & Williams 1967). Merges are found with the nearest-neighbour-chain algorithm (Murtagh 1983): O(u²) time
+and memory for u unique rows. The weighted silhouette (Rousseeuw 1987, on the expanded data):
+a(x) = Σ_{v∈A} w_v d(x, v) / (W_A − 1), b(x) = min_{B≠A} Σ_{v∈B} w_v d(x, v) / W_B, s = (b − a)/max(a, b)
+(s = 0 when W_A = 1), overall Σ w_x s(x) / Σ w — equal to ``sklearn.metrics.silhouette_score`` on the expanded rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+_SILHOUETTE_BLOCK = 2048
+
+
+def ward_merges(U: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """All u − 1 Ward merges of weighted points, sorted by merge cost.
+
+    Returns ``pairs`` (u − 1, 2) of cluster ids — ids < u are the points, id u + t is the cluster made by merge t
+    (scipy's linkage convention) — and ``costs`` (Δ of each merge, non-decreasing: Ward has no inversions).
+    """
+    u = U.shape[0]
+    if u < 2:
+        return np.zeros((0, 2), np.int64), np.zeros(0)
+    size = np.asarray(w, dtype=np.float64).copy()
+    sq = np.einsum("ij,ij->i", U, U)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (U @ U.T), 0.0)
+    D = (size[:, None] * size[None, :]) / (size[:, None] + size[None, :]) * d2
+    np.fill_diagonal(D, np.inf)
+    active = np.ones(u, dtype=bool)
+    cluster_id = np.arange(u, dtype=np.int64)  # id of the cluster held in slot i
+    raw: list[tuple[int, int, float]] = []
+    chain: list[int] = []
+    n_active = u
+    while n_active > 1:
+        if not chain:
+            chain.append(int(np.flatnonzero(active)[0]))
+        a = chain[-1]
+        row = D[a]
+        b = int(np.argmin(row))
+        # Prefer the previous chain element on ties, so that reciprocal nearest neighbours are always found.
+        if len(chain) > 1 and row[chain[-2]] <= row[b]:
+            b = chain[-2]
+        if len(chain) > 1 and b == chain[-2]:
+            chain.pop()
+            chain.pop()
+            cost = float(D[a, b])
+            keep, drop = min(a, b), max(a, b)
+            na, nb = size[a], size[b]
+            nl = size
+            new = ((na + nl) * D[a] + (nb + nl) * D[b] - nl * cost) / (na + nb + nl)
+            new[~active] = np.inf
+            D[keep, :] = new
+            D[:, keep] = new
+            D[keep, keep] = np.inf
+            D[drop, :] = np.inf
+            D[:, drop] = np.inf
+            active[drop] = False
+            size[keep] = na + nb
+            raw.append((int(cluster_id[a]), int(cluster_id[b]), cost))
+            cluster_id[keep] = u + len(raw) - 1  # provisional id in discovery order, relabelled below
+            n_active -= 1
+        else:
+            chain.append(b)
+    # Relabel merges into cost order (stable), so that merge t creates cluster u + t.
+    costs = np.array([c for _, _, c in raw])
+    order = np.argsort(costs, kind="stable")
+    new_id = np.empty(len(raw), np.int64)
+    new_id[order] = np.arange(len(raw))
+    pairs = np.empty((len(raw), 2), np.int64)
+    for t, idx in enumerate(order):
+        a_id, b_id, _ = raw[idx]
+        pairs[t] = [a_id if a_id < u else u + new_id[a_id - u], b_id if b_id < u else u + new_id[b_id - u]]
+    return pairs, costs[order]
+
+
+def cut_tree(pairs: NDArray[np.int64], u: int, ks: list[int]) -> dict[int, NDArray[np.int64]]:
+    """Labels of the u points for each k in ``ks`` (k clusters = the first u − k merges applied).
+
+    Labels are numbered by first appearance among the points (0, 1, …), so they are deterministic.
+    """
+    parent = np.arange(2 * u - 1 if u else 0)
+    out: dict[int, NDArray[np.int64]] = {}
+    wanted = {k for k in ks if 1 <= k <= u}
+
+    def snapshot() -> NDArray[np.int64]:
+        root = np.arange(u)
+        # Follow parents to the current roots (paths are short: we compress as we go).
+        for _ in range(64):
+            nxt = parent[root]
+            if np.array_equal(nxt, root):
+                break
+            root = nxt
+        _, first_seen = np.unique(root, return_index=True)
+        rank = np.empty(first_seen.size, np.int64)
+        rank[np.argsort(first_seen)] = np.arange(first_seen.size)
+        _, inv = np.unique(root, return_inverse=True)
+        return rank[inv.reshape(-1)]
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = int(parent[x])
+        return x
+
+    if u in wanted:
+        out[u] = np.arange(u, dtype=np.int64)
+    for t, (a, b) in enumerate(pairs):
+        new = u + t
+        parent[find(int(a))] = new
+        parent[find(int(b))] = new
+        k = u - t - 1
+        if k in wanted:
+            # Make every point point at its root before snapshotting.
+            for x in range(u):
+                parent[x] = find(x)
+            out[k] = snapshot()
+    return out
+
+
+def weighted_silhouette(U: NDArray[np.float64], w: NDArray[np.float64],
+                        labels_by_k: dict[int, NDArray[np.int64]]) -> dict[int, float]:
+    """Weighted silhouette of each labelling of the weighted points (equals sklearn's on the expanded data)."""
+    u = U.shape[0]
+    w = np.asarray(w, dtype=np.float64)
+    ks = sorted(labels_by_k)
+    onehots = {k: np.zeros((u, k)) for k in ks}
+    for k in ks:
+        onehots[k][np.arange(u), labels_by_k[k]] = w
+    sums = {k: np.zeros((u, k)) for k in ks}
+    sq = np.einsum("ij,ij->i", U, U)
+    for start in range(0, u, _SILHOUETTE_BLOCK):
+        stop = min(u, start + _SILHOUETTE_BLOCK)
+        d = np.sqrt(np.maximum(sq[start:stop, None] + sq[None, :] - 2.0 * (U[start:stop] @ U.T), 0.0))
+        for k in ks:
+            sums[k][start:stop] = d @ onehots[k]
+    scores: dict[int, float] = {}
+    for k in ks:
+        lab = labels_by_k[k]
+        W = onehots[k].sum(axis=0)
+        own = sums[k][np.arange(u), lab]
+        a = np.where(W[lab] > 1, own / np.maximum(W[lab] - 1, 1), 0.0)
+        other = sums[k] / W[None, :]
+        other[np.arange(u), lab] = np.inf
+        b = other.min(axis=1)
+        denom = np.maximum(a, b)
+        s = np.where((W[lab] > 1) & (denom > 0), (b - a) / np.where(denom > 0, denom, 1.0), 0.0)
+        scores[k] = float((w * s).sum() / w.sum())
+    return scores
+
+
+# ------------------------------------------------------------------------------------------------- estimator
+def _first_appearance_order(step_labels: NDArray[np.int64], k: int) -> NDArray[np.int64]:
+    """Permutation old → new so that states are numbered in order of first appearance in the steps."""
+    first = np.full(k, np.iinfo(np.int64).max)
+    np.minimum.at(first, step_labels, np.arange(step_labels.size))
+    order = np.argsort(first, kind="stable")
+    remap = np.empty(k, np.int64)
+    remap[order] = np.arange(k)
+    return remap
+
+
+class WardStates:
+    """Discover states by Ward clustering of step features, with k chosen by silhouette.
+
+    Exact on every step: Ward runs on the unique feature rows weighted by multiplicity, which gives the same
+    partition as Ward on the full matrix (``dependencies.md`` §1.1). k is the silhouette maximiser over
+    [k_min, k_max] (ties → smaller k; k above the number of distinct rows is skipped, as is any k giving fewer than
+    2 labels).
+
+    When there are more than ``max_unique`` distinct rows (continuous features), the scalable path runs
+    ``MiniBatchKMeans`` to ``n_centroids`` weighted centroids first and then the same weighted Ward on the centroids
+    (each step inherits its centroid's state; the silhouette is computed on the weighted centroids).
+
+    Parameters
+    ----------
+    featurizer : estimator with ``fit(traces).fetch_model().transform(traces)``, default ``RuleFeaturizer()``
+    k_min, k_max : int, default 2 and 10 (the paper's range for real corpora)
+    max_unique : int, default 10_000 (Ward needs u² memory: 10k rows ≈ 0.8 GB)
+    n_centroids : int, default 500
+    seed : int, default 0 (only the scalable path is random)
+    """
+
+    def __init__(self, *, featurizer: object | None = None, k_min: int = 2, k_max: int = 10,
+                 max_unique: int = 10_000, n_centroids: int = 500, seed: int = 0) -> None:
+        self.featurizer = featurizer
+        self.k_min = k_min
+        self.k_max = k_max
+        self.max_unique = max_unique
+        self.n_centroids = n_centroids
+        self.seed = seed
+        self._model: object | None = None
+
+    def fit(self, traces: object) -> WardStates:
+        from tracetochain.featurize._base import unique_rows
+        from tracetochain.featurize.rules import RuleFeaturizer
+        from tracetochain.states._model import StateModel, build_taxonomy, readable_names, taxonomy_infos
+        from tracetochain.traces._table import TraceTable
+
+        if not isinstance(traces, TraceTable):
+            raise TypeError(f"fit expects a TraceTable, got {type(traces).__name__}")
+        if not 1 <= self.k_min <= self.k_max:
+            raise ValueError(f"need 1 <= k_min <= k_max, got k_min={self.k_min}, k_max={self.k_max}")
+        if traces.n_steps == 0:
+            from tracetochain.exceptions import EmptyTraceSetError
+
+            raise EmptyTraceSetError("no steps to cluster")
+        featurizer = self.featurizer if self.featurizer is not None else RuleFeaturizer()
+        feat_model = featurizer.fit(traces).fetch_model()  # type: ignore[attr-defined]
+        features = feat_model.transform(traces)
+        U, w, inverse = unique_rows(features)
+        kmeans = None
+        points: NDArray[np.float64] = U
+        weights: NDArray[np.float64] = w.astype(np.float64)
+        point_of_unique: NDArray[np.int64] = np.arange(U.shape[0], dtype=np.int64)
+        if U.shape[0] > self.max_unique:
+            from sklearn.cluster import MiniBatchKMeans
+
+            kmeans = MiniBatchKMeans(n_clusters=self.n_centroids, random_state=self.seed, batch_size=4096,
+                                     n_init=3).fit(U, sample_weight=w)
+            point_of_unique = kmeans.labels_.astype(np.int64)
+            weights = np.bincount(point_of_unique, weights=w, minlength=self.n_centroids).astype(np.float64)
+            used = weights > 0
+            remap = np.cumsum(used) - 1
+            points, weights = kmeans.cluster_centers_[used], weights[used]
+            point_of_unique = remap[point_of_unique]
+        u = points.shape[0]
+        pairs, _ = ward_merges(points, weights)
+        ks = [k for k in range(self.k_min, self.k_max + 1) if 2 <= k <= u]
+        scores: dict[int, float] = {}
+        if ks:
+            cuts = cut_tree(pairs, u, ks)
+            scores = weighted_silhouette(points, weights, cuts)
+            best = ks[0]
+            for k in ks:  # strictly greater replaces: ties go to the smaller k
+                if scores[k] > scores[best]:
+                    best = k
+            point_labels = cuts[best]
+        else:  # fewer than 2 distinct rows, or fewer than k_min: every distinct row is its own state
+            best = max(u, 1)
+            point_labels = np.arange(u, dtype=np.int64)
+        step_labels = point_labels[point_of_unique][inverse]
+        remap_states = _first_appearance_order(step_labels, best)
+        step_labels = remap_states[step_labels]
+        unique_labels = remap_states[point_labels[point_of_unique]]
+        rows = build_taxonomy(step_labels, best, features.descriptor, features.descriptor_names)
+        names = readable_names([(dom, share) for dom, _, share, _ in rows])
+        centroids = np.vstack([
+            np.average(U[unique_labels == s], axis=0, weights=w[unique_labels == s]) for s in range(best)])
+        fit_codes = features.row_codes[np.unique(inverse, return_index=True)[1]] \
+            if features.row_codes is not None else None
+        assign = _Assigner(feat_model, U, fit_codes, unique_labels, centroids, kmeans,
+                           remap_states[point_labels] if kmeans is not None else None)
+        settings = {"k_min": self.k_min, "k_max": self.k_max, "k": best, "n_steps": features.n_steps,
+                    "n_unique_rows": int(U.shape[0]), "path": "exact" if kmeans is None else "minibatch-kmeans",
+                    "n_centroids": None if kmeans is None else int(u), "seed": self.seed,
+                    "features": list(features.feature_names),
+                    "featurizer": feat_model.to_dict() if hasattr(feat_model, "to_dict") else type(feat_model).__name__}
+        self._model = StateModel("ward", names, taxonomy_infos(names, rows, features.n_steps), settings, assign,
+                                 step_labels, scores)
+        return self
+
+    def fetch_model(self) -> object:
+        from tracetochain.exceptions import NotFittedError
+
+        if self._model is None:
+            raise NotFittedError("call fit(traces) before fetch_model()")
+        return self._model
+
+
+class _Assigner:
+    """Maps steps to states: exact lookup of known feature rows, nearest centroid for unseen ones."""
+
+    def __init__(self, feat_model: object, U: NDArray[np.float64], fit_codes: NDArray[np.int64] | None,
+                 unique_labels: NDArray[np.int64], centroids: NDArray[np.float64], kmeans: object | None,
+                 kmeans_labels: NDArray[np.int64] | None) -> None:
+        self.feat_model = feat_model
+        self.U = U
+        self.fit_codes = fit_codes
+        self.unique_labels = unique_labels
+        self.centroids = centroids
+        self.kmeans = kmeans
+        self.kmeans_labels = kmeans_labels
+        self._void = None if fit_codes is not None else _as_void(U)
+        self._void_order = None if self._void is None else np.argsort(self._void)
+
+    def __call__(self, traces: object) -> NDArray[np.int64]:
+        features = self.feat_model.transform(traces)  # type: ignore[attr-defined]
+        X = features.X
+        n = X.shape[0]
+        if X.shape[1] != self.U.shape[1]:
+            raise ValueError("feature width differs from the fitted model's")
+        out = np.full(n, -1, np.int64)
+        if self.fit_codes is not None and features.row_codes is not None:
+            pos = np.searchsorted(self.fit_codes, features.row_codes)
+            pos = np.minimum(pos, self.fit_codes.size - 1)
+            hit = self.fit_codes[pos] == features.row_codes
+            out[hit] = self.unique_labels[pos[hit]]
+        elif self._void is not None and self._void_order is not None:
+            v = _as_void(np.ascontiguousarray(X))
+            sorted_void = self._void[self._void_order]
+            pos = np.minimum(np.searchsorted(sorted_void, v), sorted_void.size - 1)
+            hit = sorted_void[pos] == v
+            out[hit] = self.unique_labels[self._void_order[pos[hit]]]
+        miss = out < 0
+        if miss.any():
+            if self.kmeans is not None and self.kmeans_labels is not None:
+                out[miss] = self.kmeans_labels[self.kmeans.predict(X[miss])]  # type: ignore[attr-defined]
+            else:
+                from sklearn.metrics import pairwise_distances_argmin
+
+                out[miss] = pairwise_distances_argmin(X[miss], self.centroids)
+        return out
+
+
+def _as_void(X: NDArray[np.float64]) -> NDArray[np.void]:
+    Xc = np.ascontiguousarray(X)
+    return Xc.view(np.dtype((np.void, Xc.dtype.itemsize * max(Xc.shape[1], 1)))).ravel()
