@@ -59,18 +59,39 @@ def fit(
     on_error: Annotated[OnErrorChoice, typer.Option(
         "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
         OnErrorChoice.raise_),
+    states: Annotated[str, typer.Option(
+        help="How steps become states: label (the traces' own labels), categorical (vocabulary categories), "
+             "ward (cluster --features), or milestones:FILE (declared states).")] = "label",
+    features: Annotated[str, typer.Option(
+        help="For --states ward: comma list of kind, tool, error, retry, depth, depth-bucket (or text / tfidf).")] = (
+        "kind,tool,error"),
+    vocabulary: Annotated[str | None, typer.Option(
+        help="Map actions to categories first: shell (SWE-agent commands) or chat (tool agents).")] = None,
+    k_min: Annotated[int, typer.Option("--k-min", min=1, help="Smallest number of Ward states tried.")] = 2,
+    k_max: Annotated[int, typer.Option("--k-max", min=1, help="Largest number of Ward states tried.")] = 10,
+    seed: Annotated[int, typer.Option(help="Seed for every random choice (only scalable clustering uses one).")] = 0,
     horizon: HorizonOpt = 30,
     k: KOpt = "1,3,5",
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
     """Fit an absorbing Markov chain to agent traces and print its reliability summary."""
-    from tracetochain import ChainEstimator, read_traces, summarize
+    from tracetochain import read_traces, summarize
+    from tracetochain.pipeline import fit_chain
 
     ks = _parse_ks(k)
     table = read_traces(traces, format, on_error=on_error.value)
-    chain = ChainEstimator(pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value).fit(
-        table).fetch_model()
+    try:
+        result = fit_chain(table, states=states, pseudocount=pseudocount, unvisited=unvisited.value,
+                           initial=initial.value, features=features, vocabulary=vocabulary, k_min=k_min,
+                           k_max=k_max, seed=seed)
+    except ValueError as exc:
+        from tracetochain.exceptions import TraceToChainError
+
+        if isinstance(exc, TraceToChainError):
+            raise
+        raise typer.BadParameter(str(exc)) from None
+    chain = result.chain
     if output is not None:
         _write_chain(chain, output, table.report.to_dict())
     if quiet:
@@ -85,6 +106,8 @@ def fit(
     from tracetochain.cli._render import render_ingest, render_summary
 
     render_ingest(table.report, table.outcome_counts())
+    if result.states.method != "categorical" or vocabulary is not None:
+        typer.echo(result.states.describe())
     render_summary(summary)
     if output is not None:
         typer.echo(f"chain written to {output}")

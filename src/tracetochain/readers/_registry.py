@@ -43,6 +43,7 @@ BUILTIN_READERS: dict[str, str] = {
     "langfuse": "tracetochain.readers.langfuse:LANGFUSE",
     "reflexion": "tracetochain.readers.reflexion:REFLEXION",
     "mast-csv": "tracetochain.readers.mast_csv:MAST_CSV",
+    "swe-token-corpus": "tracetochain.readers.swe_agent:SWE_TOKEN_CORPUS",
     "canonical": "tracetochain.readers.canonical:CANONICAL",
 }
 

@@ -38,8 +38,8 @@ Field mapping (one canonical record per agent step)
       are left out. Nested ``events`` of older logs (inside ``tool`` and ``subtask`` events) are flattened.
       With ``include_user=True`` each user message that first appears in a ModelEvent's ``input`` becomes a
       ``user`` step just before that call.
-    * steps when a sample has no events (``--no-log-events`` or very old logs) — from ``messages``: each tool call
-      of an assistant message is one ``tool`` step, an assistant message without tool calls is one ``llm``
+    * steps when a sample has no events (logged without events, or very old logs) — from ``messages``: each tool
+      call of an assistant message is one ``tool`` step, an assistant message without tool calls is one ``llm``
       step, ``tool`` messages with an ``error`` set ``error`` on the step whose call they answer (matched by
       ``tool_call_id``, else the latest call of the same function); ``user`` messages become ``user`` steps only
       with ``include_user=True``; ``system`` messages never do. (This path has no ``llm`` step before tool calls,
@@ -67,6 +67,11 @@ with a running byte count that stops at the caps whatever the archive declares (
 ``max_decompressed_bytes`` for the whole log, which also caps the size of a ``.json`` log). Hitting a cap raises
 :class:`TraceValidationError` naming the archive and member, whatever ``on_error`` says.
 
+Sniffing: a ``.eval`` file whose zip directory lists ``header.json``, ``_journal/start.json``, ``start.json`` or
+``samples/…``; a ``.json`` file whose first key is ``version`` (or ``status``/``eval``) and whose first 64 KB show
+``"eval": {`` with ``task``, ``model`` and ``eval_id``/``run_id``/``created`` (so inspect's ``logs.json`` listing
+and canonical tables are not claimed); a folder holding such files (not searched recursively).
+
 Options: ``scorer`` (None), ``success_threshold`` (1 − 1e−6), ``include_user`` (False),
 ``max_decompressed_bytes`` (2 GiB), ``max_member_bytes`` (1 GiB).
 """
@@ -82,6 +87,7 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -99,6 +105,7 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
 DEFAULT_MAX_MEMBER_BYTES = 1024**3
 
 _CHUNK = 1 << 20
+_NO_DECLARED_LIMIT = 1 << 62
 _MAX_EVENT_DEPTH = 32
 _MAX_SNIFF_ENTRIES = 500
 _SCORER_SPAN_TYPES = frozenset({"scorers", "scorer"})
@@ -177,9 +184,10 @@ class _Archive:
             raise self._cap(name, f"declares {info.file_size:,} bytes, which would take the log over",
                             self.max_total, "max_decompressed_bytes")
         limit = min(self.max_member, remaining)
-        # Do not trust the declared size: let zipfile decompress up to one byte past the cap, count it ourselves.
+        # Do not trust the declared size: zipfile would stop at it (and then fail the CRC check), so lift it out of
+        # the way and count the bytes ourselves, asking for no more than one byte past the cap.
         probe = copy.copy(info)
-        probe.file_size = limit + 1
+        probe.file_size = _NO_DECLARED_LIMIT
         buf = bytearray()
         try:
             with self.zf.open(probe) as fh:
@@ -534,7 +542,8 @@ def _steps_from_messages(messages: list[Any], attachments: dict[str, Any],
                 continue
             if not isinstance(error, (dict, str)):
                 raise _Bad(f"expected a ToolCallError object, got {_type_name(error)}", f"{path}.error")
-            target = by_call_id.get(msg.get("tool_call_id")) if isinstance(msg.get("tool_call_id"), str) else None
+            call_id = msg.get("tool_call_id")
+            target = by_call_id.get(call_id) if isinstance(call_id, str) else None
             if target is None:
                 function = msg.get("function")
                 target = next((s for s in reversed(steps)
@@ -563,7 +572,7 @@ def _parse_sample(raw: Any, *, where: str, index: int, field_prefix: str, log_ke
     if not isinstance(attachments, dict):
         attachments = {}
     events = raw.get("events")
-    if events is None and isinstance(raw.get("transcript"), dict):  # pre-2025 logs: transcript{events, content}
+    if events is None and isinstance(raw.get("transcript"), dict):  # older logs: transcript{events, content}
         events = raw["transcript"].get("events")
         content = raw["transcript"].get("content")
         attachments = content if isinstance(content, dict) else attachments
@@ -603,11 +612,12 @@ def _parse_sample(raw: Any, *, where: str, index: int, field_prefix: str, log_ke
 class _Log:
     path: Path
     header: dict[str, Any]
-    samples: list[tuple[Any, str, int, str]]  # (raw sample, where, index, field prefix)
+    n_samples: int
+    samples: Iterator[tuple[Any, str, int, str]]  # (raw sample, where, index, field prefix), read lazily
 
 
 def _looks_like_json_log(path: Path) -> bool:
-    head = head_text(path)
+    head = head_text(path).lstrip("\ufeff")
     first = _FIRST_KEY.match(head)
     if first is None or first.group(1) not in _JSON_FIRST_KEYS:
         return False
@@ -654,7 +664,8 @@ def _folder_logs(path: Path, limit: int | None = None) -> list[Path]:
     return found
 
 
-def _read_json_log(path: Path, max_total: int) -> _Log:
+@contextmanager
+def _open_json_log(path: Path, max_total: int) -> Iterator[_Log]:
     try:
         data = load_json(path, max_bytes=max_total)
     except RecursionError:
@@ -667,10 +678,14 @@ def _read_json_log(path: Path, max_total: int) -> _Log:
         raise TraceValidationError(f"expected a list of samples, got {_type_name(samples)}", source=str(path),
                                    field="samples")
     header = {k: v for k, v in data.items() if k != "samples"}
-    return _Log(path, header, [(s, str(path), i, f"samples[{i}].") for i, s in enumerate(samples or [])])
+    samples = samples or []
+    yield _Log(path, header, len(samples),
+               ((s, str(path), i, f"samples[{i}].") for i, s in enumerate(samples)))
 
 
-def _read_eval_log(path: Path, max_total: int, max_member: int) -> _Log:
+@contextmanager
+def _open_eval_log(path: Path, max_total: int, max_member: int) -> Iterator[_Log]:
+    """The archive stays open while its samples are read, one member at a time."""
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
@@ -694,8 +709,14 @@ def _read_eval_log(path: Path, max_total: int, max_member: int) -> _Log:
             raise TraceValidationError(
                 "zip archive holds no inspect_ai log (no header.json, _journal/start.json or samples/)",
                 source=str(path), hint="pass the right file, or the right format")
-        samples = [(archive.read_json(n), archive.where(n), i, "") for i, n in enumerate(names)]
-    return _Log(path, header, samples)
+        yield _Log(path, header, len(names),
+                   ((archive.read_json(n), archive.where(n), i, "") for i, n in enumerate(names)))
+
+
+def _open_log(path: Path, max_total: int, max_member: int) -> AbstractContextManager[_Log]:
+    if path.suffix.lower() == ".eval":
+        return _open_eval_log(path, max_total, max_member)
+    return _open_json_log(path, max_total)
 
 
 def _log_key(log: _Log) -> str:
@@ -751,18 +772,12 @@ class InspectAIReader:
         else:
             raise TraceValidationError("no such file or folder", source=str(path))
 
-        logs: list[_Log] = []
-        for f in files:
-            if f.suffix.lower() == ".eval":
-                logs.append(_read_eval_log(f, max_decompressed_bytes, max_member_bytes))
-            else:
-                logs.append(_read_json_log(f, max_decompressed_bytes))
-
         builder = TraceBuilder(str(path), self.name, on_error, "row")
-        samples = self._parse_all(logs, builder, bool(include_user))
+        samples, tasks = self._parse_all(files, builder, bool(include_user), max_decompressed_bytes,
+                                         max_member_bytes)
         chosen = self._choose_scorer(samples, scorer, path)
-        self._emit(samples, builder, chosen, float(success_threshold), several_tasks=len(
-            {_log_task(log) for log in logs}) > 1, several_logs=len(logs) > 1)
+        self._emit(samples, builder, chosen, float(success_threshold), several_tasks=len(tasks) > 1,
+                   several_logs=len(files) > 1)
         return builder.build()
 
     # ------------------------------------------------------------------ helpers
@@ -774,34 +789,39 @@ class InspectAIReader:
         builder.problems.append(Problem(location, fieldname, f"{message} ({where}, sample {index})",
                                         whole_trace=True))
 
-    def _parse_all(self, logs: list[_Log], builder: TraceBuilder, include_user: bool) -> list[tuple[_Sample, int]]:
-        keys: dict[str, int] = {}
+    def _parse_all(self, files: list[Path], builder: TraceBuilder, include_user: bool, max_total: int,
+                   max_member: int) -> tuple[list[tuple[_Sample, int]], set[str | None]]:
+        """Every sample of every log as steps plus what decides its outcome; also the set of task names seen."""
+        keys: set[str] = set()
+        tasks: set[str | None] = set()
         out: list[tuple[_Sample, int]] = []
         location = 0
-        for log in logs:
-            if not log.samples:
-                message = "the log holds no samples (was it written with log_samples=False?)"
-                if builder.on_error == "raise":
-                    raise TraceValidationError(message, source=str(log.path), field="samples",
-                                               hint="re-run the eval with sample logging on, or pass another log")
-                builder.problems.append(Problem(None, "samples", f"{message} ({log.path})"))
-                continue
-            key = _log_key(log)
-            if key in keys:
-                key = f"{key}-{log.path.stem}"
-            keys[key] = 1
-            task = _log_task(log)
-            for raw, where, index, prefix in log.samples:
-                try:
-                    sample = _parse_sample(raw, where=where, index=index, field_prefix=prefix, log_key=key,
-                                           task=task, include_user=include_user)
-                except _Bad as exc:
-                    fieldname = f"{prefix}{exc.field}" if exc.field else (prefix.rstrip(".") or None)
-                    self._fail(builder, where, index, location, exc.message, fieldname, exc.hint)
-                else:
-                    out.append((sample, location))
-                location += 1
-        return out
+        for f in files:
+            with _open_log(f, max_total, max_member) as log:
+                if not log.n_samples:
+                    message = "the log holds no samples (was it written with log_samples=False?)"
+                    if builder.on_error == "raise":
+                        raise TraceValidationError(message, source=str(log.path), field="samples",
+                                                   hint="re-run the eval with sample logging on, or pass another log")
+                    builder.problems.append(Problem(None, "samples", f"{message} ({log.path})"))
+                    continue
+                key = _log_key(log)
+                if key in keys:
+                    key = f"{key}-{log.path.stem}"
+                keys.add(key)
+                task = _log_task(log)
+                tasks.add(task)
+                for raw, where, index, prefix in log.samples:
+                    try:
+                        sample = _parse_sample(raw, where=where, index=index, field_prefix=prefix, log_key=key,
+                                               task=task, include_user=include_user)
+                    except _Bad as exc:
+                        fieldname = f"{prefix}{exc.field}" if exc.field else (prefix.rstrip(".") or None)
+                        self._fail(builder, where, index, location, exc.message, fieldname, exc.hint)
+                    else:
+                        out.append((sample, location))
+                    location += 1
+        return out, tasks
 
     @staticmethod
     def _choose_scorer(samples: list[tuple[_Sample, int]], scorer: str | None, path: Path) -> str | None:
@@ -818,7 +838,7 @@ class InspectAIReader:
         if len(names) > 1:
             raise TraceValidationError(
                 f"the log has several scorers ({', '.join(names)}) and none was chosen", source=str(path),
-                field="scores", hint="choose the one that decides success with scorer=NAME (CLI: --option scorer=NAME)")
+                field="scores", hint="choose the one that decides success with scorer=NAME")
         return next(iter(names), None)
 
     def _emit(self, samples: list[tuple[_Sample, int]], builder: TraceBuilder, scorer: str | None,

@@ -201,7 +201,7 @@ def tool_error_rule(*, flag: bool = True, prefix: str | None = "Error") -> ToolE
 
 
 def _content_text(content: Any, where: str) -> str | None:
-    """Message content as text: a string, or the text parts of a list of content parts."""
+    """Message content as text: a string, the text parts of a list of content parts, or an object as JSON."""
     if content is None or isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -212,7 +212,9 @@ def _content_text(content: Any, where: str) -> str | None:
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
         return "\n".join(parts) if parts else None
-    raise EpisodeFormatError(f"expected text or a list of content parts, got {_type_name(content)}", where,
+    if isinstance(content, dict):  # structured content (e.g. a tool's JSON result) is kept as JSON text
+        return json.dumps(content, ensure_ascii=False)
+    raise EpisodeFormatError(f"expected text, content parts or an object, got {_type_name(content)}", where,
                              "write the message content as a string")
 
 

@@ -190,8 +190,8 @@ def _looks_like_tau2(text: str) -> bool:
 
 class Tau2BenchReader:
     name = "tau2-bench"
-    description = "τ²-bench results: {info, tasks, simulations[{id, task_id, trial, termination_reason, " \
-                  "reward_info, messages}]} (file or results.json + simulations/ folder)"
+    description = ("τ²-bench results: {info, tasks, simulations[{id, task_id, trial, termination_reason, "
+                   "reward_info, messages}]} (file or results.json + simulations/ folder)")
     needs = "nothing else"
 
     def sniff(self, path: Path) -> bool:

@@ -18,7 +18,8 @@ def states_from_spec(states: str = "label", *, features: str = "kind,tool,error"
     (clustering of ``features``) or ``milestones:FILE``. ``features`` is a comma list of
     kind, tool, error, retry, depth (j/(L−1)), depth-bucket — or ``text`` / ``tfidf`` for text features."""
     if states == "label":
-        return CategoricalStates()
+        # A vocabulary with the traces' own labels means: use its categories as the states.
+        return CategoricalStates(vocabulary=vocabulary)
     if states == "categorical":
         if vocabulary is None:
             raise ValueError("--states categorical needs --vocabulary (shell, chat or a registered one)")

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 _SILHOUETTE_BLOCK = 2048
+_PENDING = 64
 
 
 def ward_merges(U: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
@@ -31,19 +32,58 @@ def ward_merges(U: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray
         return np.zeros((0, 2), np.int64), np.zeros(0)
     size = np.asarray(w, dtype=np.float64).copy()
     sq = np.einsum("ij,ij->i", U, U)
-    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (U @ U.T), 0.0)
-    D = (size[:, None] * size[None, :]) / (size[:, None] + size[None, :]) * d2
+    # Built in place, one u×u array in all (u = 16k → 2 GB): D = n_i n_j/(n_i+n_j) ‖c_i − c_j‖².
+    D = U @ U.T
+    D *= -2.0
+    D += sq[:, None]
+    D += sq[None, :]
+    np.maximum(D, 0.0, out=D)
+    for start in range(0, u, _SILHOUETTE_BLOCK):
+        stop = min(u, start + _SILHOUETTE_BLOCK)
+        D[start:stop] *= (size[start:stop, None] * size[None, :]) / (size[start:stop, None] + size[None, :])
     np.fill_diagonal(D, np.inf)
     active = np.ones(u, dtype=bool)
-    cluster_id = np.arange(u, dtype=np.int64)  # id of the cluster held in slot i
+    cluster_id = np.arange(u, dtype=np.int64)  # id of the cluster held at each matrix position
     raw: list[tuple[int, int, float]] = []
     chain: list[int] = []
     n_active = u
+    # Column writes into a big C-ordered matrix are slow (one page per element), so the column of each merged
+    # cluster is kept aside and written in batches; rows read in between are patched from the pending columns.
+    pending_pos = np.zeros(_PENDING, np.int64)
+    pending_col = np.zeros((_PENDING, u))
+    n_pending = 0
+
+    def flush() -> None:
+        nonlocal n_pending
+        if n_pending:
+            pos = pending_pos[:n_pending]
+            last = n_pending - 1 - np.unique(pos[::-1], return_index=True)[1]  # latest update of each column wins
+            D[:, pos[last]] = pending_col[last, : D.shape[0]].T
+            n_pending = 0
+
+    def current_row(i: int) -> NDArray[np.float64]:
+        row = np.where(active, D[i], np.inf)
+        if n_pending:
+            keep_mask = active[pending_pos[:n_pending]]
+            row[pending_pos[:n_pending][keep_mask]] = pending_col[:n_pending, i][keep_mask]
+        return row
+
     while n_active > 1:
+        if 2 * n_active < D.shape[0] and D.shape[0] > 512:
+            # Compact the matrix to the active clusters. Positions keep their relative order, so argmin
+            # tie-breaking is unchanged.
+            flush()
+            keep_pos = np.flatnonzero(active)
+            D = D[np.ix_(keep_pos, keep_pos)]
+            new_pos = np.full(active.size, -1, np.int64)
+            new_pos[keep_pos] = np.arange(keep_pos.size)
+            chain = [int(new_pos[c]) for c in chain]
+            size, cluster_id = size[keep_pos], cluster_id[keep_pos]
+            active = np.ones(keep_pos.size, dtype=bool)
         if not chain:
             chain.append(int(np.flatnonzero(active)[0]))
         a = chain[-1]
-        row = D[a]
+        row = current_row(a)
         b = int(np.argmin(row))
         # Prefer the previous chain element on ties, so that reciprocal nearest neighbours are always found.
         if len(chain) > 1 and row[chain[-2]] <= row[b]:
@@ -51,18 +91,20 @@ def ward_merges(U: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray
         if len(chain) > 1 and b == chain[-2]:
             chain.pop()
             chain.pop()
-            cost = float(D[a, b])
+            cost = float(row[b])
             keep, drop = min(a, b), max(a, b)
             na, nb = size[a], size[b]
-            nl = size
-            new = ((na + nl) * D[a] + (nb + nl) * D[b] - nl * cost) / (na + nb + nl)
-            new[~active] = np.inf
-            D[keep, :] = new
-            D[:, keep] = new
-            D[keep, keep] = np.inf
-            D[drop, :] = np.inf
-            D[:, drop] = np.inf
+            new = ((na + size) * row + (nb + size) * current_row(b) - size * cost) / (na + nb + size)
             active[drop] = False
+            new[keep] = np.inf
+            D[keep, :] = new
+            # The pending columns cross this rewritten row: bring their entries up to date (symmetry).
+            pending_col[:n_pending, keep] = new[pending_pos[:n_pending]]
+            if n_pending == _PENDING:
+                flush()
+            pending_pos[n_pending] = keep
+            pending_col[n_pending, : new.size] = new
+            n_pending += 1
             size[keep] = na + nb
             raw.append((int(cluster_id[a]), int(cluster_id[b]), cost))
             cluster_id[keep] = u + len(raw) - 1  # provisional id in discovery order, relabelled below
@@ -183,13 +225,13 @@ class WardStates:
     ----------
     featurizer : estimator with ``fit(traces).fetch_model().transform(traces)``, default ``RuleFeaturizer()``
     k_min, k_max : int, default 2 and 10 (the paper's range for real corpora)
-    max_unique : int, default 10_000 (Ward needs u² memory: 10k rows ≈ 0.8 GB)
+    max_unique : int, default 16_000 (Ward holds one u × u float64 matrix: 16k rows ≈ 2 GB)
     n_centroids : int, default 500
     seed : int, default 0 (only the scalable path is random)
     """
 
     def __init__(self, *, featurizer: object | None = None, k_min: int = 2, k_max: int = 10,
-                 max_unique: int = 10_000, n_centroids: int = 500, seed: int = 0) -> None:
+                 max_unique: int = 16_000, n_centroids: int = 500, seed: int = 0) -> None:
         self.featurizer = featurizer
         self.k_min = k_min
         self.k_max = k_max
@@ -251,7 +293,8 @@ class WardStates:
         step_labels = remap_states[step_labels]
         unique_labels = remap_states[point_labels[point_of_unique]]
         rows = build_taxonomy(step_labels, best, features.descriptor, features.descriptor_names)
-        names = readable_names([(dom, share) for dom, _, share, _ in rows])
+        names = readable_names([(dom + _qualifiers(features, step_labels, s, best), share)
+                                for s, (dom, _, share, _) in enumerate(rows)])
         centroids = np.vstack([
             np.average(U[unique_labels == s], axis=0, weights=w[unique_labels == s]) for s in range(best)])
         fit_codes = features.row_codes[np.unique(inverse, return_index=True)[1]] \
@@ -273,6 +316,30 @@ class WardStates:
         if self._model is None:
             raise NotFittedError("call fit(traces) before fetch_model()")
         return self._model
+
+
+def _qualifiers(features: object, labels: NDArray[np.int64], state: int, k: int) -> str:
+    """Secondary traits that set a state apart: a majority of error or retry steps, and where in the trace."""
+    names = list(features.feature_names)  # type: ignore[attr-defined]
+    X = features.X  # type: ignore[attr-defined]
+    mask = labels == state
+    if not mask.any():
+        return ""
+    out = ""
+    for flag in ("error", "retry"):
+        if flag in names and X[mask, names.index(flag)].mean() >= 0.5:
+            out += f" +{flag}"
+    depth_cols = [i for i, n in enumerate(names) if n == "depth" or n.startswith("depth_bucket=")]
+    if depth_cols:
+        if names[depth_cols[0]] == "depth":
+            d = float(X[mask, depth_cols[0]].mean())
+            scale = float(X[:, depth_cols[0]].max()) or 1.0
+            frac = d / scale
+        else:
+            buckets = X[np.ix_(mask, depth_cols)].mean(axis=0)
+            frac = (float(np.argmax(buckets)) + 0.5) / len(depth_cols)
+        out += " @early" if frac < 1 / 3 else " @mid" if frac < 2 / 3 else " @late"
+    return out
 
 
 class _Assigner:
