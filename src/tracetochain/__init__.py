@@ -6,7 +6,7 @@
 >>> chain.r_inf, chain.reliability(horizon=20)                     # doctest: +SKIP
 """
 
-from tracetochain import datasets, exceptions
+from tracetochain import datasets, exceptions, featurize, states
 from tracetochain._version import __version__
 from tracetochain.chain import AbsorbingChain, ChainEstimator, TransitionCounts, count_transitions, estimate_chain
 from tracetochain.metrics import ReliabilitySummary, summarize
@@ -27,7 +27,9 @@ __all__ = [
     "datasets",
     "estimate_chain",
     "exceptions",
+    "featurize",
     "read_traces",
     "register_reader",
+    "states",
     "summarize",
 ]

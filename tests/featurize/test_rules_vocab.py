@@ -1,0 +1,107 @@
+"""Rule features, vocabularies (paper §6.10 and §6.15), text features."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import tracetochain as tt
+from tracetochain.featurize import (
+    ActionVocabulary,
+    RuleFeaturizer,
+    TextFeaturizer,
+    get_vocabulary,
+    register_vocabulary,
+    unique_rows,
+)
+from tracetochain.featurize.vocab import categorize_chat, categorize_shell, shell_token
+
+
+@pytest.mark.parametrize(("command", "token", "category"), [
+    ("cd /testbed && grep -rn foo .", "grep", "SEARCH"),
+    ("PYTHONPATH=/testbed python reproduce.py", "python", "EXECUTE"),
+    ("str_replace_editor view /testbed/a.py", "edit:view", "VIEW"),
+    ("str_replace_editor str_replace /a --old x --new y", "edit:str_replace", "EDIT"),
+    ("sudo rm -rf build", "rm", "FILEOP"),
+    ("git diff", "git", "VCS"),
+    ("submit", "submit", "SUBMIT"),
+    ("cat setup.py | head", "cat", "INSPECT"),
+    ("", "none", "NONE"),
+    ("echo hello", "echo", "OTHER"),
+    ("\n\n  pytest -x tests/\nmore", "pytest", "EXECUTE"),
+])
+def test_shell_vocabulary(command: str, token: str, category: str) -> None:
+    assert shell_token(command) == token
+    assert categorize_shell("tool", None, command) == category
+
+
+@pytest.mark.parametrize(("kind", "tool", "category"), [
+    ("llm", None, "respond"), ("tool", "get_user_details", "lookup"), ("tool", "search_direct_flight", "lookup"),
+    ("tool", "book_reservation", "write"), ("tool", "cancel_reservation", "write"),
+    ("tool", "transfer_to_human_agents", "handoff"), ("tool", "think", "think"), ("tool", "frobnicate", "other"),
+])
+def test_chat_vocabulary(kind: str, tool: str | None, category: str) -> None:
+    assert categorize_chat(kind, tool, None) == category
+
+
+def test_vocabulary_apply_is_vectorised_and_handles_nulls() -> None:
+    v = get_vocabulary("chat")
+    codes = v.apply(pa.array(["llm", "tool", None]), pa.array([None, "get_x", None]), None)
+    assert [v.categories[c] for c in codes] == ["respond", "lookup", "respond"]
+
+
+def test_register_custom_vocabulary() -> None:
+    vocab = ActionVocabulary("demo-io", ("read", "write"), lambda k, t, x: "read" if t == "get" else "write")
+    register_vocabulary(vocab, replace=True)
+    assert get_vocabulary("demo-io") is vocab
+    with pytest.raises(ValueError, match="exists"):
+        register_vocabulary(vocab)
+    with pytest.raises(ValueError, match="unknown vocabulary"):
+        get_vocabulary("nope")
+
+
+def test_rule_features_switches_and_codes() -> None:
+    t = tt.datasets.load_example()
+    full = RuleFeaturizer(retry=True, depth="bucket", n_depth_buckets=3).fit(t).fetch_model().transform(t)
+    assert "retry" in full.feature_names and "depth_bucket=2" in full.feature_names
+    U, w, inverse = unique_rows(full)
+    np.testing.assert_array_equal(U[inverse], full.X)
+    assert w.sum() == t.n_steps
+    bare = RuleFeaturizer(kind=False, tool=False, error=True).fit(t).fetch_model().transform(t)
+    assert bare.feature_names == ("error",)
+    top = RuleFeaturizer(top_tools=3).fit(t).fetch_model()
+    assert len(top.tools) == 4 and top.tools[-1] == "other"
+
+
+def test_retry_flag_and_depth_fraction() -> None:
+    t = tt.TraceTable.from_records([
+        {"trace_id": "a", "step_idx": i, "step_kind": "tool", "tool_name": n, "outcome": "success"}
+        for i, n in enumerate(["x", "x", "y", "x"])] + [
+        {"trace_id": "b", "step_idx": 0, "step_kind": "tool", "tool_name": "x", "outcome": "failure"}])
+    f = RuleFeaturizer(retry=True, depth="fraction").fit(t).fetch_model().transform(t)
+    retry = f.X[:, f.feature_names.index("retry")]
+    depth = f.X[:, f.feature_names.index("depth")]
+    assert retry.tolist() == [0, 1, 0, 0, 0]  # never across trace boundaries
+    np.testing.assert_allclose(depth, [0, 1 / 3, 2 / 3, 1, 0])
+
+
+def test_text_features_dedupe_and_shape() -> None:
+    recs = [{"trace_id": f"t{i}", "step_idx": 0, "step_kind": "llm", "text": ["hello world", "goodbye"][i % 2],
+             "outcome": "success"} for i in range(10)]
+    t = tt.TraceTable.from_records(recs)
+    f = TextFeaturizer(n_components=4).fit(t).fetch_model().transform(t)
+    assert f.X.shape[0] == 10
+    assert len(np.unique(f.X, axis=0)) == 2
+
+
+def test_embedding_featurizer_install_hint(tmp_path) -> None:
+    pytest.importorskip("tracetochain")
+    try:
+        import model2vec  # noqa: F401
+    except ImportError:
+        with pytest.raises(tt.exceptions.TraceToChainError, match=r"pip install 'tracetochain\[embed\]'"):
+            tt.featurize.EmbeddingFeaturizer(model_path=tmp_path).fit(tt.datasets.load_example())
+    else:
+        with pytest.raises(tt.exceptions.TraceToChainError, match="no such model folder"):
+            tt.featurize.EmbeddingFeaturizer(model_path=tmp_path / "missing").fit(tt.datasets.load_example())

@@ -1,0 +1,108 @@
+"""Exact weighted-unique Ward and weighted silhouette against scikit-learn on the expanded data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.cluster import AgglomerativeClustering
+from sklearn.metrics import adjusted_rand_score, silhouette_score
+
+import tracetochain as tt
+from tracetochain.featurize import RuleFeaturizer
+from tracetochain.states import WardStates, cut_tree, ward_merges, weighted_silhouette
+
+
+def corpus(seed: int, u: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(u, p)), rng.integers(1, 12, size=u)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), u=st.integers(3, 120), p=st.integers(1, 6))
+def test_weighted_unique_ward_equals_sklearn_on_expanded_rows(seed: int, u: int, p: int) -> None:
+    U, w = corpus(seed, u, p)  # continuous random points: no ties in merge costs
+    X = np.repeat(U, w, axis=0)
+    inverse = np.repeat(np.arange(u), w)
+    pairs, costs = ward_merges(U, w.astype(float))
+    assert np.all(np.diff(costs) >= -1e-9)  # Ward has no inversions
+    ks = [k for k in (2, 3, 5, 8) if k <= u]
+    labels = cut_tree(pairs, u, ks)
+    sil = weighted_silhouette(U, w.astype(float), labels)
+    for k in ks:
+        expected = AgglomerativeClustering(n_clusters=k, linkage="ward").fit(X).labels_
+        assert adjusted_rand_score(expected, labels[k][inverse]) == 1.0
+        assert sil[k] == pytest.approx(silhouette_score(X, labels[k][inverse]), abs=1e-9)
+
+
+def test_larger_corpus_exercises_compaction_and_batched_columns() -> None:
+    U, w = corpus(7, 1400, 3)  # > 512 rows: the matrix is compacted and columns are written in batches
+    X = np.repeat(U, w, axis=0)
+    inverse = np.repeat(np.arange(1400), w)
+    pairs, _ = ward_merges(U, w.astype(float))
+    labels = cut_tree(pairs, 1400, [4, 9])
+    for k in (4, 9):
+        expected = AgglomerativeClustering(n_clusters=k, linkage="ward").fit(X).labels_
+        assert adjusted_rand_score(expected, labels[k][inverse]) == 1.0
+
+
+def test_cut_tree_extremes() -> None:
+    U, w = corpus(1, 6, 2)
+    pairs, _ = ward_merges(U, w.astype(float))
+    labels = cut_tree(pairs, 6, [1, 6])
+    assert labels[1].tolist() == [0] * 6 and sorted(labels[6].tolist()) == list(range(6))
+    assert ward_merges(U[:1], w[:1].astype(float))[0].shape == (0, 2)
+
+
+def test_silhouette_of_identical_copies_is_one() -> None:
+    U = np.array([[0.0], [10.0]])
+    w = np.array([5.0, 3.0])
+    assert weighted_silhouette(U, w, {2: np.array([0, 1])})[2] == pytest.approx(1.0)
+
+
+def test_k_choice_prefers_smaller_k_on_ties_and_predict_reproduces() -> None:
+    t = tt.datasets.load_example()
+    model = WardStates(featurizer=RuleFeaturizer(retry=True), k_min=2, k_max=10).fit(t).fetch_model()
+    best = model.settings["k"]
+    assert model.scores[best] == max(model.scores.values())
+    assert all(model.scores[k] < model.scores[best] for k in model.scores if k < best)
+    np.testing.assert_array_equal(model.predict(t), model.fit_labels)
+    assert model.settings["path"] == "exact" and model.settings["n_steps"] == t.n_steps
+
+
+def test_predict_maps_unseen_rows_to_nearest_centroid() -> None:
+    t = tt.datasets.load_example()
+    model = WardStates().fit(t).fetch_model()
+    new = tt.TraceTable.from_records([
+        {"trace_id": "n", "step_idx": 0, "step_kind": "tool", "tool_name": "never_seen_tool", "outcome": "success"},
+        {"trace_id": "n", "step_idx": 1, "step_kind": "llm", "outcome": "success"},
+    ])
+    labels = model.predict(new)
+    assert labels.shape == (2,) and labels.min() >= 0 and labels.max() < model.n_states
+    assert model.state_names[labels[1]].startswith("llm")
+
+
+def test_scalable_path_on_continuous_features() -> None:
+    rng = np.random.default_rng(0)
+    recs = [{"trace_id": f"t{i}", "step_idx": j, "step_kind": "tool", "tool_name": "bash",
+             "text": f"cmd{rng.integers(0, 400)} arg{rng.integers(0, 50)}", "outcome": "success" if i % 3 else "failure"}
+            for i in range(200) for j in range(8)]
+    t = tt.TraceTable.from_records(recs)
+    model = WardStates(featurizer=tt.featurize.TextFeaturizer(n_components=6), max_unique=300, n_centroids=60,
+                       k_max=6).fit(t).fetch_model()
+    assert model.settings["path"] == "minibatch-kmeans"
+    np.testing.assert_array_equal(model.predict(t), model.fit_labels)
+    again = WardStates(featurizer=tt.featurize.TextFeaturizer(n_components=6), max_unique=300, n_centroids=60,
+                       k_max=6).fit(t).fetch_model()
+    np.testing.assert_array_equal(again.fit_labels, model.fit_labels)  # seeded
+
+
+def test_parameter_errors() -> None:
+    t = tt.datasets.load_example()
+    with pytest.raises(ValueError, match="k_min"):
+        WardStates(k_min=5, k_max=2).fit(t)
+    with pytest.raises(TypeError):
+        WardStates().fit([1, 2])
+    with pytest.raises(tt.exceptions.NotFittedError):
+        WardStates().fetch_model()
