@@ -86,7 +86,8 @@ def test_predict_maps_unseen_rows_to_nearest_centroid() -> None:
 def test_scalable_path_on_continuous_features() -> None:
     rng = np.random.default_rng(0)
     recs = [{"trace_id": f"t{i}", "step_idx": j, "step_kind": "tool", "tool_name": "bash",
-             "text": f"cmd{rng.integers(0, 400)} arg{rng.integers(0, 50)}", "outcome": "success" if i % 3 else "failure"}
+             "text": f"cmd{rng.integers(0, 400)} arg{rng.integers(0, 50)}",
+             "outcome": "success" if i % 3 else "failure"}
             for i in range(200) for j in range(8)]
     t = tt.TraceTable.from_records(recs)
     model = WardStates(featurizer=tt.featurize.TextFeaturizer(n_components=6), max_unique=300, n_centroids=60,

@@ -754,12 +754,13 @@ class _TrajectoryReader:
 
         def problem(file: Path, index: int, message: str, fld: str | None = None, hint: str | None = None,
                     *, detail: str | None = None, always_count: bool = False) -> None:
-            """Raise, or count the dropped trace (the report groups skips by ``message``; details go in brackets)."""
-            if on_error == "raise" and not always_count:
-                raise TraceValidationError(f"{message}: {detail}" if detail else message, source=str(file),
-                                           field=fld, hint=hint)
-            where = _rel(file, root) + (f"; {detail}" if detail else "")
-            builder.problems.append(Problem(index, fld, f"{message} ({where})", whole_trace=True))
+            """Raise naming the file, or count the dropped trace (the report groups skips by ``message``; the
+            details and the file go in brackets)."""
+            text = f"{message} ({detail})" if detail else message
+            if always_count:
+                builder.problems.append(Problem(index, fld, f"{text} ({_rel(file, root)})", whole_trace=True))
+                return
+            builder.skip_trace(text, location=None, field=fld, hint=hint, source=file)
 
         episodes: list[_Episode] = []
         for index, file in enumerate(files):
@@ -912,10 +913,10 @@ class SweTokenCorpusReader:
     ``data/swebench_real/``): 479 SWE-agent + Claude-4-Sonnet SWE-bench Verified trajectories already reduced to one
     action token per step (first command word, editor sub-commands kept as ``edit:view`` …, empty action → ``none``).
 
-    Mapping: ``trace_id`` = ``task_id`` = the key; one step per token with ``state`` = the token and ``step_kind``
-    ``"tool"``; ``outcome`` success when ``resolved`` is true, failure when false (``label`` ``"S"``/``"F"`` is used
-    when ``resolved`` is absent, and must agree with it when both are present); ``trial`` 0. A trace with no token is
-    dropped and counted.
+    Mapping: ``trace_id`` = ``task_id`` = the key; one step per token with ``state`` = ``tool_name`` = the token
+    and ``step_kind`` ``"tool"`` (so action vocabularies see the command word); ``outcome`` success when
+    ``resolved`` is true, failure when false (``label`` ``"S"``/``"F"`` is used when ``resolved`` is absent, and
+    must agree with it when both are present); ``trial`` 0. A trace with no token is dropped and counted.
     """
 
     name = "swe-token-corpus"
@@ -965,7 +966,7 @@ class SweTokenCorpusReader:
             outcome = "success" if resolved else "failure"
             for k, tok in enumerate(toks):
                 builder.add_step({"trace_id": iid, "task_id": iid, "trial": 0, "step_idx": k, "state": tok,
-                                  "step_kind": "tool", "outcome": outcome}, index)
+                                  "step_kind": "tool", "tool_name": tok, "outcome": outcome}, index)
         return builder.build()
 
 

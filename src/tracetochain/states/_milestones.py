@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from tracetochain._config_files import file_error, load_document, locate_line
 from tracetochain.exceptions import NotFittedError, TraceToChainError
 from tracetochain.featurize.vocab import get_vocabulary
 from tracetochain.states._model import StateModel, build_taxonomy, taxonomy_infos
@@ -53,30 +54,13 @@ class Milestone:
 
 
 def _fail(message: str, path: str | None, line: int | None, hint: str | None = None) -> MilestoneFileError:
-    where = f"{path}:{line}: " if path and line else (f"{path}: " if path else "")
-    return MilestoneFileError(where + message + (f" — {hint}" if hint else ""))
+    err = file_error(MilestoneFileError, message, path, line, hint)
+    assert isinstance(err, MilestoneFileError)
+    return err
 
 
 def _locate(text: str | None, block: int | None, key: str) -> int | None:
-    """Line (1-based) of ``key`` inside the ``block``-th state entry of the file text (best effort)."""
-    if text is None:
-        return None
-    lines = text.splitlines()
-    start = 0
-    if block is not None:
-        header = re.compile(r"^\s*(\[\[\s*states?\s*\]\]|-\s)")
-        seen = -1
-        for i, line in enumerate(lines):
-            if header.match(line):
-                seen += 1
-                if seen == block:
-                    start = i
-                    break
-    key_re = re.compile(rf"^\s*(-\s*)?{re.escape(key)}\s*[=:]")
-    for i in range(start, len(lines)):
-        if key_re.match(lines[i]):
-            return i + 1
-    return start + 1 if block is not None else None
+    return locate_line(text, block, key, "state")
 
 
 def parse_milestones(spec: dict[str, Any], *, path: str | None = None,
@@ -145,33 +129,8 @@ def parse_milestones(spec: dict[str, Any], *, path: str | None = None,
 
 def load_milestones(path: str | Path) -> tuple[list[Milestone], str, str | None]:
     """Read and validate a milestone file (.toml, or .yaml/.yml with PyYAML installed)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise _fail("no such file", str(p), None) from None
-    if p.suffix.lower() == ".toml":
-        import tomllib
-
-        try:
-            spec = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            line = re.search(r"line (\d+)", str(exc))
-            raise _fail(f"not valid TOML ({exc})", str(p), int(line.group(1)) if line else None) from None
-    elif p.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise _fail("reading YAML needs PyYAML", str(p), None,
-                        "pip install pyyaml, or write the file as TOML") from None
-        try:
-            spec = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise _fail(f"not valid YAML ({exc})", str(p), mark.line + 1 if mark else None) from None
-    else:
-        raise _fail(f"unknown milestone file type {p.suffix!r}", str(p), None, "use .toml (or .yaml)")
-    return parse_milestones(spec, path=str(p), text=text)
+    spec, text = load_document(path, MilestoneFileError)
+    return parse_milestones(spec, path=str(path), text=text)
 
 
 def _glob_to_re2(glob: str) -> str:

@@ -1,0 +1,17 @@
+"""What-if edits, bottleneck ranking (and, next, compare and drift): the engineering questions."""
+
+from tracetochain.whatif._analysis import Bottleneck, BottleneckReport, WhatIfResult, bottlenecks, what_if
+from tracetochain.whatif._edits import (
+    Edit,
+    EditError,
+    RemoveState,
+    Reroute,
+    ScaleEdge,
+    SetEdge,
+    SetRetry,
+    apply_edits,
+)
+from tracetochain.whatif._parse import load_edits, parse_edit
+
+__all__ = ["Bottleneck", "BottleneckReport", "Edit", "EditError", "RemoveState", "Reroute", "ScaleEdge", "SetEdge",
+           "SetRetry", "WhatIfResult", "apply_edits", "bottlenecks", "load_edits", "parse_edit", "what_if"]
