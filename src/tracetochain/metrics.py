@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from tracetochain._version import __version__
 from tracetochain.chain._model import AbsorbingChain
@@ -136,3 +137,22 @@ def summarize(chain: AbsorbingChain, *, horizon: int = 50, ks: tuple[int, ...] =
         undefined=undefined,
         chain_metadata=dict(chain.metadata),
     )
+
+
+def success_lengths(traces: Any) -> NDArray[np.int64]:
+    """Number of steps of every successful trace (its success first-passage time, ``paper-spec.md`` §4.1)."""
+    lengths = np.diff(traces.offsets)
+    return np.asarray(lengths[traces.outcomes() == 0], dtype=np.int64)
+
+
+def empirical_rdc(traces: Any, horizon: int) -> list[float]:
+    """Empirical RDC(d) = #successes with length ≤ d / #traces counted (success, failure, censored), d = 0..horizon.
+
+    The denominator is every non-invalid trace, as in the paper's held-out check (``paper-spec.md`` §6.9).
+    """
+    outcomes = traces.outcomes()
+    n = int(np.sum(outcomes != 3))
+    if n == 0:
+        return [0.0] * (horizon + 1)
+    counts = np.bincount(np.minimum(success_lengths(traces), horizon + 1), minlength=horizon + 2)[: horizon + 1]
+    return [float(x) for x in np.cumsum(counts) / n]

@@ -1,0 +1,114 @@
+"""Self-contained HTML rendering of the report document (one file, no network, opens from disk).
+
+Every piece of trace-derived text passes through jinja2's autoescaping; the only raw insertions are the SVGs we
+generate ourselves (their text is escaped when they are built). A Content-Security-Policy forbids scripts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import resources
+from typing import Any
+
+from tracetochain.report._graph import chain_svg
+from tracetochain.report._plots import fpt_svg, reliability_svg
+
+_VERDICT = {"accept": ("ACCEPT", "accept"), "partial": ("PARTIAL", "partial"), "reject": ("REJECT", "reject")}
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "—"
+    return f"{float(x):.{digits}f}"
+
+
+def _scalar_items(d: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for k, v in d.items():
+        if k in ("kind", "schema_version", "withheld", "certified", "summary", "decision"):
+            continue
+        name = f"{prefix}{k}"
+        if isinstance(v, bool) or v is None:
+            out.append((name, str(v)))
+        elif isinstance(v, (int, float)):
+            out.append((name, f"{v:.4g}"))
+        elif isinstance(v, str):
+            out.append((name, v))
+        elif isinstance(v, dict) and len(out) < 60:
+            out += _scalar_items(v, name + ".")
+    return out
+
+
+def _code_spans(text: str) -> Any:
+    """Escape ``text``, then turn Markdown `code` spans into <code> elements (escaping first keeps it inert)."""
+    import markupsafe
+
+    escaped = str(markupsafe.escape(text))
+    return markupsafe.Markup(re.sub(r"`([^`]*)`", r"<code>\1</code>", escaped))
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    import jinja2
+
+    m = doc["metrics"]
+    cert = doc.get("certificate")
+    intervals = doc.get("intervals") or {}
+    timing_ok = doc.get("timing_withheld_reason") is None and "reliability_curve" not in doc.get("withheld", [])
+    verdict_text, verdict_class = _VERDICT.get(str(cert.get("decision")).lower(), ("NOT AUDITED", "none")) \
+        if cert else ("NOT AUDITED", "none")
+    level = intervals.get("level") or intervals.get("confidence")
+
+    def iv(name: str, digits: int = 4) -> str:
+        q = intervals.get(name) if isinstance(intervals, dict) else None
+        if isinstance(q, dict) and q.get("lower") is not None and q.get("upper") is not None:
+            return f"[{_fmt(q['lower'], digits)}, {_fmt(q['upper'], digits)}]"
+        return ""
+
+    def iv_k(name: str, k: str) -> str:
+        q = intervals.get(name, {}) if isinstance(intervals, dict) else {}
+        q = q.get(k) if isinstance(q, dict) else None
+        if isinstance(q, dict) and q.get("lower") is not None:
+            return f"[{_fmt(q['lower'])}, {_fmt(q['upper'])}]"
+        return ""
+
+    band = intervals.get("reliability") if isinstance(intervals, dict) else None
+    has_band = isinstance(band, dict) and band.get("lower") is not None
+
+    def band_text(d: int) -> str:
+        assert isinstance(band, dict)
+        return f"[{_fmt(band['lower'][d])}, {_fmt(band['upper'][d])}]"
+
+    horizon = m["horizon"]
+    picks = sorted({d for d in (1, 2, 5, 10, 20, 30, 50, 100, horizon) if d <= horizon})
+    reason = doc.get("timing_withheld_reason")
+    curve = {"R": m["reliability"], "r_inf": m["r_inf"],
+             "lower": band.get("lower") if has_band and isinstance(band, dict) else None,
+             "upper": band.get("upper") if has_band and isinstance(band, dict) else None, "level": level or 0.95}
+    rd = reliability_svg(curve, doc["empirical"]["rdc"], withheld_reason=None if timing_ok else (reason or "rejected"))
+    fpt = fpt_svg(doc["empirical"]["success_lengths"], doc.get("model_success_pmf"),
+                  withheld_reason=None if timing_ok else (reason or "rejected"))
+    visits = [s["expected_visits"] for s in m["states"]]
+    graph = chain_svg(doc["chain"], visits)
+    emp_pass = None
+    if cert and isinstance(cert.get("iid"), dict):
+        emp_pass = {key: {str(k): (f"{v:.4f}" if isinstance(v, (int, float)) else str(v)) for k, v in vals.items()}
+                    for key, vals in cert["iid"].items() if key in ("pass_hat_k", "pass_at_k") and isinstance(vals, dict)}
+    settings = [(k, str(v)) for k, v in (doc.get("settings") or {}).items()]
+    if intervals:
+        settings.append(("intervals", f"{intervals.get('method', '?')}, level {level}, "
+                                      f"{intervals.get('samples', '?')} samples, seed {intervals.get('seed', '?')}"))
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda name: resources.files("tracetochain.report").joinpath(
+            "templates").joinpath(name).read_text(encoding="utf-8")),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["basename"] = lambda p: os.path.basename(str(p))
+    env.filters["code"] = _code_spans
+    template = env.get_template("report.html.j2")
+    return template.render(
+        doc=doc, m=m, oc=doc["source"]["outcomes"], cert=cert, timing_ok=timing_ok, verdict_text=verdict_text,
+        verdict_class=verdict_class, cert_stats=_scalar_items(cert) if cert else [], fmt=_fmt,
+        pct=lambda x: "—" if x is None else f"{100 * float(x):.1f}%", iv=iv, iv_k=iv_k, has_band=has_band,
+        band_text=band_text, level_text=f"{float(level):.0%}" if level else "", picks=picks, rd_svg=rd,
+        fpt_svg=fpt, graph_svg=graph, emp_pass=emp_pass, settings=settings,
+        bottleneck_sentences=doc.get("bottlenecks", {}).get("sentences", []))

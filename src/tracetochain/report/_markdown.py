@@ -1,0 +1,49 @@
+"""Compact Markdown rendering of the report document, suited to a pull-request comment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    return "—" if x is None else f"{float(x):.{digits}f}"
+
+
+def _cell(text: str) -> str:
+    """Table-safe text: no pipes, newlines or raw HTML from trace content."""
+    return (str(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    m = doc["metrics"]
+    cert = doc.get("certificate")
+    iv = doc.get("intervals") or {}
+    decision = str(cert.get("decision", "")).upper() if cert else "NOT AUDITED"
+
+    def interval(name: str) -> str:
+        q = iv.get(name) if isinstance(iv, dict) else None
+        return f" [{_f(q['lower'])}, {_f(q['upper'])}]" if isinstance(q, dict) and q.get("lower") is not None else ""
+
+    timing_ok = doc.get("timing_withheld_reason") is None and "reliability_curve" not in doc.get("withheld", [])
+    oc = doc["source"]["outcomes"]
+    lines = [f"### Agent reliability: **{decision}**", "",
+             f"`{_cell(doc['source']['path'])}` — {doc['source']['n_traces']} traces "
+             f"({oc['success']} success, {oc['failure']} failure, {oc['censored']} censored, {oc['invalid']} invalid)",
+             "", "| metric | value |", "|---|---|",
+             f"| R∞ (eventual success) | {_f(m['r_inf'])}{interval('r_inf')} |",
+             f"| observed pass rate | {_f(doc['empirical']['pass_rate'])} |"]
+    for d in (10, 20, 50):
+        if d <= m["horizon"]:
+            value = _f(m["reliability"][d]) if timing_ok else "withheld"
+            lines.append(f"| R({d}) | {value} |")
+    lines.append(f"| mean steps (MTTA) | {_f(m['mean_steps'], 1) if timing_ok else 'withheld'} |")
+    for k in ("1", "3", "5"):
+        if k in m["pass_hat_k"]:
+            lines.append(f"| pass^{k} / pass@{k} | {_f(m['pass_hat_k'][k])} / {_f(m['pass_at_k'][k])} |")
+    lines.append("")
+    if not timing_ok:
+        lines += [f"> Timing outputs withheld: {_cell(doc.get('timing_withheld_reason') or 'audit rejected timing')}",
+                  ""]
+    for sentence in doc.get("bottlenecks", {}).get("sentences", []):
+        lines.append(_cell(sentence).replace("\\|", "|"))
+    return "\n".join(lines).rstrip() + "\n"

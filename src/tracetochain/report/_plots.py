@@ -1,0 +1,74 @@
+"""Report figures as inline SVG (matplotlib, Agg backend): the R(d) curve with its band and the empirical RDC,
+and the success first-passage histogram against the model. Inputs are report-document sections only."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+_STYLE: dict[Any, Any] = {"figure.figsize": (7.2, 3.6), "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
+          "svg.fonttype": "none", "svg.hashsalt": "tracetochain"}
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE so the SVG can be inlined in HTML
+
+
+def reliability_svg(curve: dict[str, Any], empirical: list[float] | None, *, withheld_reason: str | None) -> str:
+    """R(d) with its band (when present) and the empirical RDC; when timing is withheld only the data are drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context(_STYLE):
+        fig, ax = plt.subplots()
+        d = list(range(len(curve["R"])))
+        if withheld_reason is None:
+            if curve.get("lower") is not None and curve.get("upper") is not None:
+                ax.fill_between(d, curve["lower"], curve["upper"], color="#0969da", alpha=0.18, linewidth=0,
+                                label=f"{curve.get('level', 0.95):.0%} band")
+            ax.plot(d, curve["R"], color="#0969da", label="model R(d)")
+            if curve.get("r_inf") is not None:
+                ax.axhline(curve["r_inf"], color="#0969da", linestyle=":", linewidth=1, label="model R∞")
+        else:
+            ax.text(0.5, 0.92, f"model R(d) withheld: {withheld_reason}", transform=ax.transAxes, ha="center",
+                    color="#9a6700", fontsize=9)
+        if empirical is not None:
+            ax.step(range(len(empirical)), empirical, where="post", color="#1a7f37", label="observed (RDC)")
+        ax.set_xlabel("step budget d")
+        ax.set_ylabel("P(success within d steps)")
+        ax.set_ylim(0, 1)
+        ax.set_xlim(0, max(d) if d else 1)
+        ax.legend(loc="lower right", frameon=False)
+        return _svg(fig)
+
+
+def fpt_svg(observed: list[int], model_pmf: list[float] | None, *, withheld_reason: str | None) -> str:
+    """Histogram of success lengths, with the model's success-conditional PMF scaled to the same count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context(_STYLE):
+        fig, ax = plt.subplots()
+        if observed:
+            top = max(observed)
+            ax.hist(observed, bins=range(0, top + 2), color="#1a7f37", alpha=0.55, label="observed successes")
+        if model_pmf is not None and withheld_reason is None and observed:
+            n = len(observed)
+            ax.plot(range(len(model_pmf)), [p * n for p in model_pmf], color="#0969da", label="model (scaled)")
+        if withheld_reason is not None:
+            ax.text(0.5, 0.92, f"model timing withheld: {withheld_reason}", transform=ax.transAxes, ha="center",
+                    color="#9a6700", fontsize=9)
+        ax.set_xlabel("steps to success")
+        ax.set_ylabel("traces")
+        ax.legend(loc="upper right", frameon=False)
+        return _svg(fig)

@@ -1,0 +1,76 @@
+"""CI gates: ``--fail-under "pass^3>=0.6"`` conditions evaluated on the report document.
+
+Grammar: ``METRIC OP VALUE`` with METRIC one of ``r_inf`` (or ``R∞``/``Rinf``), ``R(d)``, ``pass^k``, ``pass@k``,
+``pass_rate``; OP one of ``>=``, ``>``, ``<=``, ``<``; VALUE a number. With ``use="lower"`` the interval's lower
+bound is compared instead of the point estimate (when intervals exist). A gate on a *withheld* metric fails, and
+says why. Exit codes (CLI): 0 all gates pass, 3 a gate failed.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tracetochain.exceptions import TraceToChainError
+
+GATE_FAILED_EXIT_CODE = 3
+_OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+_GATE = re.compile(r"^\s*(?P<metric>r_inf|R∞|Rinf|pass_rate|R\((?P<d>\d+)\)|pass\^(?P<hk>\d+)|pass@(?P<ak>\d+))\s*"
+                   r"(?P<op>>=|<=|>|<)\s*(?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
+
+
+class GateError(TraceToChainError, ValueError):
+    """A --fail-under expression cannot be parsed or refers to a metric the report does not have."""
+
+
+@dataclass(frozen=True)
+class GateResult:
+    expression: str
+    passed: bool
+    value: float | None
+    message: str
+
+
+def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point", "lower"] = "point") -> GateResult:
+    match = _GATE.match(expression)
+    if not match:
+        raise GateError(f"cannot read the gate {expression!r}; write e.g. 'pass^3>=0.6', 'R(20)>=0.5', 'r_inf>0.7'")
+    m = doc["metrics"]
+    intervals = doc.get("intervals") or {}
+    threshold = float(match["value"])
+    op = _OPS[match["op"]]
+    withheld = doc.get("withheld") or []
+    value: float | None
+    lower: float | None = None
+    if match["d"] is not None:
+        d = int(match["d"])
+        if "reliability_curve" in withheld or doc.get("timing_withheld_reason"):
+            return GateResult(expression, False, None, f"{expression}: R({d}) is withheld by the audit "
+                                                       f"({doc.get('timing_withheld_reason') or 'timing rejected'})")
+        if d > m["horizon"]:
+            raise GateError(f"R({d}) is beyond the report's horizon {m['horizon']}; raise --horizon")
+        value = m["reliability"][d]
+        band = intervals.get("reliability") if isinstance(intervals, dict) else None
+        if isinstance(band, dict) and band.get("lower") is not None:
+            lower = band["lower"][d]
+    elif match["hk"] is not None or match["ak"] is not None:
+        key, k = ("pass_hat_k", match["hk"]) if match["hk"] is not None else ("pass_at_k", match["ak"])
+        if k not in m[key]:
+            raise GateError(f"{expression}: k = {k} is not in the report; add it with --k")
+        value = m[key][k]
+        q = intervals.get(key, {}).get(k) if isinstance(intervals.get(key), dict) else None
+        lower = q.get("lower") if isinstance(q, dict) else None
+    elif match["metric"] == "pass_rate":
+        value = doc["empirical"]["pass_rate"]
+    else:
+        value = m["r_inf"]
+        q = intervals.get("r_inf") if isinstance(intervals, dict) else None
+        lower = q.get("lower") if isinstance(q, dict) else None
+    compared = lower if use == "lower" and lower is not None else value
+    assert compared is not None
+    passed = bool(op(compared, threshold))
+    what = "lower bound" if use == "lower" and lower is not None else "value"
+    return GateResult(expression, passed, compared,
+                      f"{expression}: {what} {compared:.4f} → {'pass' if passed else 'FAIL'}")
