@@ -1,0 +1,372 @@
+"""Held-out protocol (``paper-spec.md`` §6.9, §2.8): split before featurization, fit on one half, audit the other.
+
+* :func:`split_traces` — seeded split by trace or by task, done on the raw traces (before any state discovery).
+  ``perm = default_rng(seed).permutation(n)``; the first ⌊n(1 − f)⌋ go to the fit half, the rest to the test half
+  (this reproduces the artifact's SS14 split: seed 20260606 → 239 fit / 240 test, held-out pass rate 0.6833).
+* :func:`empirical_rdc` — R̂(d) = #{test traces that succeeded within d steps} / #{all test traces}; failed and
+  censored traces stay in the denominator (§6.9, conservative).
+* :func:`r_inf_check` — R∞ against the pass rate of the same traces with a Wilson or Clopper–Pearson interval.
+* :func:`holdout_audit` — everything above plus the two certificate layers: the KS timing layer on the test half
+  (p-value by a parametric bootstrap that re-simulates both halves and refits on the simulated fit half) and the
+  Markov-order layer on the fit half.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+from tracetochain.audit._common import (
+    INVALID,
+    SUCCESS,
+    as_seed_sequence,
+    fmt,
+    html_table,
+    json_dict,
+    trace_lengths,
+)
+from tracetochain.audit._order import OrderResult
+from tracetochain.audit._settings import OrderSettings, TimingSettings
+from tracetochain.audit._timing import TimingResult
+from tracetochain.chain import AbsorbingChain, ChainEstimator
+from tracetochain.exceptions import EmptyTraceSetError
+from tracetochain.traces import TraceTable
+
+SplitBy = Literal["trace", "task"]
+IntervalMethod = Literal["wilson", "clopper-pearson"]
+
+
+# ------------------------------------------------------------------------------------------------ split
+def split_indices(traces: TraceTable, test_fraction: float = 0.5, *, by: SplitBy = "trace",
+                  seed: int = 0) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Trace indices (table order) of the fit and test halves; see :func:`split_traces`."""
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
+    if by not in ("trace", "task"):
+        raise ValueError(f"by must be 'trace' or 'task', got {by!r}")
+    n = traces.n_traces
+    if by == "trace":
+        group = np.arange(n, dtype=np.int64)
+    else:
+        task = traces.trace_column("task_id")
+        if n and task.null_count == n:
+            raise ValueError("by='task' needs a task_id on the traces; use by='trace'")
+        # Traces without a task are their own group (codes after the tasks, in table order).
+        enc = pc.dictionary_encode(task)
+        group = np.asarray(enc.indices.fill_null(-1), dtype=np.int64).copy()
+        null = group < 0
+        group[null] = len(enc.dictionary) + np.arange(int(null.sum()))
+    n_groups = int(group.max()) + 1 if n else 0
+    n_fit_groups = math.floor(n_groups * (1.0 - test_fraction) + 1e-9)
+    if n_fit_groups < 1 or n_fit_groups >= n_groups:
+        raise ValueError(f"cannot split {n_groups} {by}(s) with test_fraction={test_fraction}: one half would be "
+                         "empty")
+    perm = np.random.default_rng(seed).permutation(n_groups)
+    fit_group = np.zeros(n_groups, dtype=bool)
+    fit_group[perm[:n_fit_groups]] = True
+    in_fit = fit_group[group]
+    return np.flatnonzero(in_fit).astype(np.int64), np.flatnonzero(~in_fit).astype(np.int64)
+
+
+def split_traces(traces: TraceTable, test_fraction: float = 0.5, *, by: SplitBy = "trace",
+                 seed: int = 0) -> tuple[TraceTable, TraceTable]:
+    """Split raw traces into (fit, test) halves **before** any featurization or state discovery.
+
+    ``by="trace"`` permutes traces; ``by="task"`` permutes tasks (``task_id``) so all trials of a task land in the
+    same half (traces without a task id are their own group). With n units and fraction f, the first ⌊n(1 − f)⌋
+    units of ``default_rng(seed).permutation(n)`` form the fit half. Both halves keep the table order.
+
+    >>> import tracetochain as tt
+    >>> t = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 10, seed=1)
+    >>> fit, test = split_traces(t, 0.3, seed=0)
+    >>> fit.n_traces, test.n_traces
+    (7, 3)
+    """
+    fit_idx, test_idx = split_indices(traces, test_fraction, by=by, seed=seed)
+    return traces.select_traces(fit_idx), traces.select_traces(test_idx)
+
+
+# ------------------------------------------------------------------------------------------------ RDC
+def empirical_rdc(traces: TraceTable, horizon: int) -> NDArray[np.float64]:
+    """R̂(d) for d = 0..horizon: successes within d steps over **all** (non-invalid) traces (§6.9)."""
+    if horizon < 0:
+        raise ValueError(f"horizon must be >= 0, got {horizon}")
+    oc = traces.outcomes()
+    lengths = trace_lengths(traces)
+    n = int(np.count_nonzero(oc != INVALID))
+    if n == 0:
+        raise EmptyTraceSetError("no usable traces for the empirical RDC")
+    succ = lengths[oc == SUCCESS]
+    counts = np.bincount(np.minimum(succ, horizon + 1), minlength=horizon + 2)[: horizon + 1]
+    out: NDArray[np.float64] = np.cumsum(counts) / n
+    return out
+
+
+def l_inf_distance(model: NDArray[np.float64], empirical: NDArray[np.float64]) -> float:
+    """L∞ = max_d |R(d; M̂) − R̂(d)| over the common horizon (``paper-spec.md`` §6.9)."""
+    return float(np.max(np.abs(np.asarray(model) - np.asarray(empirical))))
+
+
+# ------------------------------------------------------------------------------------------------ intervals
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion: (p̂ + z²/2n ± z√(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n).
+
+    >>> [round(x, 4) for x in wilson_interval(84, 200)]
+    [0.3537, 0.4893]
+    """
+    from scipy.stats import norm
+
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n > 0, got {successes}/{n}")
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def clopper_pearson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper–Pearson) interval from Beta quantiles: [B(α/2; x, n−x+1), B(1−α/2; x+1, n−x)]."""
+    from scipy.stats import beta
+
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n > 0, got {successes}/{n}")
+    a = 1.0 - confidence
+    lo = 0.0 if successes == 0 else float(beta.ppf(a / 2, successes, n - successes + 1))
+    hi = 1.0 if successes == n else float(beta.ppf(1 - a / 2, successes + 1, n - successes))
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class RInfCheck:
+    """R∞ against the pass rate of the held-out (or, in-sample, the fit) traces, with an interval for the rate.
+
+    ``holds`` iff R∞ lies inside the interval, i.e. |R∞ − pass rate| is within the interval's reach. In-sample the
+    check is weak evidence: with π0 empirical, no censoring and pseudocount 0 it is an identity (§6.14).
+    """
+
+    r_inf: float
+    pass_rate: float
+    successes: int
+    n: int
+    lower: float
+    upper: float
+    method: str
+    confidence: float
+    in_sample: bool
+
+    @property
+    def holds(self) -> bool:
+        return self.lower <= self.r_inf <= self.upper
+
+    @property
+    def abs_error(self) -> float:
+        return abs(self.r_inf - self.pass_rate)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_dict({"r_inf": self.r_inf, "pass_rate": self.pass_rate, "successes": self.successes,
+                          "n": self.n, "interval": [self.lower, self.upper], "method": self.method,
+                          "confidence": self.confidence, "in_sample": self.in_sample, "holds": self.holds,
+                          "abs_error": self.abs_error})
+
+    def describe(self) -> str:
+        where = "in-sample" if self.in_sample else "held-out"
+        return (f"R∞ = {fmt(self.r_inf)} vs {where} pass rate {fmt(self.pass_rate)} ({self.successes}/{self.n}; "
+                f"{self.confidence:.0%} {self.method} [{fmt(self.lower)}, {fmt(self.upper)}]): "
+                + ("inside" if self.holds else "OUTSIDE"))
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+def r_inf_check(r_inf: float, traces: TraceTable, *, method: IntervalMethod = "wilson", confidence: float = 0.95,
+                in_sample: bool = False) -> RInfCheck:
+    """Compare R∞ with the pass rate of ``traces`` (successes over non-invalid traces)."""
+    if method not in ("wilson", "clopper-pearson"):
+        raise ValueError(f"interval must be 'wilson' or 'clopper-pearson', got {method!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    oc = traces.outcomes()
+    n = int(np.count_nonzero(oc != INVALID))
+    k = int(np.count_nonzero(oc == SUCCESS))
+    if n == 0:
+        raise EmptyTraceSetError("no usable traces to compare R∞ with")
+    lo, hi = (wilson_interval if method == "wilson" else clopper_pearson_interval)(k, n, confidence)
+    return RInfCheck(float(r_inf), k / n, k, n, lo, hi, method, confidence, in_sample)
+
+
+# ------------------------------------------------------------------------------------------------ states
+def fit_states_and_chain(train: TraceTable, states: Any = "label", *, pseudocount: float = 1.0,
+                         unvisited: str = "auto", initial: str = "empirical",
+                         state_options: dict[str, Any] | None = None) -> tuple[AbsorbingChain, Any, TraceTable]:
+    """Discover states on ``train`` and fit the chain: returns (chain, state model, labelled train).
+
+    ``states``: a spec string for :func:`~tracetochain.states.states_from_spec` (``"label"``, ``"categorical"``,
+    ``"ward"`` …, with ``state_options``), a state estimator (``fit(traces).fetch_model()``), an already fitted
+    state model (``predict`` + ``state_names``), or a callable ``train -> state model``.
+    """
+    from tracetochain.pipeline import fit_chain
+
+    opts = dict(state_options or {})
+    if isinstance(states, str) or hasattr(states, "fit"):
+        res = fit_chain(train, states=states, pseudocount=pseudocount, unvisited=unvisited, initial=initial,
+                        **opts)
+        return res.chain, res.states, res.labelled
+    model = states if hasattr(states, "predict") and hasattr(states, "state_names") else None
+    if model is None:
+        if not callable(states):
+            raise TypeError("states must be a spec string, a state estimator, a fitted state model or a callable "
+                            f"returning one; got {type(states).__name__}")
+        model = states(train)
+    labelled, _ = label_traces(model, train)
+    chain = ChainEstimator(pseudocount=pseudocount, unvisited=unvisited,  # type: ignore[arg-type]
+                           initial=initial, states=model.state_names).fit(  # type: ignore[arg-type]
+        labelled).fetch_model()
+    if hasattr(model, "to_dict"):
+        chain = chain.with_metadata(states=model.to_dict())
+    return chain, model, labelled
+
+
+def label_traces(state_model: Any, traces: TraceTable) -> tuple[TraceTable, NDArray[np.bool_]]:
+    """Label ``traces`` with a fitted state model; traces with a step it cannot place are dropped.
+
+    Returns the labelled kept traces and the kept-trace mask. A step cannot be placed when its category or label
+    was never seen when the states were fitted (e.g. a held-out step in a category absent from the fit half).
+    """
+    names = tuple(state_model.state_names)
+    try:
+        codes = np.asarray(state_model.predict(traces), dtype=np.int64)
+    except ValueError:
+        if getattr(state_model, "method", None) != "categorical":
+            raise
+        # Label-based categorical states raise on unseen labels: place what is known, mark the rest.
+        raw, raw_names = traces.state_labels()
+        lookup = {n: i for i, n in enumerate(names)}
+        codes = np.array([lookup.get(x, -1) for x in raw_names], np.int64)[raw] if raw.size else raw
+    bad_step = (codes < 0) | (codes >= len(names))
+    keep = np.ones(traces.n_traces, dtype=bool)
+    if bad_step.any():
+        keep[np.unique(traces.trace_index[bad_step])] = False
+        kept = traces.select_traces(keep)
+        return kept.with_states(codes[keep[traces.trace_index]], names), keep
+    return traces.with_states(codes, names), keep
+
+
+# ------------------------------------------------------------------------------------------------ result
+@dataclass(frozen=True, eq=False)
+class HoldoutResult:
+    """Everything the held-out protocol measured. ``chain``/``state_model`` were fitted on the fit half only."""
+
+    chain: AbsorbingChain
+    state_model: Any
+    train: TraceTable
+    test: TraceTable
+    split: dict[str, Any]
+    horizon: int
+    model_rdc: tuple[float, ...]
+    empirical_rdc: tuple[float, ...]
+    l_inf: float
+    r_inf_check: RInfCheck
+    timing: TimingResult
+    order: OrderResult
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_dict({
+            "split": self.split, "horizon": self.horizon, "l_inf": self.l_inf,
+            "model_rdc": list(self.model_rdc), "empirical_rdc": list(self.empirical_rdc),
+            "r_inf_check": self.r_inf_check.to_dict(), "timing": self.timing.to_dict(),
+            "order": self.order.to_dict(), "settings": self.settings,
+            "chain": {"n_states": self.chain.n_states, "state_names": list(self.chain.state_names),
+                      "r_inf": self.chain.r_inf},
+        })
+
+    def describe(self) -> str:
+        s = self.split
+        return "\n".join([
+            f"held-out split by {s['by']} (seed {s['seed']}): {s['n_train']} fit / {s['n_test']} test traces"
+            + (f" ({s['n_test_dropped']} test traces dropped: unseen states)" if s.get("n_test_dropped") else ""),
+            f"L∞(R(d), held-out RDC) over d = 0..{self.horizon}: {fmt(self.l_inf)}",
+            self.r_inf_check.describe(), self.timing.describe(), self.order.describe(),
+        ])
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def _repr_html_(self) -> str:
+        rows = [("split", f"{self.split['n_train']} fit / {self.split['n_test']} test by {self.split['by']}"),
+                ("L∞", fmt(self.l_inf)), ("R∞ check", self.r_inf_check.describe()),
+                ("timing", self.timing.describe()), ("order", self.order.describe())]
+        return html_table(rows, "Held-out audit")
+
+
+def holdout_audit(traces: TraceTable, *, states: Any = "label", pseudocount: float = 1.0, unvisited: str = "auto",
+                  initial: str = "empirical", test_fraction: float = 0.5, by: SplitBy = "trace", seed: int = 0,
+                  horizon: int | None = None, interval: IntervalMethod = "wilson", confidence: float = 0.95,
+                  timing: TimingSettings | None = None, order: OrderSettings | None = None,
+                  state_options: dict[str, Any] | None = None) -> HoldoutResult:
+    """Split, fit states and chain on the fit half, label the test half with the fitted state model, and audit.
+
+    Parameters
+    ----------
+    traces : TraceTable
+        Raw traces (the split happens before any featurization).
+    states : str, state estimator, fitted state model or callable, default "label"
+        See :func:`fit_states_and_chain`; ``state_options`` are passed to the spec (features, vocabulary, k range).
+    pseudocount, unvisited, initial
+        Chain-estimator settings (:class:`~tracetochain.ChainEstimator`).
+    test_fraction, by, seed
+        The split (:func:`split_traces`). ``seed`` also seeds the KS bootstrap and the permutation test (through
+        ``SeedSequence(seed).spawn``).
+    horizon : int, optional
+        D of the L∞ comparison over d ∈ [0, D]; default: the longest held-out trace.
+    interval, confidence
+        The interval of the held-out pass rate for the R∞ check.
+    timing, order : TimingSettings, OrderSettings, optional
+        Layer settings. The timing layer runs on the test half (calibrated mode: refit on re-simulated fit halves);
+        the order layer on the fit half.
+    """
+    timing = timing or TimingSettings()
+    order = order or OrderSettings()
+    fit_idx, test_idx = split_indices(traces, test_fraction, by=by, seed=seed)
+    train_raw, test_raw = traces.select_traces(fit_idx), traces.select_traces(test_idx)
+    chain, model, train = fit_states_and_chain(train_raw, states, pseudocount=pseudocount, unvisited=unvisited,
+                                               initial=initial, state_options=state_options)
+    test, kept = label_traces(model, test_raw)
+    n_test_dropped = int(np.count_nonzero(~kept))
+    if test.n_traces == 0 or not np.any(test.outcomes() != INVALID):
+        raise EmptyTraceSetError("no held-out trace could be labelled with the fitted states")
+    ks_seed, order_seed, _ = as_seed_sequence(seed).spawn(3)
+    lengths = trace_lengths(test)[test.outcomes() != INVALID]
+    D = int(lengths.max()) if horizon is None else int(horizon)
+    model_rdc = chain.reliability(D)
+    emp_rdc = empirical_rdc(test, D)
+    n_fit_usable = int(np.count_nonzero(train.outcomes() != INVALID))
+    timing_res = timing.run(chain, test, seed=ks_seed, refit="train", n_fit_traces=n_fit_usable)
+    order_res = order.run(train, chain, seed=order_seed)
+    split = {"by": by, "test_fraction": test_fraction, "seed": seed, "n_train": int(fit_idx.size),
+             "n_test": int(test_idx.size), "n_test_dropped": n_test_dropped,
+             "fit_indices": fit_idx.tolist(), "test_indices": test_idx.tolist()}
+    settings = {"states": _describe_states(states), "pseudocount": pseudocount, "unvisited": unvisited,
+                "initial": initial, "horizon": D, "interval": interval, "confidence": confidence,
+                "timing": timing.to_dict(), "order": order.to_dict(),
+                "seeds": {"split": seed, "timing": f"SeedSequence({seed}).spawn(3)[0]",
+                          "order": f"SeedSequence({seed}).spawn(3)[1]"}}
+    return HoldoutResult(chain, model, train, test, split, D, tuple(float(x) for x in model_rdc),
+                         tuple(float(x) for x in emp_rdc), l_inf_distance(model_rdc, emp_rdc),
+                         r_inf_check(chain.r_inf, test, method=interval, confidence=confidence),
+                         timing_res, order_res, settings)
+
+
+def _describe_states(states: Any) -> str:
+    if isinstance(states, str):
+        return states
+    if callable(states) and not hasattr(states, "fit") and not hasattr(states, "predict"):
+        return f"callable {getattr(states, '__name__', type(states).__name__)}"
+    return type(states).__name__

@@ -1,0 +1,200 @@
+"""Held-out protocol: split before featurization, RDC/L∞, R∞ vs pass rate with an interval (paper-spec §6.9)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tracetochain as tt
+from tracetochain.audit import (
+    TimingSettings,
+    clopper_pearson_interval,
+    empirical_rdc,
+    holdout_audit,
+    l_inf_distance,
+    label_traces,
+    r_inf_check,
+    split_indices,
+    split_traces,
+    wilson_interval,
+)
+from tracetochain.states import CategoricalStates
+
+
+def _tasks(n_tasks: int, trials: int) -> tt.TraceTable:
+    recs = [{"trace_id": f"{t}/{k}", "task_id": f"task{t}", "trial": k, "step_idx": j, "state": "a",
+             "outcome": "success" if (t + k) % 3 else "failure"}
+            for t in range(n_tasks) for k in range(trials) for j in range(1 + (t + k) % 3)]
+    return tt.TraceTable.from_records(recs)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 60), st.floats(0.05, 0.95), st.integers(0, 2**31))
+def test_split_by_trace_is_a_seeded_partition(n: int, f: float, seed: int) -> None:
+    t = tt.datasets.simulate_traces(tt.datasets.notation_chain(), n, seed=0)
+    try:
+        fit, test = split_indices(t, f, seed=seed)
+    except ValueError:
+        assert np.floor(n * (1 - f) + 1e-9) in (0, n)
+        return
+    assert np.intersect1d(fit, test).size == 0 and np.union1d(fit, test).size == n
+    assert fit.size == int(np.floor(n * (1 - f) + 1e-9))
+    again = split_indices(t, f, seed=seed)
+    np.testing.assert_array_equal(fit, again[0])
+
+
+def test_split_by_task_keeps_trials_together() -> None:
+    t = _tasks(10, 4)
+    fit, test = split_traces(t, 0.3, by="task", seed=5)
+    tasks_fit = set(fit.trace_column("task_id").to_pylist())
+    tasks_test = set(test.trace_column("task_id").to_pylist())
+    assert not tasks_fit & tasks_test and len(tasks_fit) == 7 and len(tasks_test) == 3
+    assert fit.n_traces == 28 and test.n_traces == 12
+    with pytest.raises(ValueError, match="task_id"):
+        split_traces(tt.datasets.simulate_traces(tt.datasets.notation_chain(), 10), by="task")
+    with pytest.raises(ValueError):
+        split_traces(t, 1.0)
+
+
+def test_empirical_rdc_keeps_failures_and_censored_in_the_denominator() -> None:
+    t = tt.TraceTable.from_records([
+        {"trace_id": "a", "step_idx": 0, "state": "x", "outcome": "success"},
+        {"trace_id": "b", "step_idx": 0, "state": "x", "outcome": "success"},
+        {"trace_id": "b", "step_idx": 1, "state": "x", "outcome": "success"},
+        {"trace_id": "c", "step_idx": 0, "state": "x", "outcome": "failure"},
+        {"trace_id": "d", "step_idx": 0, "state": "x", "outcome": "censored"},
+        {"trace_id": "e", "step_idx": 0, "state": "x", "outcome": "invalid"},
+    ])
+    np.testing.assert_allclose(empirical_rdc(t, 3), [0.0, 0.25, 0.5, 0.5])
+    assert l_inf_distance(np.array([0.0, 0.3, 0.5, 0.5]), empirical_rdc(t, 3)) == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 10), (3, 10), (84, 200), (200, 200)])
+def test_intervals_match_scipy(k: int, n: int) -> None:
+    res = scipy.stats.binomtest(k, n)
+    lo, hi = wilson_interval(k, n)
+    ref = res.proportion_ci(0.95, method="wilson")
+    assert (lo, hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    lo, hi = clopper_pearson_interval(k, n)
+    ref = res.proportion_ci(0.95, method="exact")
+    assert (lo, hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+
+
+def test_r_inf_check() -> None:
+    t = _tasks(10, 4)
+    chk = r_inf_check(0.6, t)
+    assert chk.pass_rate == pytest.approx(26 / 40) and chk.successes == 26 and chk.n == 40
+    assert chk.holds and not chk.in_sample and chk.abs_error == pytest.approx(0.05)
+    assert not r_inf_check(0.3, t).holds
+    assert json.dumps(chk.to_dict(), allow_nan=False)
+
+
+def test_label_traces_drops_traces_with_unseen_states() -> None:
+    train = tt.TraceTable.from_records([{"trace_id": "a", "step_idx": 0, "state": "x", "outcome": "success"}])
+    test = tt.TraceTable.from_records([
+        {"trace_id": "b", "step_idx": 0, "state": "x", "outcome": "success"},
+        {"trace_id": "c", "step_idx": 0, "state": "y", "outcome": "failure"}])
+    model = CategoricalStates().fit(train).fetch_model()
+    labelled, kept = label_traces(model, test)
+    assert kept.tolist() == [True, False] and labelled.n_traces == 1 and labelled.state_labels()[1] == ["x"]
+
+
+def test_holdout_audit_on_a_markov_chain() -> None:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 400, seed=8)
+    res = holdout_audit(traces, seed=3, timing=TimingSettings(n_bootstrap=99))
+    assert res.split["n_train"] == 200 and res.split["n_test"] == 200
+    assert res.timing.settings["refit"] == "train" and res.timing.settings["n_fit_traces"] == 200
+    assert res.timing.p_value > 0.05 and res.r_inf_check.holds  # type: ignore[operator]
+    assert res.order.n_traces == 200  # the order layer runs on the fit half
+    assert res.l_inf < 0.1 and len(res.model_rdc) == res.horizon + 1
+    doc = res.to_dict()
+    json.dumps(doc, allow_nan=False)
+    assert "held-out split by trace" in str(res)
+
+
+# ------------------------------------------------------------------------------------------------ real data
+def _corpus(shared_data: Path) -> dict:
+    return json.loads((shared_data / "tracetochain-artifact" / "swebench_real" / "corpus.json").read_text())
+
+
+def test_ss10_rdc_and_l_inf_are_reproduced_exactly(shared_data: Path) -> None:
+    """SS10: chain on the 80-trace fit half (α = 1, modal s0), R(d) and the held-out RDC for d = 0..80, L∞ 0.26011."""
+    from tracetochain.featurize.vocab import categorize_shell
+
+    corpus = _corpus(shared_data)
+    summary = json.loads((shared_data / "tracetochain-artifact" / "swebench_real" / "SS10_summary.json").read_text())
+    ids = list(corpus)
+    sub = np.sort(np.random.default_rng(20260606).choice(len(ids), 160, replace=False))
+    perm = np.random.default_rng(20260606).permutation(160)
+    order = [ids[sub[i]] for i in perm]
+    merge = dict.fromkeys(("FILEOP", "OTHER", "NONE", "INSPECT"), "MIXED")
+
+    def table(iids: list[str]) -> tt.TraceTable:
+        def cat(tok: str) -> str:
+            c = categorize_shell(None, tok, None)
+            return merge.get(c, c)
+        return tt.TraceTable.from_records([
+            {"trace_id": i, "step_idx": j, "state": cat(tok), "outcome": "success" if corpus[i]["resolved"]
+             else "failure"} for i in iids for j, tok in enumerate(corpus[i]["toks"])])
+
+    fit, test = table(order[:80]), table(order[80:])
+    chain = tt.ChainEstimator(pseudocount=1.0, initial="modal").fit(fit).fetch_model()
+    np.testing.assert_allclose(chain.reliability(80), summary["R_analytic"], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(empirical_rdc(test, 80), summary["R_emp"], rtol=0, atol=1e-15)
+    assert l_inf_distance(chain.reliability(80), empirical_rdc(test, 80)) == pytest.approx(
+        summary["rdc"]["L_inf"], abs=1e-12)
+    assert r_inf_check(chain.r_inf, test).pass_rate == pytest.approx(53 / 80)  # SS11: held-out pass rate 0.663
+
+
+def test_ss14_split_r_inf_and_l_inf(shared_data: Path) -> None:
+    """SS14 (Table VII, order 1): split seed 20260606 → 239/240, held-out pass 0.6833, R∞ 0.6565, L∞ 0.2233 (the
+    10 action categories as states, α = 1, π0 empirical). The paper-mode KS D ≈ 0.341 is statistical."""
+    from tracetochain.featurize.vocab import categorize_shell
+
+    corpus = _corpus(shared_data)
+
+    def cat(tok: str) -> str:  # the artifact keeps `PYTHONPATH=…` as a token of its own (OTHER)
+        return "OTHER" if tok.startswith("PYTHONPATH=") else categorize_shell(None, tok, None)
+
+    traces = tt.TraceTable.from_records([
+        {"trace_id": i, "step_idx": j, "state": cat(tok), "outcome": "success" if corpus[i]["resolved"]
+         else "failure"} for i in corpus for j, tok in enumerate(corpus[i]["toks"])])
+    res = holdout_audit(traces, states="label", seed=20260606, horizon=80,
+                        timing=TimingSettings(mode="paper", n_model=20_000, paper_max_steps=400))
+    assert (res.split["n_train"], res.split["n_test"]) == (239, 240)
+    assert res.r_inf_check.pass_rate == pytest.approx(0.6833, abs=5e-5)
+    assert res.chain.n_states == 10
+    assert res.chain.r_inf == pytest.approx(0.6565, abs=5e-5)
+    assert res.l_inf == pytest.approx(0.2233, abs=5e-5)
+    assert res.timing.statistic == pytest.approx(0.3407, abs=0.03) and res.timing.p_value < 1e-6  # type: ignore[operator]
+    # The library's own shell vocabulary (which strips `VAR=…` prefixes) gives the same chain to 1e-3.
+    read = tt.read_traces(shared_data / "tracetochain-artifact" / "swebench_real" / "corpus.json")
+    ours = holdout_audit(read, states=CategoricalStates(vocabulary="shell", keep_unobserved=True), seed=20260606,
+                         horizon=80, timing=TimingSettings(mode="paper", n_model=2000))
+    assert ours.chain.r_inf == pytest.approx(0.6565, abs=1e-3) and ours.l_inf == pytest.approx(0.2233, abs=1e-3)
+
+
+def test_states_can_be_an_estimator_a_fitted_model_or_a_callable() -> None:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 120, seed=4)
+    fitted = CategoricalStates().fit(traces).fetch_model()
+    calls: list[int] = []
+
+    def discover(train: tt.TraceTable) -> object:
+        calls.append(train.n_traces)
+        return CategoricalStates().fit(train).fetch_model()
+
+    settings = TimingSettings(n_bootstrap=9)
+    results = [holdout_audit(traces, states=s, seed=1, timing=settings)
+               for s in (CategoricalStates(), fitted, discover, "label")]
+    assert calls == [60]  # the callable sees the fit half only
+    r_infs = {round(r.chain.r_inf, 12) for r in results}
+    assert len(r_infs) == 1  # all four routes give the same chain here
+    assert results[2].settings["states"] == "callable discover"
+    with pytest.raises(TypeError):
+        holdout_audit(traces, states=42, timing=settings)

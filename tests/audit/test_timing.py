@@ -1,0 +1,170 @@
+"""KS timing layer: lattice statistic, success-time CDF, calibrated bootstrap, paper mode (math.md §8)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tracetochain as tt
+from tracetochain.audit import (
+    kolmogorov_asymptotic_pvalue,
+    ks_calibrated,
+    ks_paper,
+    lattice_ks_statistic,
+    replicate_counts,
+    success_time_cdf,
+    timing_test,
+)
+from tracetochain.numerics import simulate_traces
+
+
+def _brute_force_sup(x: np.ndarray, cdf: np.ndarray) -> float:
+    """sup over a fine real grid of |F_n(t) − F(t)|, both right-continuous step functions."""
+    grid = np.arange(-1.0, x.max() + 2.0, 0.25)
+    emp = np.array([np.mean(x <= t) for t in grid])
+    model = np.array([cdf[min(int(np.floor(t)), cdf.size - 1)] if t >= 0 else 0.0 for t in grid])
+    return float(np.max(np.abs(emp - model)))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=40), st.integers(0, 10_000))
+def test_lattice_statistic_is_the_supremum_over_the_real_line(xs: list[int], seed: int) -> None:
+    x = np.array(xs)
+    rng = np.random.default_rng(seed)
+    steps = rng.random(x.max() + 4)
+    steps[0] = 0.0
+    cdf = np.cumsum(steps) / steps.sum() * rng.uniform(0.5, 1.0)
+    assert lattice_ks_statistic(x, cdf) == pytest.approx(_brute_force_sup(x, cdf), abs=1e-12)
+
+
+def test_scipy_ks_1samp_overstates_d_on_lattice_data() -> None:
+    """math.md §8.2: scipy evaluates F at the atom instead of its left limit; our D does not."""
+    x = np.array([1, 1, 2, 3])
+    cdf = np.array([0.0, 0.5, 0.75, 1.0])  # a perfect fit: F_n = F on the lattice
+    assert lattice_ks_statistic(x, cdf) == pytest.approx(0.0, abs=1e-15)
+    scipy_d = scipy.stats.ks_1samp(x, lambda t: cdf[np.clip(np.floor(t).astype(int), 0, 3)]).statistic
+    assert scipy_d >= 0.5  # inflated by the largest jump
+
+
+def test_success_time_cdf_matches_reliability_and_cap() -> None:
+    chain = tt.datasets.notation_chain()
+    F = success_time_cdf(chain, 7)
+    np.testing.assert_allclose(F * 0.625, [0, 0.1, 0.21, 0.316, 0.4056, 0.47476, 0.524916, 0.5597236], atol=1e-12)
+    capped = success_time_cdf(chain, 9, max_steps=5)
+    assert capped[5] == pytest.approx(1.0) and capped[9] == pytest.approx(1.0)
+    np.testing.assert_allclose(capped[:6], chain.reliability(5) / chain.reliability(5)[5])
+
+
+def test_numerical_recipes_pvalue_reproduces_ss10() -> None:
+    # SS10_summary.json: ks_stat 0.39295, n_emp 80, n_model 20000 → ks_pvalue 1.9729189348575157e-11.
+    assert kolmogorov_asymptotic_pvalue(0.39295, 80, 20_000) == pytest.approx(1.9729189348575157e-11, rel=1e-12)
+    assert kolmogorov_asymptotic_pvalue(0.0, 50, 50) == 1.0  # non-convergent region → 1, as Numerical Recipes
+    assert kolmogorov_asymptotic_pvalue(1.0, 50, 50) < 1e-10
+
+
+def test_replicate_counts_equal_count_transitions_per_replicate() -> None:
+    chain = tt.datasets.random_chain(4, 7, rho=0.8)
+    rng = np.random.default_rng(5)
+    sim = simulate_traces(chain.Q, chain.R_success, chain.R_failure, chain.pi0, 3 * 40, rng, max_steps=6,
+                          record_paths=True)
+    rc = replicate_counts(sim, 40, 3, chain.n_states)
+    assert sim.states is not None and sim.offsets is not None
+    for r in range(3):
+        recs = []
+        for i in range(r * 40, (r + 1) * 40):
+            states = sim.states[sim.offsets[i]:sim.offsets[i + 1]]
+            out = ("success", "failure", "censored")[int(sim.outcome[i])]
+            recs += [{"trace_id": f"t{i}", "step_idx": j, "state": f"s{s}", "outcome": out}
+                     for j, s in enumerate(states)]
+        c = tt.count_transitions(tt.TraceTable.from_records(recs), states=chain.state_names)
+        np.testing.assert_array_equal(rc.transitions[r], c.transitions)
+        np.testing.assert_array_equal(rc.exits_success[r], c.exits_success)
+        np.testing.assert_array_equal(rc.exits_failure[r], c.exits_failure)
+        np.testing.assert_array_equal(rc.initial[r], c.initial)
+        assert rc.outcomes[r].tolist() == [c.n_traces["success"], c.n_traces["failure"], c.n_traces["censored"]]
+
+
+@pytest.fixture(scope="module")
+def markov_fit() -> tuple[tt.AbsorbingChain, tt.TraceTable]:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=11)
+    return tt.ChainEstimator(pseudocount=1.0).fit(traces).fetch_model(), traces
+
+
+def test_calibrated_is_seeded_and_prefix_consistent(markov_fit: tuple[tt.AbsorbingChain, tt.TraceTable]) -> None:
+    chain, traces = markov_fit
+    a = ks_calibrated(chain, traces, n_bootstrap=40, seed=3)
+    b = ks_calibrated(chain, traces, n_bootstrap=40, seed=3)
+    assert a.p_value == b.p_value and a.statistic == b.statistic
+    assert a.settings["refit"] == "same" and a.n_times == int((traces.outcomes() == 0).sum())
+    # Replicate i does not depend on B: the p-value counts of B = 40 are a prefix of those of B = 64.
+    c = ks_calibrated(chain, traces, n_bootstrap=64, seed=3)
+    assert a.p_value is not None and c.p_value is not None
+    exceed_40 = round(a.p_value * 41) - 1
+    exceed_64 = round(c.p_value * 65) - 1
+    assert exceed_40 <= exceed_64 <= exceed_40 + 24
+    assert 1 / 41 <= a.p_value <= 1.0
+    longest_success = int(np.diff(traces.offsets)[traces.outcomes() == 0].max())
+    assert len(a.empirical_cdf) == len(a.model_cdf) == longest_success + 1
+    assert a.empirical_cdf[-1] == pytest.approx(1.0)
+
+
+def test_calibrated_detects_a_wrong_timing_law(markov_fit: tuple[tt.AbsorbingChain, tt.TraceTable]) -> None:
+    """Held-out traces from a slower chain: the fixed chain's timing must be rejected (refit='none')."""
+    chain, _ = markov_fit
+    slow = tt.datasets.notation_chain().with_changes(
+        Q=[[0.7, 0.15, 0.0], [0.0, 0.6, 0.2], [0.0, 0.0, 0.8]], R_success=[0.1, 0.1, 0.15],
+        R_failure=[0.05, 0.1, 0.05])
+    other = tt.datasets.simulate_traces(slow, 200, seed=2)
+    res = ks_calibrated(chain, other, refit="none", n_bootstrap=99, seed=0)
+    assert res.p_value == pytest.approx(0.01) and res.rejects(0.05)
+    same = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=9)
+    assert not ks_calibrated(tt.datasets.notation_chain(), same, refit="none", n_bootstrap=99, seed=0).rejects()
+
+
+def test_train_refit_needs_the_fit_size(markov_fit: tuple[tt.AbsorbingChain, tt.TraceTable]) -> None:
+    chain, traces = markov_fit
+    with pytest.raises(ValueError, match="n_fit_traces"):
+        ks_calibrated(chain, traces, refit="train")
+    res = ks_calibrated(chain, traces, refit="train", n_fit_traces=150, n_bootstrap=20, seed=1)
+    assert res.settings["n_fit_traces"] == 150 and res.p_value is not None
+
+
+def test_cap_is_applied_and_checked() -> None:
+    chain = tt.datasets.notation_chain()
+    traces = tt.datasets.simulate_traces(chain, 150, seed=4, max_steps=4)
+    assert (traces.outcomes() == 2).any()
+    fit = tt.ChainEstimator().fit(traces).fetch_model()
+    res = ks_calibrated(fit, traces, n_bootstrap=30, max_steps=4, seed=0)
+    assert res.settings["max_steps"] == 4 and res.model_cdf[-1] <= 1.0
+    with pytest.raises(ValueError, match="max_steps"):
+        ks_calibrated(fit, traces, n_bootstrap=5, max_steps=3)
+
+
+def test_no_successes_is_undefined_not_an_error() -> None:
+    traces = tt.TraceTable.from_records([{"trace_id": "a", "step_idx": 0, "state": "x", "outcome": "failure"},
+                                         {"trace_id": "b", "step_idx": 0, "state": "x", "outcome": "failure"}])
+    chain = tt.ChainEstimator().fit(traces).fetch_model()
+    res = ks_calibrated(chain, traces, n_bootstrap=5)
+    assert res.p_value is None and res.rejects() is None and "no successful trace" in res.undefined["p_value"]
+    assert res.to_dict()["p_value"] is None
+    assert ks_paper(chain, traces).p_value is None
+
+
+def test_paper_mode_options(markov_fit: tuple[tt.AbsorbingChain, tt.TraceTable]) -> None:
+    chain, traces = markov_fit
+    a = ks_paper(chain, traces, n_model=4000, seed=1)
+    b = timing_test(chain, traces, mode="paper", n_model=4000, seed=1)
+    assert a.statistic == b.statistic and a.p_value == b.p_value and a.outcome == "success"
+    c = ks_paper(chain, traces, n_model=4000, outcome="any", start="modal", pvalue="asymptotic", seed=1)
+    oc = traces.outcomes()
+    assert c.n_times == int(((oc == 0) | (oc == 1)).sum())
+    assert c.settings["n_model_times"] == 4000  # any-outcome keeps every model run
+    assert a.settings["n_model_times"] < 4000  # success-conditional keeps the successes only
+    assert 0.0 <= c.p_value <= 1.0  # type: ignore[operator]
+    with pytest.raises(ValueError):
+        ks_paper(chain, traces, outcome="both")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        timing_test(chain, traces, mode="exact")  # type: ignore[arg-type]
