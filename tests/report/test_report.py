@@ -62,11 +62,11 @@ def test_report_document_is_json_and_complete() -> None:
 
 def test_withheld_timing_is_shown_not_drawn() -> None:
     fit = fit_chain(tt.datasets.load_example())
-    cert = {"decision": "partial", "withheld": ["reliability_curve", "step_budget"],
-            "timing_reason": "KS on success lengths rejects (p < 0.001)"}
+    cert = {"decision": "partial", "withheld": ["R(d)", "RDC", "step_budgets"],
+            "reasons": ["The success-time law is rejected (KS on success lengths, p < 0.001)."]}
     doc = build_report(fit, horizon=30, certificate=cert)
     html = render_html(doc)
-    assert "PARTIAL" in html and "withheld" in html and "KS on success lengths rejects" in html
+    assert "PARTIAL" in html and "withheld" in html and "KS on success lengths, p &lt; 0.001" in html
     assert "model R(d)</td><td>0." not in html  # no model R(d) numbers printed
     md = render_markdown(doc)
     assert "| R(10) | withheld |" in md
@@ -82,7 +82,7 @@ def test_gates() -> None:
     assert evaluate_gate("pass^1 >= 0.4", doc).passed
     assert not evaluate_gate("pass@3<0.5", doc).passed
     assert evaluate_gate("pass_rate>=0.42", doc).passed
-    doc["intervals"] = {"r_inf": {"lower": 0.30, "upper": 0.5}}
+    doc["intervals"] = {"metrics": {"r_inf": {"lower": 0.30, "upper": 0.5}}}
     assert not evaluate_gate("r_inf>=0.35", doc, use="lower").passed
     with pytest.raises(GateError, match="cannot read the gate"):
         evaluate_gate("pass^three>1", doc)

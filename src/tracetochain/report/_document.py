@@ -16,8 +16,9 @@ from tracetochain.whatif import bottlenecks
 
 REPORT_SCHEMA_VERSION = 1
 REPORT_KIND = "tracetochain.report"
-#: Outputs that depend on the timing of the chain (withheld when the KS timing layer rejects).
-TIMING_OUTPUTS = ("reliability_curve", "first_passage", "step_budget", "mean_steps")
+#: Outputs that depend on the timing of the chain (withheld when the KS timing layer rejects); names as in the
+#: certificate's ``withheld`` list.
+TIMING_OUTPUTS = ("R(d)", "RDC", "horizons", "step_budgets", "mean_steps")
 
 
 def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
@@ -30,11 +31,10 @@ def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1,
     lengths = [int(x) for x in success_lengths(traces)]
     pmf = chain.success_pmf(max(lengths + [horizon])) if chain.r_inf > 0 else None
     withheld = list(certificate.get("withheld", [])) if certificate else []
-    timing_withheld = any(w in withheld for w in TIMING_OUTPUTS) or "reliability_curve" in withheld
     reason = None
-    if timing_withheld and certificate:
-        reason = str(certificate.get("timing_reason") or certificate.get("reason") or "the timing audit rejected "
-                     "the chain's first-passage distribution")
+    if certificate and any(w in withheld for w in TIMING_OUTPUTS):
+        reasons = [str(r) for r in certificate.get("reasons", []) if "success-time" in str(r) or "timing" in str(r)]
+        reason = reasons[0] if reasons else "the timing audit rejected the chain's first-passage distribution"
     ingest = traces.report.to_dict()
     return {
         "kind": REPORT_KIND,
@@ -55,5 +55,6 @@ def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1,
         "certificate": certificate,
         "withheld": withheld,
         "timing_withheld_reason": reason,
+        "pass_k_withheld": "pass^k" in withheld or "pass@k" in withheld,
         "bottlenecks": bottlenecks(chain, fraction=fallback_fraction).to_dict(),
     }

@@ -26,7 +26,8 @@ def _fmt(x: Any, digits: int = 4) -> str:
 def _scalar_items(d: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for k, v in d.items():
-        if k in ("kind", "schema_version", "withheld", "certified", "summary", "decision"):
+        if k in ("kind", "schema_version", "withheld", "certified", "summary", "decision", "reasons", "chain", "rdc",
+                 "settings", "trials"):
             continue
         name = f"{prefix}{k}"
         if isinstance(v, bool) or v is None:
@@ -53,11 +54,12 @@ def render_html(doc: dict[str, Any]) -> str:
 
     m = doc["metrics"]
     cert = doc.get("certificate")
-    intervals = doc.get("intervals") or {}
-    timing_ok = doc.get("timing_withheld_reason") is None and "reliability_curve" not in doc.get("withheld", [])
+    meta = doc.get("intervals") or {}
+    intervals = meta.get("metrics", {}) if isinstance(meta, dict) else {}
+    timing_ok = doc.get("timing_withheld_reason") is None
     verdict_text, verdict_class = _VERDICT.get(str(cert.get("decision")).lower(), ("NOT AUDITED", "none")) \
         if cert else ("NOT AUDITED", "none")
-    level = intervals.get("level") or intervals.get("confidence")
+    level = meta.get("confidence") if isinstance(meta, dict) else None
 
     def iv(name: str, digits: int = 4) -> str:
         q = intervals.get(name) if isinstance(intervals, dict) else None
@@ -91,13 +93,15 @@ def render_html(doc: dict[str, Any]) -> str:
     visits = [s["expected_visits"] for s in m["states"]]
     graph = chain_svg(doc["chain"], visits)
     emp_pass = None
-    if cert and isinstance(cert.get("iid"), dict):
-        emp_pass = {key: {str(k): (f"{v:.4f}" if isinstance(v, (int, float)) else str(v)) for k, v in vals.items()}
-                    for key, vals in cert["iid"].items() if key in ("pass_hat_k", "pass_at_k") and isinstance(vals, dict)}
+    trials = cert.get("trials") if cert else None
+    if isinstance(trials, dict) and trials.get("applicable"):
+        emp_pass = {key: {str(k): f"{v:.4f}" for k, v in zip(trials["ks"], trials[key], strict=True)
+                          if isinstance(v, (int, float))} for key in ("pass_hat_k", "pass_at_k") if key in trials}
     settings = [(k, str(v)) for k, v in (doc.get("settings") or {}).items()]
-    if intervals:
-        settings.append(("intervals", f"{intervals.get('method', '?')}, level {level}, "
-                                      f"{intervals.get('samples', '?')} samples, seed {intervals.get('seed', '?')}"))
+    if meta:
+        settings.append(("intervals", f"{meta.get('method', '?')}, {meta.get('interval', 'percentile')}, level "
+                                      f"{level}, {meta.get('n_draws', meta.get('samples', '?'))} draws, seed "
+                                      f"{meta.get('seed', '?')}"))
     env = jinja2.Environment(
         loader=jinja2.FunctionLoader(lambda name: resources.files("tracetochain.report").joinpath(
             "templates").joinpath(name).read_text(encoding="utf-8")),
@@ -107,7 +111,8 @@ def render_html(doc: dict[str, Any]) -> str:
     template = env.get_template("report.html.j2")
     return template.render(
         doc=doc, m=m, oc=doc["source"]["outcomes"], cert=cert, timing_ok=timing_ok, verdict_text=verdict_text,
-        verdict_class=verdict_class, cert_stats=_scalar_items(cert) if cert else [], fmt=_fmt,
+        verdict_class=verdict_class, cert_stats=_scalar_items(cert.get("statistics", cert)) if cert else [],
+        fmt=_fmt, pass_k_ok=not doc.get("pass_k_withheld"),
         pct=lambda x: "—" if x is None else f"{100 * float(x):.1f}%", iv=iv, iv_k=iv_k, has_band=has_band,
         band_text=band_text, level_text=f"{float(level):.0%}" if level else "", picks=picks, rd_svg=rd,
         fpt_svg=fpt, graph_svg=graph, emp_pass=emp_pass, settings=settings,

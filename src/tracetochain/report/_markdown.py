@@ -17,14 +17,14 @@ def _cell(text: str) -> str:
 def render_markdown(doc: dict[str, Any]) -> str:
     m = doc["metrics"]
     cert = doc.get("certificate")
-    iv = doc.get("intervals") or {}
+    iv = (doc.get("intervals") or {}).get("metrics", {})
     decision = str(cert.get("decision", "")).upper() if cert else "NOT AUDITED"
 
     def interval(name: str) -> str:
         q = iv.get(name) if isinstance(iv, dict) else None
         return f" [{_f(q['lower'])}, {_f(q['upper'])}]" if isinstance(q, dict) and q.get("lower") is not None else ""
 
-    timing_ok = doc.get("timing_withheld_reason") is None and "reliability_curve" not in doc.get("withheld", [])
+    timing_ok = doc.get("timing_withheld_reason") is None
     oc = doc["source"]["outcomes"]
     lines = [f"### Agent reliability: **{decision}**", "",
              f"`{_cell(doc['source']['path'])}` — {doc['source']['n_traces']} traces "
@@ -39,7 +39,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines.append(f"| mean steps (MTTA) | {_f(m['mean_steps'], 1) if timing_ok else 'withheld'} |")
     for k in ("1", "3", "5"):
         if k in m["pass_hat_k"]:
-            lines.append(f"| pass^{k} / pass@{k} | {_f(m['pass_hat_k'][k])} / {_f(m['pass_at_k'][k])} |")
+            value = "withheld (trials not i.i.d.)" if doc.get("pass_k_withheld") else \
+                f"{_f(m['pass_hat_k'][k])} / {_f(m['pass_at_k'][k])}"
+            lines.append(f"| pass^{k} / pass@{k} | {value} |")
     lines.append("")
     if not timing_ok:
         lines += [f"> Timing outputs withheld: {_cell(doc.get('timing_withheld_reason') or 'audit rejected timing')}",

@@ -10,6 +10,11 @@ _STYLE: dict[Any, Any] = {"figure.figsize": (7.2, 3.6), "font.size": 9, "axes.sp
           "svg.fonttype": "none", "svg.hashsalt": "tracetochain"}
 
 
+def _short(reason: str, limit: int = 90) -> str:
+    reason = reason.rstrip(".")
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
@@ -38,8 +43,7 @@ def reliability_svg(curve: dict[str, Any], empirical: list[float] | None, *, wit
             if curve.get("r_inf") is not None:
                 ax.axhline(curve["r_inf"], color="#0969da", linestyle=":", linewidth=1, label="model R∞")
         else:
-            ax.text(0.5, 0.92, f"model R(d) withheld: {withheld_reason}", transform=ax.transAxes, ha="center",
-                    color="#9a6700", fontsize=9)
+            ax.set_title(f"model R(d) withheld: {_short(withheld_reason)}", color="#9a6700", fontsize=9, loc="left")
         if empirical is not None:
             ax.step(range(len(empirical)), empirical, where="post", color="#1a7f37", label="observed (RDC)")
         ax.set_xlabel("step budget d")
@@ -66,8 +70,8 @@ def fpt_svg(observed: list[int], model_pmf: list[float] | None, *, withheld_reas
             n = len(observed)
             ax.plot(range(len(model_pmf)), [p * n for p in model_pmf], color="#0969da", label="model (scaled)")
         if withheld_reason is not None:
-            ax.text(0.5, 0.92, f"model timing withheld: {withheld_reason}", transform=ax.transAxes, ha="center",
-                    color="#9a6700", fontsize=9)
+            ax.set_title(f"model timing withheld: {_short(withheld_reason)}", color="#9a6700", fontsize=9,
+                         loc="left")
         ax.set_xlabel("steps to success")
         ax.set_ylabel("traces")
         ax.legend(loc="upper right", frameon=False)

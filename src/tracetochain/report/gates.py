@@ -38,7 +38,7 @@ def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point",
     if not match:
         raise GateError(f"cannot read the gate {expression!r}; write e.g. 'pass^3>=0.6', 'R(20)>=0.5', 'r_inf>0.7'")
     m = doc["metrics"]
-    intervals = doc.get("intervals") or {}
+    intervals = (doc.get("intervals") or {}).get("metrics", {})
     threshold = float(match["value"])
     op = _OPS[match["op"]]
     withheld = doc.get("withheld") or []
@@ -46,7 +46,7 @@ def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point",
     lower: float | None = None
     if match["d"] is not None:
         d = int(match["d"])
-        if "reliability_curve" in withheld or doc.get("timing_withheld_reason"):
+        if "R(d)" in withheld or doc.get("timing_withheld_reason"):
             return GateResult(expression, False, None, f"{expression}: R({d}) is withheld by the audit "
                                                        f"({doc.get('timing_withheld_reason') or 'timing rejected'})")
         if d > m["horizon"]:
@@ -57,6 +57,9 @@ def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point",
             lower = band["lower"][d]
     elif match["hk"] is not None or match["ak"] is not None:
         key, k = ("pass_hat_k", match["hk"]) if match["hk"] is not None else ("pass_at_k", match["ak"])
+        if doc.get("pass_k_withheld"):
+            return GateResult(expression, False, None, f"{expression}: the chain's pass@k/pass^k are withheld "
+                                                       "(repeated trials are not i.i.d. draws from one chain)")
         if k not in m[key]:
             raise GateError(f"{expression}: k = {k} is not in the report; add it with --k")
         value = m[key][k]

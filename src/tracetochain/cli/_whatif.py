@@ -1,0 +1,86 @@
+"""`whatif` and `export`: questions to a saved chain, and the chain in other tools' languages."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --retry "tool:search=0.2"   '
+                  "(a fallback that rescues 10% of every state's failures, and fewer retries of tool:search)")
+EXPORT_EXAMPLE = "Example: tracetochain export chain.json --to mermaid -o chain.mmd"
+
+
+
+def whatif(
+    chain_file: Annotated[Path, typer.Argument(help="A chain JSON written by `tracetochain fit -o`.")],
+    reroute: Annotated[list[str] | None, typer.Option(
+        help='Move a fraction of a state\'s failure mass: "STATE->TARGET:FRACTION" (STATE may be *).')] = None,
+    set_edge: Annotated[list[str] | None, typer.Option(
+        "--set-edge", help='Set a transition: "STATE->TARGET=PROBABILITY" (rest of the row rescaled).')] = None,
+    scale_edge: Annotated[list[str] | None, typer.Option(
+        "--scale-edge", help='Scale a transition: "STATE->TARGET*FACTOR".')] = None,
+    retry: Annotated[list[str] | None, typer.Option(help='Set a retry (self-loop) probability: "STATE=P".')] = None,
+    remove: Annotated[list[str] | None, typer.Option(help="Remove a state (its visits bypassed).")] = None,
+    edits: Annotated[Path | None, typer.Option(help="An edit file (TOML [[edit]] tables), applied first.")] = None,
+    bottleneck_fraction: Annotated[float, typer.Option(
+        "--bottleneck-fraction", min=0.0, max=1.0, help="Fallback share used to rank bottlenecks.")] = 0.1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
+) -> None:
+    """Evaluate design changes on a fitted chain exactly (with the first-order term and Prop. 2 bound), and rank
+    the bottleneck states."""
+    from tracetochain import AbsorbingChain
+    from tracetochain.whatif import bottlenecks, load_edits, what_if
+    from tracetochain.whatif._parse import edits_from_options
+
+    chain = AbsorbingChain.from_json(chain_file)
+    todo = (load_edits(edits) if edits else []) + edits_from_options(
+        reroute=reroute or [], set_edge=set_edge or [], scale_edge=scale_edge or [], retry=retry or [],
+        remove=remove or [])
+    ranking = bottlenecks(chain, fraction=bottleneck_fraction)
+    result = what_if(chain, todo) if todo else None
+    if as_json:
+        typer.echo(json.dumps({"whatif": result.to_dict() if result else None, "bottlenecks": ranking.to_dict()},
+                              indent=2, allow_nan=False))
+        return
+    if result is not None:
+        typer.echo(str(result))
+    else:
+        typer.echo("No edits given (see --help); bottlenecks only.")
+    typer.echo("")
+    typer.echo(str(ranking))
+
+
+class ExportFormat(StrEnum):
+    dot = "dot"
+    mermaid = "mermaid"
+    prism = "prism"
+    json = "json"
+
+
+def export(
+    chain_file: Annotated[Path, typer.Argument(help="A chain JSON written by `tracetochain fit -o`.")],
+    to: Annotated[ExportFormat, typer.Option("--to", help="Target language.")] = ExportFormat.dot,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
+    min_prob: Annotated[float, typer.Option("--min-prob", min=0.0, max=1.0,
+                                            help="Leave out edges below this probability (dot, mermaid).")] = 0.0,
+) -> None:
+    """Write the chain as Graphviz DOT, Mermaid, a PRISM model (check it with PRISM or Storm) or plain JSON."""
+    from tracetochain import AbsorbingChain
+    from tracetochain.exceptions import TraceToChainError
+    from tracetochain.report import to_dot, to_mermaid, to_prism
+
+    doc = AbsorbingChain.from_json(chain_file).to_dict()
+    text = {"dot": lambda: to_dot(doc, min_prob), "mermaid": lambda: to_mermaid(doc, min_prob),
+            "prism": lambda: to_prism(doc), "json": lambda: json.dumps(doc, indent=1) + "\n"}[to.value]()
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise TraceToChainError(f"cannot write {output}: {exc.strerror or exc}") from None
+    typer.echo(f"wrote {output} ({to.value})")
