@@ -29,7 +29,7 @@ def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1,
     traces = fit.labelled
     summary: ReliabilitySummary = summarize(chain, horizon=horizon, ks=ks)
     lengths = [int(x) for x in success_lengths(traces)]
-    pmf = chain.success_pmf(max(lengths + [horizon])) if chain.r_inf > 0 else None
+    pmf = chain.success_pmf(max([*lengths, horizon])) if chain.r_inf > 0 else None
     withheld = list(certificate.get("withheld", [])) if certificate else []
     reason = None
     if certificate and any(w in withheld for w in TIMING_OUTPUTS):

@@ -40,7 +40,7 @@ def layered_layout(chain: dict[str, Any], min_prob: float = 0.05) -> dict[int, t
             if Q[i, j] >= min_prob and depth[int(j)] < 0:
                 depth[int(j)] = depth[i] + 1
                 queue.append(int(j))
-    last = max(depth + [0]) + 1
+    last = max([*depth, 0]) + 1
     depth = [d if d >= 0 else last for d in depth]
     slots: dict[int, int] = {}
     pos: dict[int, tuple[int, int]] = {}

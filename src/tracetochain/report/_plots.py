@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
-_STYLE: dict[Any, Any] = {"figure.figsize": (7.2, 3.6), "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
-          "svg.fonttype": "none", "svg.hashsalt": "tracetochain"}
+_STYLE: dict[Any, Any] = {"figure.figsize": (7.2, 3.6), "font.size": 9, "axes.spines.top": False,
+                          "axes.spines.right": False, "svg.fonttype": "none", "svg.hashsalt": "tracetochain"}
 
 
 def _short(reason: str, limit: int = 90) -> str:
