@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := src/tracetochain/datasets/data/tau_airline_sample.jsonl
 
-.PHONY: demo test test-fast lint typecheck bench clean install
+.PHONY: demo test test-fast lint typecheck bench bench-scale clean install
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,5 +38,18 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_fit.py
 	$(PY) benchmarks/bench_horizon.py
 
+# Partitioned ingest + fit on the local engine and a 2-worker Dask local cluster, 1M and 10M traces (~10 min).
+bench-scale: $(STAMP)
+	$(PY) benchmarks/bench_scale.py
+
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
+
+# The paper's studies side by side with its numbers (studies/README.md). Full runs are archived in studies/results/
+# (under 30 min on 2 cores); the quick tier writes to studies/results/quick/ and is also run by tests/test_studies.py.
+.PHONY: studies studies-quick
+studies: $(STAMP)
+	$(PY) -m studies all
+
+studies-quick: $(STAMP)
+	$(PY) -m studies all --quick --quiet

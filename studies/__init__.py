@@ -1,0 +1,19 @@
+"""Reproductions of the paper's studies SS1–SS15 (``paper-spec.md`` §6), side by side with its numbers.
+
+Not part of the installed library: these scripts use only the public API of :mod:`tracetochain`. Run
+``python -m studies SS1 [--quick]`` or ``python -m studies all [--quick]`` from the repository root (also
+``make studies`` / ``make studies-quick``). Full runs are archived in ``studies/results/``; quick runs go to
+``studies/results/quick/`` and never overwrite them.
+"""
+
+from __future__ import annotations
+
+#: Study id → module (each exposes ``run(quick: bool, seed: int) -> dict``). Add later studies here.
+STUDIES: dict[str, str] = {
+    "SS1": "studies.ss01_closed_form_vs_mc",
+    "SS2": "studies.ss02_perturbation_bound",
+    "SS3": "studies.ss03_correlated_trials",
+    "SS4": "studies.ss04_goel_okumoto_limit",
+    "SS5": "studies.ss05_stormpy_cross_check",
+    "SS6": "studies.ss06_illustrative_ranking",
+}
