@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from tracetochain.cli import _commands
+from tracetochain.cli import _commands, _formats
 
 app = typer.Typer(
     name="tracetochain",
@@ -23,6 +23,8 @@ app = typer.Typer(
 )
 app.command("fit", epilog=_commands.FIT_EXAMPLE)(_commands.fit)
 app.command("metrics", epilog=_commands.METRICS_EXAMPLE)(_commands.metrics)
+app.command("convert", epilog=_formats.CONVERT_EXAMPLE)(_formats.convert)
+app.command("formats", epilog=_formats.FORMATS_EXAMPLE)(_formats.formats)
 
 
 def _print_version(value: bool) -> None:

@@ -105,7 +105,7 @@ def fit(
         return
     from tracetochain.cli._render import render_ingest, render_summary
 
-    render_ingest(table.report, table.outcome_counts())
+    render_ingest(table.report, table.outcome_counts(), detected=format is None)
     if result.states.method != "categorical" or vocabulary is not None:
         typer.echo(result.states.describe())
     render_summary(summary)

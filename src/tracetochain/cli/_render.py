@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -12,19 +14,35 @@ from tracetochain.traces import IngestReport
 _console = Console(highlight=False, soft_wrap=True)
 
 
-def render_ingest(report: IngestReport, outcomes: dict[str, int]) -> None:
+def render_ingest(report: IngestReport, outcomes: dict[str, int], *, detected: bool = False) -> None:
+    """What was read and skipped; ``detected`` adds a line naming the reader that sniffing chose."""
     oc = ", ".join(f"{v} {k}" for k, v in outcomes.items() if v)
-    _console.print(f"[bold]{escape(report.source)}[/] ({report.format}): {report.n_traces} traces ({oc})")
+    if detected:
+        _console.print(f"format: {escape(report.format)} (detected; pass --format to choose another reader)")
+    _console.print(f"[bold]{escape(report.source)}[/] ({escape(report.format)}): {report.n_traces} traces ({oc})")
     if report.n_records_skipped:
         _console.print(f"[yellow]skipped {report.n_records_skipped} records "
                        f"({report.n_traces_skipped} traces dropped whole):[/]")
         for reason, n in sorted(report.skipped_by_reason.items(), key=lambda kv: -kv[1]):
             _console.print(f"  {n:>6}  {escape(reason)}")
         for p in report.problems[:5]:
-            where = f"{report.location_kind} {p.location}" if p.location is not None else ""
-            _console.print(f"         e.g. {where}, field {p.field or '-'}: {escape(p.message)}")
+            where = f"{report.location_kind} {p.location}, " if p.location is not None else ""
+            _console.print(f"         e.g. {where}field {escape(p.field or '-')}: {escape(p.message)}")
     if outcomes.get("invalid"):
         _console.print(f"[yellow]{outcomes['invalid']} invalid traces excluded from the fit[/]")
+
+
+def render_formats(rows: list[dict[str, Any]]) -> None:
+    """The reader table of ``tracetochain formats`` (rows: name, description, needs, builtin)."""
+    table = Table(title="Trace formats (readers in detection order)", title_justify="left", show_lines=True)
+    table.add_column("format", no_wrap=True)
+    table.add_column("reads")
+    table.add_column("needs")
+    for row in rows:
+        name = escape(row["name"]) + ("" if row["builtin"] else " [dim](plug-in)[/]")
+        table.add_row(name, escape(row["description"]), escape(row["needs"]))
+    _console.print(table)
+    _console.print("Use one with --format NAME; without it the format is detected from the file.")
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:

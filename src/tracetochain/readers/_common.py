@@ -1,21 +1,44 @@
-"""Shared plumbing for readers: JSON loading with located errors, outcome rules, and a record builder.
+"""Shared plumbing for readers: JSON loading with located errors, sniffing, verdict and time parsing, a record builder.
 
-Every reader turns its source into canonical step records with :class:`TraceBuilder` and hands them to
-:meth:`TraceTable.from_records`, so validation, skip-and-count and the ingest report work the same for all formats.
+Every reader turns its source into canonical step records with :class:`TraceBuilder` (or an Arrow table) and hands
+them to :func:`build_table`, which validates through :meth:`TraceTable.from_arrow`, so validation, skip-and-count and
+the ingest report work the same for all formats.
+The small helpers here (verdict words, ISO times, dotted attribute lookup, usage sums, the cheap JSON head scan) are
+shared by several readers; each one documents the rule it applies.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
 
 from tracetochain.exceptions import TraceValidationError
+from tracetochain.traces._schema import COLUMNS
 from tracetochain.traces._table import Problem, TraceTable
 
 #: τ-bench's success rule: reward ≥ 1 − 1e−6 (``formats.md`` §3.1).
 DEFAULT_SUCCESS_THRESHOLD = 1.0 - 1e-6
+
+#: "Not found" for :func:`lookup` and :func:`descend` (``None`` is a value an attribute may hold).
+MISSING: Final[object] = object()
+
+#: Verdict words read as success / failure when no ``success_values=`` is given (case-insensitive).
+SUCCESS_WORDS = frozenset({"success", "succeeded", "successful", "pass", "passed", "correct", "true", "yes",
+                           "resolved", "solved", "1"})
+FAILURE_WORDS = frozenset({"failure", "fail", "failed", "incorrect", "false", "no", "unresolved", "unsolved",
+                           "wrong", "0"})
+_FRACTION_RE = re.compile(r"(\.\d{6})\d+")
 
 
 def outcome_from_reward(reward: float | None, threshold: float = DEFAULT_SUCCESS_THRESHOLD) -> str | None:
@@ -25,25 +48,286 @@ def outcome_from_reward(reward: float | None, threshold: float = DEFAULT_SUCCESS
     return "success" if float(reward) >= threshold else "failure"
 
 
+class JSONLimitError(json.JSONDecodeError):
+    """JSON that Python's parser gives up on without a syntax error: nesting deeper than the interpreter's recursion
+    limit, or an integer with more digits than ``sys.get_int_max_str_digits()``. ``lineno``/``colno`` point at the
+    start of the value, since the parser does not say where inside it the limit was hit."""
+
+
+def json_loads(text: str | bytes) -> Any:
+    """``json.loads`` whose only failures are ``json.JSONDecodeError`` (a :class:`JSONLimitError` for the limits
+    above) and ``UnicodeDecodeError`` for bytes that are not UTF-8, so a reader can report any bad value by its
+    line instead of crashing on ``RecursionError`` or ``ValueError``."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except RecursionError:
+        raise JSONLimitError("nested too deeply to read", "", 0) from None
+    except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise JSONLimitError(f"a number is too long to read ({exc})".split(";")[0], "", 0) from None
+
+
+def json_raw_decode(decoder: json.JSONDecoder, text: str, idx: int) -> tuple[Any, int]:
+    """``decoder.raw_decode(text, idx)`` with the failures of :func:`json_loads` (limits located at ``idx``)."""
+    try:
+        return decoder.raw_decode(text, idx)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise JSONLimitError("nested too deeply to read", text, idx) from None
+    except ValueError as exc:
+        raise JSONLimitError(f"a number is too long to read ({exc})".split(";")[0], text, idx) from None
+
+
 def load_json(path: Path, *, max_bytes: int | None = None) -> Any:
-    """Parse a whole JSON file; a syntax error names the file, line and column."""
+    """Parse a whole JSON file; an error names the file and, for a syntax error or bad UTF-8, the line."""
     if max_bytes is not None and path.stat().st_size > max_bytes:
         raise TraceValidationError(f"file is larger than the {max_bytes:,}-byte limit for this format",
                                    source=str(path))
+    raw = path.read_bytes()
     try:
-        with path.open("r", encoding="utf-8") as fh:
-            return json.load(fh)
+        text = raw.decode("utf-8-sig")  # a byte-order mark (Windows tools write one) is not part of the JSON
+    except UnicodeDecodeError as exc:
+        raise TraceValidationError(f"not UTF-8 text ({exc.reason})", source=str(path),
+                                   line=raw.count(b"\n", 0, exc.start) + 1) from None
+    del raw
+    try:
+        return json_loads(text)
+    except JSONLimitError as exc:
+        raise TraceValidationError(f"not valid JSON ({exc.msg})", source=str(path)) from None
     except json.JSONDecodeError as exc:
         raise TraceValidationError(f"not valid JSON ({exc.msg} at column {exc.colno})", source=str(path),
                                    line=exc.lineno) from None
-    except UnicodeDecodeError as exc:
-        raise TraceValidationError(f"not UTF-8 text ({exc.reason})", source=str(path)) from None
 
 
 def head_text(path: Path, n_bytes: int = 65_536) -> str:
     """The first bytes of a file as text, for cheap sniffing."""
     with path.open("rb") as fh:
         return fh.read(n_bytes).decode("utf-8", errors="replace")
+
+
+# ================================================================================================ sniffing
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*(?:"|$)|[{}\[\]:,]', re.DOTALL)
+
+
+@dataclass
+class RecordHead:
+    """What the first bytes of a JSON/JSONL file say about its first record, for cheap sniffing.
+
+    ``container`` is ``"list"`` when the file is a JSON array (the record is its first element) and ``"object"``
+    when it starts with an object (a JSON document or the first JSONL line). ``keys`` maps each top-level key of
+    the record seen so far to the first character of its value (``[``, ``{``, ``"`` or ``""`` for scalars);
+    ``nested`` maps a top-level key whose value is an object to the keys seen inside it.
+    """
+
+    container: str
+    keys: dict[str, str] = field(default_factory=dict)
+    nested: dict[str, set[str]] = field(default_factory=dict)
+
+
+def read_record_head(text: str) -> RecordHead | None:
+    """Scan the start of a JSON text (possibly cut off) for the keys of its first record; None if not JSON-like.
+
+    >>> head = read_record_head('[{"task_id": 3, "traj": [{"role": "user"')
+    >>> head.container, head.keys
+    ('list', {'task_id': '', 'traj': '['})
+    """
+    body = text.lstrip("\ufeff \t\r\n")
+    if body.startswith("["):
+        container = "list"
+        body = body[1:].lstrip()
+    elif body.startswith("{"):
+        container = "object"
+    else:
+        return None
+    if not body.startswith("{"):
+        return None
+    head = RecordHead(container)
+    depth = 0  # nesting depth before the current token; the record's own keys sit at depth 1
+    top: str | None = None  # the top-level key whose value is being scanned
+    last_string: str | None = None
+    awaiting: tuple[str, int] | None = None  # a key and its depth, just before its value
+    for m in _TOKEN.finditer(body):
+        tok = m.group()
+        if awaiting is not None:
+            key, level = awaiting
+            awaiting = None
+            first = tok[0] if tok[0] in '[{"' else ""
+            if level == 1:
+                head.keys[key] = first
+                top = key
+                if first == "{":
+                    head.nested[key] = set()
+            elif top is not None and top in head.nested:
+                head.nested[top].add(key)
+        if tok == ":":
+            if last_string is not None and depth in (1, 2):
+                awaiting = (last_string, depth)
+            last_string = None
+            continue
+        last_string = None
+        if tok in ("{", "["):
+            depth += 1
+        elif tok in ("}", "]"):
+            depth -= 1
+            if depth <= 0:
+                break
+        elif tok.startswith('"') and len(tok) > 1 and tok.endswith('"'):
+            last_string = tok[1:-1]
+    return head
+
+
+# ================================================================================================ values
+def finite_float(value: Any) -> float | None:
+    """A finite number from a number or numeric text; None for anything else (booleans, NaN, ±inf included)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def iso_seconds(value: Any) -> float | None:
+    """ISO-8601 text (naive = UTC; nanosecond fractions allowed) or epoch s/ms/µs/ns number as epoch seconds.
+
+    A number's unit is told by its size: ≥ 1e16 ns, ≥ 1e13 µs, ≥ 1e10 ms, else seconds. Raises ``ValueError``
+    for text that is not ISO-8601 and for other types.
+
+    >>> iso_seconds("1970-01-01T00:01:00Z"), iso_seconds(1_700_000_000_000), iso_seconds(None)
+    (60.0, 1700000000.0, None)
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        x = float(value)
+        if not math.isfinite(x):
+            raise ValueError(f"expected a time, got {value!r}")
+        for scale in (1e18, 1e15, 1e12):  # ns, µs, ms
+            if abs(x) >= scale / 1e2:
+                return x / (scale / 1e9)
+        return x
+    if not isinstance(value, str):
+        raise ValueError(f"expected an ISO-8601 time, got {type(value).__name__}")
+    text = _FRACTION_RE.sub(r"\1", value.strip())
+    stamp = datetime.fromisoformat(text)
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+
+
+def lookup(attrs: dict[str, Any] | None, key: str) -> Any:
+    """``attrs[key]``, or a dotted key looked up inside a JSON-string / mapping attribute; :data:`MISSING` if absent.
+
+    >>> lookup({"metadata": '{"task_id": "t7"}'}, "metadata.task_id"), lookup({}, "x") is MISSING
+    ('t7', True)
+    """
+    if not attrs or not isinstance(attrs, dict):
+        return MISSING
+    if key in attrs:
+        return attrs[key]
+    parts = key.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:cut])
+        if head in attrs:
+            found = descend(attrs[head], parts[cut:])
+            if found is not MISSING:
+                return found
+    return MISSING
+
+
+def descend(obj: Any, parts: list[str]) -> Any:
+    """Walk ``parts`` into nested mappings (JSON strings are parsed); dotted keys may also be stored whole."""
+    if isinstance(obj, str):
+        s = obj.strip()
+        if not s.startswith("{"):
+            return MISSING
+        try:
+            obj = json.loads(s)
+        except (json.JSONDecodeError, RecursionError):
+            return MISSING
+    if not isinstance(obj, dict):
+        return MISSING
+    whole = ".".join(parts)
+    if whole in obj:
+        return obj[whole]
+    for cut in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:cut])
+        if head in obj:
+            found = descend(obj[head], parts[cut:])
+            if found is not MISSING:
+                return found
+    return MISSING
+
+
+def add_int(a: int | None, b: int | None) -> int | None:
+    """a + b where a missing value counts as 0; None when both are missing."""
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
+def add_float(a: float | None, b: float | None) -> float | None:
+    """a + b where a missing value counts as 0; None when both are missing."""
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
+
+
+# ================================================================================================ verdicts
+def parse_success_values(values: Any) -> frozenset[str] | None:
+    """``success_values=`` as a set of lower-case strings (a comma-separated string or an iterable)."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        items: Iterable[Any] = values.split(",")
+    elif isinstance(values, Iterable):
+        items = values
+    else:
+        raise TypeError(f"success_values must be a string or a list of strings, got {type(values).__name__}")
+    out = frozenset(str(v).strip().lower() for v in items if str(v).strip())
+    if not out:
+        raise ValueError("success_values is empty")
+    return out
+
+
+def verdict_to_outcome(value: Any, success_values: frozenset[str] | None,
+                       threshold: float) -> tuple[str, float | None] | str:
+    """Map a verdict value to ``(outcome, reward)``; a string return is the reason it could not be mapped.
+
+    Booleans map directly; numbers are the reward and succeed at ``≥ threshold``; text is matched
+    case-insensitively against ``success_values`` when given (anything else fails), else against
+    :data:`SUCCESS_WORDS` / :data:`FAILURE_WORDS` (``censored``/``invalid`` taken literally); numeric text is a
+    reward (``formats.md`` §7.3: an outcome is never guessed).
+
+    >>> verdict_to_outcome("PASSED", None, 1.0), verdict_to_outcome(0.5, None, 1.0), verdict_to_outcome("meh", None, 1)
+    (('success', None), ('failure', 0.5), "cannot tell whether verdict 'meh' means success (pass success_values=)")
+    """
+    if isinstance(value, bool):
+        return ("success" if value else "failure"), (1.0 if value else 0.0)
+    if isinstance(value, (int, float)):
+        f = finite_float(value)
+        if f is None:
+            return f"verdict {_short_repr(value)} is not a finite number"
+        return ("success" if f >= threshold else "failure"), f
+    if isinstance(value, str):
+        s = value.strip().lower()
+        if not s:
+            return "verdict is an empty string"
+        if s in ("censored", "invalid"):
+            return s, None
+        if success_values is not None:
+            return ("success" if s in success_values else "failure"), None
+        if s in SUCCESS_WORDS:
+            return "success", None
+        if s in FAILURE_WORDS:
+            return "failure", None
+        num = finite_float(s)
+        if num is not None:
+            return ("success" if num >= threshold else "failure"), num
+        return f"cannot tell whether verdict {value[:80]!r} means success (pass success_values=)"
+    return f"verdict {_short_repr(value)} is not a label, a number or true/false"
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass
@@ -67,16 +351,210 @@ class TraceBuilder:
         self.locations.append(location)
 
     def skip_trace(self, message: str, *, location: int | None = None, field: str | None = None,
-                   hint: str | None = None) -> None:
+                   hint: str | None = None, source: str | Path | None = None) -> None:
+        """Drop one episode (``on_error="skip"``: counted in the report) or raise (``on_error="raise"``).
+
+        ``source`` names the file the episode came from when a reader reads several files (a folder): the raised
+        error names it instead of the builder's source, and a skipped episode's problem message ends with it in
+        brackets — relative to the builder's source when it lies inside it — so the report says which file was
+        dropped while still grouping skips by ``message``.
+        """
         if self.on_error == "raise":
             is_line = self.location_kind == "line"
-            raise TraceValidationError(message, source=self.source, line=location if is_line else None,
-                                       row=None if is_line else location, field=field, hint=hint)
+            raise TraceValidationError(message, source=str(source) if source is not None else self.source,
+                                       line=location if is_line else None, row=None if is_line else location,
+                                       field=field, hint=hint)
+        if source is not None and str(source) != self.source:
+            message = f"{message} ({_relative_name(Path(source), Path(self.source))})"
         self.problems.append(Problem(location, field, message, whole_trace=True))
 
     def build(self) -> TraceTable:
-        return TraceTable.from_records(
-            self.records, on_error=self.on_error,  # type: ignore[arg-type]
-            source=self.source, format=self.format, problems=self.problems, locations=self.locations,
-            location_kind=self.location_kind,
-        )
+        return build_table(records_to_arrow(self.records), on_error=self.on_error, source=self.source,
+                           format=self.format, problems=self.problems, locations=self.locations,
+                           location_kind=self.location_kind)
+
+
+def _relative_name(path: Path, root: Path) -> str:
+    """``path`` relative to the folder ``root`` (or to ``root``'s folder when ``root`` is a file); else as given."""
+    for base in (root, root.parent):
+        try:
+            rel = path.relative_to(base).as_posix()
+        except ValueError:
+            continue
+        if rel not in ("", "."):
+            return rel
+    return path.as_posix()
+
+
+# ================================================================================================ table building
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_ARROW_FAILURES = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError)
+_BOOL_COLUMNS = tuple(c.name for c in COLUMNS if c.type == pa.bool_())
+_BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
+
+
+def clean_text(value: str) -> str:
+    """``value`` with lone surrogates (from ``\\ud800``-style JSON escapes, which UTF-8 cannot hold) replaced by
+    ``?``; other text is returned unchanged."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", errors="replace").decode("utf-8")
+    return value
+
+
+def _as_text_value(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return clean_text(v)
+    if isinstance(v, (dict, list)):
+        try:
+            return clean_text(json.dumps(v, ensure_ascii=False))
+        except (TypeError, ValueError, RecursionError):
+            return clean_text(repr(v))
+    return clean_text(str(v))
+
+
+def records_to_arrow(records: list[dict[str, Any]]) -> pa.Table:
+    """Step dicts as an Arrow table, one column per field (in order of first appearance).
+
+    A field Arrow cannot type as one column — mixed Python types (3 and "3"), an integer outside 64 bits, text
+    with lone surrogates — is kept as text, so that :meth:`TraceTable.from_arrow` reports each bad value by its
+    record (e.g. ``expected an integer, got '1e30'``) instead of failing the whole source. No records at all give
+    the minimal canonical columns, so "nothing to fit" is reported downstream rather than a missing field (and
+    records without any field each report their empty ``trace_id``).
+    """
+    names: dict[str, None] = {}
+    for r in records:
+        for k in r:
+            names.setdefault(k, None)
+    if not names:  # no records, or only empty ones (each then reports its empty trace_id)
+        n = len(records)
+        return pa.table({"trace_id": pa.nulls(n, pa.string()), "step_idx": pa.nulls(n, pa.int64()),
+                         "state": pa.nulls(n, pa.string()), "outcome": pa.nulls(n, pa.string())})
+    cols: dict[str, pa.Array] = {}
+    for name in names:
+        values = [r.get(name) for r in records]
+        try:
+            cols[name] = pa.array(values)
+        except _ARROW_FAILURES:
+            cols[name] = pa.array([_as_text_value(v) for v in values], pa.string())
+    return pa.table(cols)
+
+
+def arrow_column(values: list[Any], typ: pa.DataType) -> pa.Array:
+    """``pa.array(values, type=typ)`` for reader-built columns, where a value that does not fit (an integer
+    outside 64 bits, text with lone surrogates) becomes null / cleaned text instead of failing the source."""
+    try:
+        return pa.array(values, type=typ)
+    except _ARROW_FAILURES:
+        fixed: list[Any]
+        if pa.types.is_integer(typ):
+            fixed = [v if isinstance(v, int) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX
+                     else None for v in values]
+        elif pa.types.is_string(typ):
+            fixed = [None if v is None else clean_text(str(v)) for v in values]
+        else:
+            raise
+        return pa.array(fixed, type=typ)
+
+
+def build_table(table: pa.Table, *, on_error: str, source: str, format: str, problems: list[Problem],
+                locations: Any, location_kind: str) -> TraceTable:
+    """Validate a reader's Arrow table into a :class:`TraceTable` (:meth:`TraceTable.from_arrow`).
+
+    Two kinds of rows are settled here first, because the shared validation does not handle them yet (see
+    :func:`_settle_rows`): with ``on_error="skip"`` rows without a trace id, and text or 0/1 values with gaps in a
+    true/false column such as ``error``.
+    """
+    names = table.column_names
+    if len(set(names)) < len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise TraceValidationError(f"column {twice!r} appears twice", source=source, field=twice,
+                                   hint="give every column its own name")
+    locs = np.asarray(locations, dtype=np.int64) if locations is not None else np.arange(table.num_rows)
+    table, locs, settled = _settle_rows(table, locs, on_error, source, location_kind)
+    return TraceTable.from_arrow(table, on_error=on_error,  # type: ignore[arg-type]
+                                 source=source, format=format, problems=[*problems, *settled], locations=locs,
+                                 location_kind=location_kind)
+
+
+def _column(table: pa.Table, name: str) -> pa.Array:
+    col = table.column(name)
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
+def _settle_rows(table: pa.Table, locs: NDArray[np.int64], on_error: str, source: str,
+                 location_kind: str) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
+    """Settle rows that ``TraceTable`` validation mishandles, exactly as it means to treat them.
+
+    * A true/false column (``error``) held as text or integers with empty cells: valid values (true/false/1/0, any
+      case) become booleans here; any other value raises ``expected true/false`` naming its record, or with
+      ``on_error="skip"`` drops its whole trace (counted). Left alone, an empty cell beside a valid one stopped
+      the read with an untyped ``ValueError``.
+    * With ``on_error="skip"``, rows with an empty or missing ``trace_id`` are dropped and counted ("trace_id is
+      empty"); left in, they broke the step ordering of the rows that remained.
+    """
+    problems: list[Problem] = []
+    if table.num_rows == 0 or "trace_id" not in table.column_names:
+        return table, locs, problems
+    for name in _BOOL_COLUMNS:
+        if name not in table.column_names:
+            continue
+        col = _column(table, name)
+        values: list[Any]
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            values = [None if v is None else _BOOL_TEXT.get(v.strip().lower(), v) for v in col.to_pylist()]
+        elif pa.types.is_integer(col.type):
+            values = [None if v is None else {1: True, 0: False}.get(v, v) for v in col.to_pylist()]
+        else:
+            continue  # booleans already, or a type the validation rejects as a whole (which it handles)
+        bad = np.fromiter((v is not None and not isinstance(v, bool) for v in values), bool, len(values))
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            message = f"expected true/false, got {values[first]!r}"
+            if on_error == "raise":
+                loc = int(locs[first])
+                raise TraceValidationError(message, source=source, line=loc if location_kind == "line" else None,
+                                           row=None if location_kind == "line" else loc, field=name,
+                                           hint=f"write {name} as true/false")
+            keep, dropped = _drop_traces(table, locs, bad, name, message)
+            problems += dropped
+            table, locs = table.filter(pa.array(keep)), locs[keep]
+            values = [v for v, k in zip(values, keep, strict=True) if k]
+        table = table.set_column(table.column_names.index(name), name, pa.array(values, pa.bool_()))
+    if on_error == "skip" and table.num_rows:
+        tid = _column(table, "trace_id")
+        if pa.types.is_string(tid.type) or pa.types.is_large_string(tid.type):
+            lost = np.asarray(pc.or_kleene(pc.is_null(tid), pc.equal(tid, "")).fill_null(True), dtype=bool)
+        elif pa.types.is_integer(tid.type):
+            lost = np.asarray(pc.is_null(tid), dtype=bool)
+        else:
+            lost = np.zeros(table.num_rows, bool)
+        if lost.any():
+            problems += [Problem(int(locs[i]), "trace_id", "trace_id is empty") for i in np.flatnonzero(lost)]
+            table, locs = table.filter(pa.array(~lost)), locs[~lost]
+    return table, locs, problems
+
+
+def _drop_traces(table: pa.Table, locs: NDArray[np.int64], bad: NDArray[np.bool_], fieldname: str,
+                 message: str) -> tuple[NDArray[np.bool_], list[Problem]]:
+    """Rows to keep once every trace holding a ``bad`` row is dropped, and one counted problem per dropped row
+    (the trace's first bad row carries the whole-trace count; the others say they went with it)."""
+    tid = _column(table, "trace_id")
+    keys: list[Any] = tid.to_pylist() if (pa.types.is_string(tid.type) or pa.types.is_large_string(tid.type)
+                                          or pa.types.is_integer(tid.type)) else [None] * len(tid)
+    bad_ids = {keys[i] for i in np.flatnonzero(bad) if keys[i] not in (None, "")}
+    drop = bad | np.fromiter((k in bad_ids for k in keys), bool, len(keys))
+    problems: list[Problem] = []
+    counted: set[Any] = set()
+    for i in np.flatnonzero(drop):
+        key = keys[i]
+        if bad[i] and key not in counted:
+            if key not in (None, ""):
+                counted.add(key)
+            problems.append(Problem(int(locs[i]), fieldname, message, whole_trace=key not in (None, "")))
+        else:
+            problems.append(Problem(int(locs[i]), fieldname, f"{message} (another step of its trace)"))
+    return ~drop, problems

@@ -1,4 +1,12 @@
-"""The canonical long table (``formats.md`` §1) in JSONL, CSV, Parquet or a JSON array: one row per step."""
+"""The canonical long table (``formats.md`` §1) in JSONL, CSV, Parquet or a JSON array: one row per step.
+
+The extension picks the parser: ``.jsonl``/``.ndjson`` (one JSON object per line; problems are named by file line),
+``.json`` (a JSON array of objects; by 0-based element index), ``.csv`` (a header line, then one step per line; by
+file line) and ``.parquet``/``.pq`` (by 0-based row). Parsing is done here, record by record, so that with
+``on_error="skip"`` a line that is not UTF-8, not JSON, not an object, nested too deeply or holding a number Python
+cannot read is skipped and counted like any other bad record; validation is :func:`~._common.build_table` (the
+same as every other reader). ``table.report.format`` is ``"canonical"``.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +14,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tracetochain.traces._table import TraceTable
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from tracetochain.exceptions import TraceValidationError
+from tracetochain.readers._common import build_table, json_loads, load_json, records_to_arrow
+from tracetochain.traces._table import Problem, TraceTable
 
 _EXTENSIONS = (".jsonl", ".ndjson", ".csv", ".parquet", ".pq", ".json")
+_LINE_HINT = "each line must be one JSON object; fix or remove the line, or pass on_error='skip'"
 
 
 class CanonicalReader:
@@ -28,14 +43,14 @@ class CanonicalReader:
         with path.open("r", encoding="utf-8", errors="replace") as fh:
             head = fh.read(65_536)
         if suffix == ".csv":
-            header = {h.strip().strip('"') for h in head.splitlines()[0].split(",")} if head else set()
+            header = {h.strip().strip('"') for h in head.splitlines()[0].split(",")} if head.strip() else set()
             return {"trace_id", "step_idx", "outcome"} <= header
         first = head.lstrip()
         if suffix == ".json":
             first = first.lstrip("[").lstrip()
         line = first.splitlines()[0] if first else ""
         try:
-            rec = json.loads(line.rstrip(","))
+            rec = json_loads(line.rstrip(","))
         except json.JSONDecodeError:
             return False
         return isinstance(rec, dict) and {"trace_id", "step_idx", "outcome"} <= set(rec)
@@ -43,7 +58,113 @@ class CanonicalReader:
     def read(self, path: Path, *, on_error: str = "raise", **options: Any) -> TraceTable:
         if options:
             raise TypeError(f"the canonical reader takes no options, got {sorted(options)}")
-        return TraceTable.read(path, on_error=on_error)  # type: ignore[arg-type]
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        p = Path(path)
+        suffix = p.suffix.lower()
+        if suffix not in _EXTENSIONS:
+            raise TraceValidationError(f"unknown file extension {p.suffix!r}", source=str(p),
+                                       hint=f"use one of {', '.join(sorted(_EXTENSIONS))}")
+        if not p.is_file():
+            raise TraceValidationError("no such file", source=str(p))
+        problems: list[Problem] = []
+        if suffix in (".jsonl", ".ndjson"):
+            table, locs, problems = _read_jsonl(p, on_error)
+            kind = "line"
+        elif suffix == ".json":
+            table, locs = _read_json_array(p)
+            kind = "row"
+        elif suffix == ".csv":
+            table, locs = _read_csv(p)
+            kind = "line"
+        else:
+            table, locs = _read_parquet(p)
+            kind = "row"
+        return build_table(table, on_error=on_error, source=str(p), format=self.name, problems=problems,
+                           locations=locs, location_kind=kind)
+
+
+def _read_jsonl(path: Path, on_error: str) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
+    records: list[dict[str, Any]] = []
+    lines: list[int] = []
+    problems: list[Problem] = []
+
+    def bad(lineno: int, message: str, hint: str) -> None:
+        if on_error == "raise":
+            raise TraceValidationError(message, source=str(path), line=lineno, hint=hint)
+        problems.append(Problem(lineno, None, message))
+
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a byte-order mark is not part of the first record
+            if not raw.strip():
+                continue
+            try:
+                rec = json_loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                bad(lineno, f"not UTF-8 text ({exc.reason})", "save the file as UTF-8")
+                continue
+            except json.JSONDecodeError as exc:
+                bad(lineno, f"not valid JSON ({exc.msg} at column {exc.colno})", _LINE_HINT)
+                continue
+            if not isinstance(rec, dict):
+                bad(lineno, f"expected a JSON object, got {type(rec).__name__}",
+                    'each line must be one step record such as {"trace_id": "t1", "step_idx": 0, "state": "plan", '
+                    '"outcome": "success"}')
+                continue
+            records.append(rec)
+            lines.append(lineno)
+    return records_to_arrow(records), np.asarray(lines, dtype=np.int64), problems
+
+
+def _read_json_array(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
+    data = load_json(path)
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise TraceValidationError(
+            "a .json trace file must hold a list of step records", source=str(path),
+            hint="use JSONL (one record per line) or a JSON array of objects",
+        )
+    # Records of a JSON array have no line numbers of their own: report the 0-based element index.
+    return records_to_arrow(data), np.arange(len(data), dtype=np.int64)
+
+
+def _read_csv(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
+    import pyarrow.csv as pacsv
+
+    try:
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
+        table.column_names  # noqa: B018 — Arrow decodes the header names only when asked
+    except (pa.ArrowException, OSError) as exc:
+        raise TraceValidationError(f"cannot parse CSV ({exc})", source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise TraceValidationError(f"cannot parse CSV (the header is not UTF-8 text: {exc.reason})",
+                                   source=str(path), line=1) from None
+    names = table.column_names
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        raise TraceValidationError(f"column {twice!r} appears twice", source=str(path), line=1, field=twice,
+                                   hint="give every column its own name")
+    # Header is line 1; assumes no quoted field spans several lines (true of canonical files we write).
+    return table, np.arange(2, table.num_rows + 2, dtype=np.int64)
+
+
+def _read_parquet(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+        if len(set(table.column_names)) < table.num_columns:
+            return table, np.arange(table.num_rows, dtype=np.int64)  # build_table names the repeated column
+        cols = {}
+        for name in table.column_names:  # one column at a time, so the peak stays near one copy of the data
+            cols[name] = table.column(name).combine_chunks()
+            table = table.drop_columns([name])
+        table = pa.table(cols)
+    except (pa.ArrowException, OSError, EOFError) as exc:
+        raise TraceValidationError(f"cannot read Parquet ({exc})", source=str(path)) from None
+    del cols
+    return table, np.arange(table.num_rows, dtype=np.int64)
 
 
 CANONICAL = CanonicalReader()

@@ -94,7 +94,15 @@ from pathlib import Path
 from typing import Any
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import DEFAULT_SUCCESS_THRESHOLD, TraceBuilder, head_text, load_json
+from tracetochain.readers._common import (
+    DEFAULT_SUCCESS_THRESHOLD,
+    JSONLimitError,
+    TraceBuilder,
+    finite_float,
+    head_text,
+    json_loads,
+    load_json,
+)
 from tracetochain.traces._table import Problem, TraceTable
 
 __all__ = ["DEFAULT_MAX_DECOMPRESSED_BYTES", "DEFAULT_MAX_MEMBER_BYTES", "INSPECT_AI", "InspectAIReader"]
@@ -136,6 +144,11 @@ class _Bad(Exception):
 
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ================================================================================================ zip access
@@ -226,14 +239,14 @@ class _Archive:
 
 def _parse_json(data: bytes, where: str) -> Any:
     try:
-        return json.loads(data)
+        return json_loads(data)
+    except JSONLimitError as exc:
+        raise TraceValidationError(f"not valid JSON ({exc.msg})", source=where) from None
     except json.JSONDecodeError as exc:
         raise TraceValidationError(f"not valid JSON ({exc.msg} at column {exc.colno})", source=where,
                                    line=exc.lineno) from None
     except UnicodeDecodeError as exc:
         raise TraceValidationError(f"not UTF-8 text ({exc.reason})", source=where) from None
-    except RecursionError:
-        raise TraceValidationError("JSON nested too deeply to read", source=where) from None
 
 
 # ================================================================================================ small parsers
@@ -244,9 +257,10 @@ def _timestamp(value: Any, fieldname: str) -> float | None:
     if isinstance(value, bool):
         raise _Bad(f"expected a timestamp, got {value!r}", fieldname)
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise _Bad(f"expected a timestamp, got {value!r}", fieldname)
-        return float(value)
+        seconds = finite_float(value)
+        if seconds is None:
+            raise _Bad(f"expected a timestamp, got {_short(value)}", fieldname)
+        return seconds
     if isinstance(value, str):
         try:
             stamp = datetime.fromisoformat(value.strip())
@@ -260,17 +274,18 @@ def _timestamp(value: Any, fieldname: str) -> float | None:
 def _number(value: Any, fieldname: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise _Bad(f"expected a number, got {value!r}", fieldname)
-    return float(value)
+    num = finite_float(value) if isinstance(value, (int, float)) else None
+    if num is None:
+        raise _Bad(f"expected a number, got {_short(value)}", fieldname)
+    return num
 
 
 def _count(value: Any, fieldname: str) -> int | None:
     num = _number(value, fieldname)
     if num is None:
         return None
-    if num < 0 or num != int(num):
-        raise _Bad(f"expected a token count, got {value!r}", fieldname)
+    if num < 0 or num != int(num) or num >= 2**63:
+        raise _Bad(f"expected a token count, got {_short(value)}", fieldname)
     return int(num)
 
 
@@ -321,9 +336,10 @@ def score_to_reward(value: Any) -> float:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise _Bad(f"score value {value!r} is not a finite number", "value")
-        return float(value)
+        num = finite_float(value)
+        if num is None:
+            raise _Bad(f"score value {_short(value)} is not a finite number", "value")
+        return num
     if isinstance(value, str):
         text = value.strip()
         if text in _VALUE_WORDS:
@@ -332,7 +348,7 @@ def score_to_reward(value: Any) -> float:
             return 1.0
         if text.lower() in _FALSE_WORDS:
             return 0.0
-        if _NUMERIC.match(text):
+        if _NUMERIC.match(text) and finite_float(text) is not None:
             return float(text)
         raise _Bad(f"unrecognised score value {value[:40]!r}", "value",
                    'expected "C", "I", "P", "N", yes/no, true/false or a number')

@@ -68,15 +68,22 @@ from pathlib import Path
 from typing import Any
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import DEFAULT_SUCCESS_THRESHOLD, TraceBuilder, head_text, load_json
-from tracetochain.readers.otlp import (
+from tracetochain.readers._common import (
+    DEFAULT_SUCCESS_THRESHOLD,
+    TraceBuilder,
     add_float,
     add_int,
+    finite_float,
+    head_text,
     iso_seconds,
+    json_loads,
+    load_json,
     lookup,
     parse_success_values,
     verdict_to_outcome,
 )
+from tracetochain.readers._common import MISSING as _MISSING
+from tracetochain.readers._common import finite_float as _float_or_none
 from tracetochain.traces._table import Problem, TraceTable
 
 __all__ = ["LANGFUSE", "LangfuseReader"]
@@ -88,7 +95,6 @@ _KINDS = ("observations", "scores", "traces")
 _JSON_EXT = (".json", ".jsonl", ".ndjson")
 _SNIFF_MARKERS = ('"parentObservationId"', '"parent_observation_id"', '"completionStartTime"', '"usageDetails"',
                   '"htmlPath"', '"calculatedTotalCost"')
-_MISSING = object()
 
 
 def _g(d: dict[str, Any], camel: str, snake: str | None = None) -> Any:
@@ -183,7 +189,7 @@ class _Collector:
                         continue
                     loc = _Loc(src, lineno, True)
                     try:
-                        rec = json.loads(raw)
+                        rec = json_loads(raw)
                     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else exc.reason
                         self.bad(f"not valid JSON ({msg})", loc, None,
@@ -380,7 +386,7 @@ def _score_outcome(s: dict[str, Any], success_values: frozenset[str] | None,
         r = verdict_to_outcome(label, success_values, threshold)
         return r if isinstance(r, str) else (r[0], None)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return verdict_to_outcome(float(value), None, threshold)
+        return verdict_to_outcome(value, None, threshold)
     if isinstance(value, str):
         return verdict_to_outcome(value, success_values, threshold)
     return f"score value {value!r} is not a number"
@@ -637,21 +643,8 @@ def _pick(d: dict[str, Any] | None, keys: tuple[str, ...]) -> Any:
 def _int_or_none(v: Any) -> int | None:
     if v is None or isinstance(v, bool):
         return None
-    try:
-        f = float(v.strip() if isinstance(v, str) else v)
-    except (TypeError, ValueError):
-        return None
-    return int(f) if math.isfinite(f) and f == int(f) else None
-
-
-def _float_or_none(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+    f = finite_float(v.strip() if isinstance(v, str) else v)
+    return int(f) if f is not None and f == int(f) and abs(f) < 2**63 else None
 
 
 LANGFUSE = LangfuseReader()

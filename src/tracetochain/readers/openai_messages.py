@@ -41,10 +41,8 @@ they are dropped and counted in the ingest report without raising, even with ``o
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,10 +50,14 @@ from typing import Any
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
     DEFAULT_SUCCESS_THRESHOLD,
+    RecordHead,
     TraceBuilder,
+    finite_float,
     head_text,
+    json_loads,
     load_json,
     outcome_from_reward,
+    read_record_head,
 )
 from tracetochain.traces._schema import OUTCOME_VALUES
 from tracetochain.traces._table import Problem, TraceTable
@@ -92,72 +94,15 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_TRIAL_TEXT = re.compile(r"\s*-?[0-9]{1,18}\s*")
+
+
 # ================================================================================================ sniffing
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*(?:"|$)|[{}\[\]:,]', re.DOTALL)
-
-
-@dataclass
-class RecordHead:
-    """What the first bytes of a JSON/JSONL file say about its first record, for cheap sniffing.
-
-    ``container`` is ``"list"`` when the file is a JSON array (the record is its first element) and ``"object"``
-    when it starts with an object (a JSON document or the first JSONL line). ``keys`` maps each top-level key of
-    the record seen so far to the first character of its value (``[``, ``{``, ``"`` or ``""`` for scalars);
-    ``nested`` maps a top-level key whose value is an object to the keys seen inside it.
-    """
-
-    container: str
-    keys: dict[str, str] = field(default_factory=dict)
-    nested: dict[str, set[str]] = field(default_factory=dict)
-
-
-def read_record_head(text: str) -> RecordHead | None:
-    """Scan the start of a JSON text (possibly cut off) for the keys of its first record; None if not JSON-like."""
-    body = text.lstrip("\ufeff \t\r\n")
-    if body.startswith("["):
-        container = "list"
-        body = body[1:].lstrip()
-    elif body.startswith("{"):
-        container = "object"
-    else:
-        return None
-    if not body.startswith("{"):
-        return None
-    head = RecordHead(container)
-    depth = 0  # nesting depth before the current token; the record's own keys sit at depth 1
-    top: str | None = None  # the top-level key whose value is being scanned
-    last_string: str | None = None
-    awaiting: tuple[str, int] | None = None  # a key and its depth, just before its value
-    for m in _TOKEN.finditer(body):
-        tok = m.group()
-        if awaiting is not None:
-            key, level = awaiting
-            awaiting = None
-            first = tok[0] if tok[0] in '[{"' else ""
-            if level == 1:
-                head.keys[key] = first
-                top = key
-                if first == "{":
-                    head.nested[key] = set()
-            elif top is not None and top in head.nested:
-                head.nested[top].add(key)
-        if tok == ":":
-            if last_string is not None and depth in (1, 2):
-                awaiting = (last_string, depth)
-            last_string = None
-            continue
-        last_string = None
-        if tok in ("{", "["):
-            depth += 1
-        elif tok in ("}", "]"):
-            depth -= 1
-            if depth <= 0:
-                break
-        elif tok.startswith('"') and len(tok) > 1 and tok.endswith('"'):
-            last_string = tok[1:-1]
-    return head
-
-
 def _is_json_file(path: Path) -> bool:
     return path.is_file() and path.suffix.lower() in _JSON_SUFFIXES
 
@@ -270,7 +215,7 @@ def _seconds(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
-        return float(value) if math.isfinite(value) else None
+        return finite_float(value)
     if isinstance(value, str):
         try:
             stamp = datetime.fromisoformat(value.strip())
@@ -281,7 +226,7 @@ def _seconds(value: Any) -> float | None:
 
 
 def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else None
 
 
 def _usage(msg: Mapping[str, Any]) -> dict[str, Any]:
@@ -296,8 +241,9 @@ def _usage(msg: Mapping[str, Any]) -> dict[str, Any]:
         if tout is not None:
             out["tokens_out"] = tout
     cost = msg.get("cost")
-    if isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost):
-        out["cost_usd"] = float(cost)
+    cost_usd = finite_float(cost) if isinstance(cost, (int, float)) else None
+    if cost_usd is not None:
+        out["cost_usd"] = cost_usd
     return out
 
 
@@ -412,11 +358,11 @@ def parse_task_id(value: Any, field: str) -> str | None:
 def parse_trial(value: Any, field: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and _TRIAL_TEXT.fullmatch(value):
         return int(value)
-    raise EpisodeFormatError(f"expected an integer trial, got {value!r}", field,
+    raise EpisodeFormatError(f"expected an integer trial, got {_short(value)}", field,
                              "the trial is the repetition index of the task: 0, 1, 2, …")
 
 
@@ -424,10 +370,12 @@ def parse_reward(value: Any, field: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise EpisodeFormatError(f"expected a number, got {value!r}", field, "write the reward as a number")
-    if not math.isfinite(value):
-        raise EpisodeFormatError(f"expected a finite number, got {value!r}", field, "write the reward as a number")
-    return float(value)
+        raise EpisodeFormatError(f"expected a number, got {_short(value)}", field, "write the reward as a number")
+    reward = finite_float(value)
+    if reward is None:
+        raise EpisodeFormatError(f"expected a finite number, got {_short(value)}", field,
+                                 "write the reward as a number")
+    return reward
 
 
 def parse_outcome(value: Any, field: str) -> str | None:
@@ -442,9 +390,10 @@ def parse_outcome(value: Any, field: str) -> str | None:
 
 
 def check_threshold(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TypeError(f"success_threshold must be a number, got {value!r}")
-    return float(value)
+    threshold = finite_float(value) if isinstance(value, (int, float)) else None
+    if threshold is None:
+        raise TypeError(f"success_threshold must be a finite number, got {value!r}")
+    return threshold
 
 
 def add_trace(builder: TraceBuilder, steps: list[dict[str, Any]], trace: dict[str, Any], location: int,
@@ -565,24 +514,27 @@ class OpenAIMessagesReader:
 def _episodes(path: Path, builder: TraceBuilder, line_based: bool) -> Iterator[tuple[int, Mapping[str, Any]]]:
     """(location, episode object) pairs; unreadable lines/elements are skipped (or raised) via ``builder``."""
     if line_based:
-        try:
-            with path.open("r", encoding="utf-8") as fh:
-                for lineno, raw in enumerate(fh, start=1):
-                    if not raw.strip():
-                        continue
-                    try:
-                        rec = json.loads(raw)
-                    except json.JSONDecodeError as exc:
-                        builder.skip_trace(f"not valid JSON ({exc.msg} at column {exc.colno})", location=lineno,
-                                           hint="each line must be one episode object")
-                        continue
-                    if not isinstance(rec, dict):
-                        builder.skip_trace(f"expected an episode object, got {_type_name(rec)}", location=lineno,
-                                           hint="each line must be one episode object")
-                        continue
-                    yield lineno, rec
-        except UnicodeDecodeError as exc:
-            raise TraceValidationError(f"not UTF-8 text ({exc.reason})", source=str(path)) from None
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]  # a byte-order mark is not part of the first episode
+                if not raw.strip():
+                    continue
+                try:
+                    rec = json_loads(raw.decode("utf-8"))
+                except UnicodeDecodeError as exc:
+                    builder.skip_trace(f"not UTF-8 text ({exc.reason})", location=lineno,
+                                       hint="save the file as UTF-8")
+                    continue
+                except json.JSONDecodeError as exc:
+                    builder.skip_trace(f"not valid JSON ({exc.msg} at column {exc.colno})", location=lineno,
+                                       hint="each line must be one episode object")
+                    continue
+                if not isinstance(rec, dict):
+                    builder.skip_trace(f"expected an episode object, got {_type_name(rec)}", location=lineno,
+                                       hint="each line must be one episode object")
+                    continue
+                yield lineno, rec
         return
     data = load_json(path)
     if not isinstance(data, list):

@@ -108,7 +108,6 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -116,9 +115,26 @@ import numpy as np
 import pyarrow as pa
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import DEFAULT_SUCCESS_THRESHOLD, TraceBuilder, head_text, load_json
+from tracetochain.readers._common import (
+    DEFAULT_SUCCESS_THRESHOLD,
+    TraceBuilder,
+    add_float,
+    add_int,
+    arrow_column,
+    build_table,
+    head_text,
+    iso_seconds,
+    json_loads,
+    json_raw_decode,
+    load_json,
+    lookup,
+    parse_success_values,
+    verdict_to_outcome,
+)
+from tracetochain.readers._common import MISSING as _MISSING
+from tracetochain.readers._common import finite_float as _as_float
 from tracetochain.traces._schema import COLUMNS
-from tracetochain.traces._table import IngestReport, Problem, TraceTable
+from tracetochain.traces._table import Problem, TraceTable
 
 __all__ = ["NO_OUTCOME_MESSAGE", "OTLP", "ColumnarTraceBuilder", "OtlpReader"]
 
@@ -143,10 +159,6 @@ _OI_KIND = {
 _TRACELOOP_KIND = {"tool": "tool", "agent": "agent", "workflow": "other", "task": "other"}
 _LLM_REQUEST_KIND = {"chat": "llm", "completion": "llm", "embedding": "retrieval", "rerank": "retrieval"}
 _CENSOR_REASONS = frozenset({"max_iterations", "max_turns", "max_steps", "max_tokens", "time_budget", "timeout"})
-_SUCCESS_WORDS = frozenset({"success", "succeeded", "successful", "pass", "passed", "correct", "true", "yes",
-                            "resolved", "solved", "1"})
-_FAILURE_WORDS = frozenset({"failure", "fail", "failed", "incorrect", "false", "no", "unresolved", "unsolved",
-                            "wrong", "0"})
 _ERROR_CODES = frozenset({2, "2", "STATUS_CODE_ERROR", "ERROR", "StatusCode.ERROR", "error"})
 _EVAL_EVENT = "gen_ai.evaluation.result"
 _EVAL_PREFIXES = ("trace.evaluations.", "trace.annotations.")
@@ -173,9 +185,8 @@ _VERDICT_REWARD_KEYS = ("reward", "score", "value")
 # Pass 1: trace ids in raw bytes (OTLP "traceId", snake_case and console "trace_id").
 _TRACE_ID_RE = re.compile(rb'"(?:traceId|trace_id)"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _HEX_RE = re.compile(r"[0-9a-fA-F]+\Z")
-_FRACTION_RE = re.compile(r"(\.\d{6})\d+")
-_EVAL_INDEXED_RE = re.compile(r"trace\.(evaluations|annotations)\.(\d+)\.(?:[A-Za-z_]+\.)*(name|label|score|value)\Z")
-_MISSING = object()
+_EVAL_INDEXED_RE = re.compile(
+    r"trace\.(evaluations|annotations)\.([0-9]{1,9})\.(?:[A-Za-z_]+\.)*(name|label|score|value)\Z")
 
 
 # ============================================================================================ columnar builder
@@ -188,7 +199,7 @@ class ColumnarTraceBuilder(TraceBuilder):
 
     Streaming readers use it so that memory grows with the compact Arrow table, not with Python dicts: every
     ``chunk_rows`` steps the pending Python lists are converted to typed Arrow arrays. ``build`` validates the result
-    exactly like :meth:`TraceTable.from_records` (same checks, report and skip-and-count).
+    exactly like :meth:`TraceBuilder.build` (same checks, report and skip-and-count).
     """
 
     chunk_rows: int = 16_384
@@ -210,7 +221,7 @@ class ColumnarTraceBuilder(TraceBuilder):
             return
         for name, typ in _COLS:
             values = self._pending[name]
-            self._chunks[name].append(pa.array(values, type=typ))
+            self._chunks[name].append(arrow_column(values, typ))
             values.clear()
         self._loc_chunks.append(np.asarray(self.locations, dtype=np.int64))
         self.locations.clear()
@@ -218,11 +229,8 @@ class ColumnarTraceBuilder(TraceBuilder):
     def build(self) -> TraceTable:
         self._flush()
         if self.n_steps == 0:
-            return TraceTable.from_records(
-                [], on_error=self.on_error,  # type: ignore[arg-type]
-                source=self.source, format=self.format, problems=self.problems, locations=[],
-                location_kind=self.location_kind,
-            )
+            return TraceBuilder(self.source, self.format, self.on_error, self.location_kind,
+                                problems=self.problems).build()
         cols: dict[str, pa.ChunkedArray] = {}
         for name, typ in _COLS:
             arr = pa.chunked_array(self._chunks[name], type=typ)
@@ -231,9 +239,8 @@ class ColumnarTraceBuilder(TraceBuilder):
         self._chunks = {name: [] for name, _ in _COLS}
         locs = np.concatenate(self._loc_chunks)
         self._loc_chunks = []
-        report = IngestReport(self.source, self.format, self.location_kind)
-        return TraceTable._build(pa.table(cols), locs, report, self.on_error,  # type: ignore[arg-type]
-                                 list(self.problems))
+        return build_table(pa.table(cols), on_error=self.on_error, source=self.source, format=self.format,
+                           problems=list(self.problems), locations=locs, location_kind=self.location_kind)
 
 
 # ============================================================================================ small parsers
@@ -291,23 +298,6 @@ def _ns_seconds(value: Any) -> float | None:
     return ns / 1e9 if ns else None
 
 
-def iso_seconds(value: Any) -> float | None:
-    """ISO-8601 text (naive = UTC; nanosecond fractions allowed) or epoch s/ms/µs/ns number as epoch seconds."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        x = float(value)
-        for scale in (1e18, 1e15, 1e12):  # ns, µs, ms
-            if abs(x) >= scale / 1e2:
-                return x / (scale / 1e9)
-        return x
-    if not isinstance(value, str):
-        raise ValueError(f"expected an ISO-8601 time, got {type(value).__name__}")
-    text = _FRACTION_RE.sub(r"\1", value.strip())
-    stamp = datetime.fromisoformat(text)
-    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
-
-
 def _any_value(v: Any) -> Any:
     """Decode an OTLP ``AnyValue`` (``{"stringValue": …}`` etc.); plain JSON values pass through."""
     if not isinstance(v, dict):
@@ -323,7 +313,7 @@ def _any_value(v: Any) -> Any:
         if k in ("doubleValue", "double_value"):
             try:
                 return float(x)  # "NaN", "Infinity" are legal here
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 return x
         if k in ("boolValue", "bool_value"):
             return x
@@ -343,23 +333,14 @@ def _any_value(v: Any) -> Any:
 
 
 def _as_int(v: Any) -> int | None:
+    """An integral number (or numeric text) that fits in 64 bits; None for anything else."""
     if v is None or isinstance(v, bool):
         return None
     try:
         f = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return int(f) if math.isfinite(f) and f == int(f) else None
-
-
-def _as_float(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+    return int(f) if math.isfinite(f) and f == int(f) and abs(f) < 2**63 else None
 
 
 def _as_text(v: Any) -> str | None:
@@ -373,97 +354,12 @@ def _as_text(v: Any) -> str | None:
         return str(v)
 
 
-def lookup(attrs: dict[str, Any] | None, key: str) -> Any:
-    """``attrs[key]``, or a dotted key looked up inside a JSON-string / mapping attribute; ``_MISSING`` if absent."""
-    if not attrs:
-        return _MISSING
-    if key in attrs:
-        return attrs[key]
-    parts = key.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        head = ".".join(parts[:cut])
-        if head in attrs:
-            found = descend(attrs[head], parts[cut:])
-            if found is not _MISSING:
-                return found
-    return _MISSING
-
-
-def descend(obj: Any, parts: list[str]) -> Any:
-    """Walk ``parts`` into nested mappings (JSON strings are parsed); dotted keys may also be stored whole."""
-    if isinstance(obj, str):
-        s = obj.strip()
-        if not s.startswith("{"):
-            return _MISSING
-        try:
-            obj = json.loads(s)
-        except json.JSONDecodeError:
-            return _MISSING
-    if not isinstance(obj, dict):
-        return _MISSING
-    whole = ".".join(parts)
-    if whole in obj:
-        return obj[whole]
-    for cut in range(len(parts) - 1, 0, -1):
-        head = ".".join(parts[:cut])
-        if head in obj:
-            found = descend(obj[head], parts[cut:])
-            if found is not _MISSING:
-                return found
-    return _MISSING
-
-
 def _key_prefixes(key: str) -> set[str]:
     parts = key.split(".")
     return {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
 
 
 # ============================================================================================ verdict values
-def parse_success_values(values: Any) -> frozenset[str] | None:
-    """``success_values=`` as a set of lower-case strings (a comma-separated string or an iterable)."""
-    if values is None:
-        return None
-    if isinstance(values, str):
-        items: Iterable[Any] = values.split(",")
-    elif isinstance(values, Iterable):
-        items = values
-    else:
-        raise TypeError(f"success_values must be a string or a list of strings, got {type(values).__name__}")
-    out = frozenset(str(v).strip().lower() for v in items if str(v).strip())
-    if not out:
-        raise ValueError("success_values is empty")
-    return out
-
-
-def verdict_to_outcome(value: Any, success_values: frozenset[str] | None,
-                       threshold: float) -> tuple[str, float | None] | str:
-    """Map a verdict value to ``(outcome, reward)``; a string return is the reason it could not be mapped."""
-    if isinstance(value, bool):
-        return ("success" if value else "failure"), (1.0 if value else 0.0)
-    if isinstance(value, (int, float)):
-        f = float(value)
-        if not math.isfinite(f):
-            return f"verdict {value!r} is not a finite number"
-        return ("success" if f >= threshold else "failure"), f
-    if isinstance(value, str):
-        s = value.strip().lower()
-        if not s:
-            return "verdict is an empty string"
-        if s in ("censored", "invalid"):
-            return s, None
-        if success_values is not None:
-            return ("success" if s in success_values else "failure"), None
-        if s in _SUCCESS_WORDS:
-            return "success", None
-        if s in _FAILURE_WORDS:
-            return "failure", None
-        num = _as_float(s)
-        if num is not None:
-            return ("success" if num >= threshold else "failure"), num
-        return f"cannot tell whether verdict {value!r} means success (pass success_values=)"
-    return f"verdict {value!r} is not a label, a number or true/false"
-
-
 def _norm_key(raw: Any) -> str:
     s = str(raw).strip()
     if ":" in s:
@@ -491,11 +387,13 @@ def load_verdicts(path: Path) -> dict[str, Any]:
         except (csv.Error, UnicodeDecodeError) as exc:
             raise TraceValidationError(f"cannot parse CSV ({exc})", source=src) from None
     elif suffix in (".jsonl", ".ndjson"):
-        with path.open("r", encoding="utf-8") as fh:
+        with path.open("rb") as fh:
             for i, line in enumerate(fh, start=1):
                 if line.strip():
                     try:
-                        rows.append((i, json.loads(line)))
+                        rows.append((i, json_loads(line.decode("utf-8"))))
+                    except UnicodeDecodeError as exc:
+                        raise TraceValidationError(f"not UTF-8 text ({exc.reason})", source=src, line=i) from None
                     except json.JSONDecodeError as exc:
                         raise TraceValidationError(f"not valid JSON ({exc.msg})", source=src, line=i) from None
     else:
@@ -862,7 +760,7 @@ def _iter_values(path: Path) -> Iterator[tuple[int, int, Any]]:
             line_at += text.count("\n", pos_at, idx)
             pos_at = idx
             try:
-                value, end = decoder.raw_decode(text, idx)
+                value, end = json_raw_decode(decoder, text, idx)
             except json.JSONDecodeError as exc:
                 if exc.pos >= len(text.rstrip()) and not final:
                     pending, start = [text[idx:].encode("utf-8")], line_at  # incomplete: wait for more lines
@@ -886,7 +784,7 @@ def _iter_values(path: Path) -> Iterator[tuple[int, int, Any]]:
                 if line[:1] == b"{" and line.rstrip()[-1:] == b"}":
                     # A complete JSON Lines record after an unfinished value: the unfinished one was cut off.
                     try:
-                        value = json.loads(line)
+                        value = json_loads(line)
                     except (json.JSONDecodeError, UnicodeDecodeError):
                         value = _MISSING
                     if value is not _MISSING:
@@ -902,7 +800,7 @@ def _iter_values(path: Path) -> Iterator[tuple[int, int, Any]]:
             if line.isspace():
                 continue
             try:
-                value = json.loads(line)
+                value = json_loads(line)
             except UnicodeDecodeError as exc:
                 yield lineno, lineno, _Bad(lineno, f"not UTF-8 text ({exc.reason})", line)
                 continue
@@ -1389,14 +1287,6 @@ def _wrapper_usage(ep: _Episode, steps: list[_Span], children: dict[str, list[_S
             acc[0], acc[1], acc[2] = add_int(acc[0], s.tokens_in), add_int(acc[1], s.tokens_out), \
                 add_float(acc[2], s.cost)
     return extra
-
-
-def add_int(a: int | None, b: int | None) -> int | None:
-    return None if a is None and b is None else (a or 0) + (b or 0)
-
-
-def add_float(a: float | None, b: float | None) -> float | None:
-    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
 
 
 # ============================================================================================ the reader

@@ -64,11 +64,11 @@ from tracetochain.traces._table import Problem, TraceTable
 
 __all__ = ["REFLEXION", "ReflexionReader", "question_key"]
 
-_TRIAL = re.compile(r"^BEGIN TRIAL (\d+)\s*$")
+_TRIAL = re.compile(r"^BEGIN TRIAL ([0-9]{1,18})\s*$")
 _SUMMARY = re.compile(r"^Trial summary:")
 _SECTION = re.compile(r"^-+\s*BEGIN (CORRECT|INCORRECT|HALTED) AGENTS\s*-*\s*$")
 _QUESTION = re.compile(r"^Question:(.*)$")
-_FIELD = re.compile(r"^(Thought|Action|Observation) (\d+):\s?(.*)$")
+_FIELD = re.compile(r"^(Thought|Action|Observation) ([0-9]{1,18}):\s?(.*)$")
 _ANSWER = re.compile(r"^Correct answer:(.*)$")
 _BANNER = re.compile(r"^#{5,}\s*$")
 _VERDICT = re.compile(r"^Answer is (CORRECT|INCORRECT)\b")

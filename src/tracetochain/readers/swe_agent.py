@@ -88,7 +88,7 @@ from pathlib import Path
 from typing import Any
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import TraceBuilder, head_text, load_json
+from tracetochain.readers._common import TraceBuilder, finite_float, head_text, json_loads, load_json
 from tracetochain.traces._table import Problem, TraceTable
 
 __all__ = [
@@ -508,13 +508,14 @@ def _get(obj: Any, *keys: str) -> Any:
 
 
 def _int_or_none(value: Any) -> int | None:
+    """An integer that fits in 64 bits (from an int, an integral float or decimal text); None otherwise."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        value = int(value)
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else None
+    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,18}\s*", value):
         return int(value)
     return None
 
@@ -522,7 +523,7 @@ def _int_or_none(value: Any) -> int | None:
 def _num_or_none(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    return finite_float(value)
 
 
 def _text(content: Any) -> str:
@@ -559,7 +560,7 @@ class _Episode:
     trace_id: str = ""
 
 
-_RETURNCODE = re.compile(r"^\s*<returncode>\s*(-?\d+)\s*</returncode>")
+_RETURNCODE = re.compile(r"^\s*<returncode>\s*(-?[0-9]{1,18})\s*</returncode>")
 _TIMEOUT = re.compile(r"^\s*The last command\b.*\btimed out\b", re.DOTALL)
 _DEFAULT_ACTION_REGEX = r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```"
 
@@ -584,13 +585,11 @@ def _observation_error(message: Any) -> tuple[bool, str | None, float | None]:
 
 def _tool_call_command(call: Any) -> str | None:
     """The shell command of an OpenAI tool call (``function.arguments`` JSON with a ``command`` key)."""
-    import json
-
     args = _get(call, "function", "arguments")
     if isinstance(args, str):
         try:
-            parsed = json.loads(args)
-        except json.JSONDecodeError:
+            parsed = json_loads(args)
+        except ValueError:  # not JSON (or beyond the parser's limits): the text is the command
             return args
         args = parsed
     if isinstance(args, dict):
@@ -633,12 +632,14 @@ def _mini_steps(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[int]]:
         if isinstance(tool_calls, list) and tool_calls:
             structured = True
             commands = []
-            by_id = {m.get("tool_call_id"): m for m in following if m.get("role") == "tool"}
             tool_msgs = [m for m in following if m.get("role") == "tool"]
+            # ids are matched only when they are text (an id of another JSON type cannot name a call)
+            by_id = {m["tool_call_id"]: m for m in tool_msgs if isinstance(m.get("tool_call_id"), str)}
             for k, call in enumerate(tool_calls):
                 commands.append(_tool_call_command(call) or "")
                 cid = call.get("id") if isinstance(call, dict) else None
-                observations.append(by_id.get(cid) if cid in by_id else (tool_msgs[k] if k < len(tool_msgs) else None))
+                observations.append(by_id[cid] if isinstance(cid, str) and cid in by_id
+                                    else (tool_msgs[k] if k < len(tool_msgs) else None))
         elif isinstance(actions, list):
             structured = True
             commands = []

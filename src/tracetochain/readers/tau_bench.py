@@ -60,6 +60,7 @@ from tracetochain.readers._common import (
     head_text,
     load_json,
     outcome_from_reward,
+    read_record_head,
 )
 from tracetochain.readers.openai_messages import (
     EpisodeFormatError,
@@ -69,7 +70,6 @@ from tracetochain.readers.openai_messages import (
     parse_reward,
     parse_task_id,
     parse_trial,
-    read_record_head,
     steps_from_messages,
     tool_error_rule,
 )
@@ -218,16 +218,18 @@ class Tau2BenchReader:
         builder = TraceBuilder(str(path), self.name, on_error, "row")
         stem = path.name if path.is_dir() else path.stem
         seen: set[str] = set()
-        for index, where, sim in _simulations(path, builder):
+        for index, sim_file, sim in _simulations(path, builder):
+            # directory form: the simulation's own file is named (a row index into a file of one would mislead)
+            loc = index if sim_file is None else None
             try:
                 trace, steps = _simulation(sim, stem, threshold, bool(include_user), censored, invalid)
             except EpisodeFormatError as exc:
-                message = exc.message if where is None else f"{where}: {exc.message}"
-                builder.skip_trace(message, location=index, field=exc.field, hint=exc.hint)
+                builder.skip_trace(exc.message, location=loc, field=exc.field, hint=exc.hint, source=sim_file)
                 continue
             if trace["trace_id"] in seen:
-                builder.skip_trace(f"simulation id {trace['trace_id']!r} appears twice", location=index, field="id",
-                                   hint="each simulation must be one independent episode; remove the duplicate")
+                builder.skip_trace(f"simulation id {trace['trace_id']!r} appears twice", location=loc, field="id",
+                                   hint="each simulation must be one independent episode; remove the duplicate",
+                                   source=sim_file)
                 continue
             seen.add(trace["trace_id"])
             add_trace(builder, steps, trace, index, empty_field="messages")
@@ -248,8 +250,9 @@ def _reason_set(value: Iterable[str] | None, default: frozenset[str], option: st
     return reasons
 
 
-def _simulations(path: Path, builder: TraceBuilder) -> Iterator[tuple[int, str | None, Any]]:
-    """(index, file name for directory form or None, simulation) for every simulation of a results file/folder."""
+def _simulations(path: Path, builder: TraceBuilder) -> Iterator[tuple[int, Path | None, Any]]:
+    """(index, simulation file for the directory form or None, simulation) for every simulation of a results
+    file/folder."""
     if path.is_dir():
         meta_path, sims_dir = path / "results.json", path / "simulations"
     else:
@@ -285,9 +288,11 @@ def _simulations(path: Path, builder: TraceBuilder) -> Iterator[tuple[int, str |
         try:
             sim = load_json(sim_file)
         except TraceValidationError as exc:
-            builder.skip_trace(f"{sim_file.name}: {exc}", location=index, hint="fix or remove the file")
+            if builder.on_error == "raise":
+                raise  # names the file and the line
+            builder.skip_trace(f"unreadable simulation file ({exc})", hint="fix or remove the file", source=sim_file)
             continue
-        yield index, sim_file.name, sim
+        yield index, sim_file, sim
 
 
 def _simulation(sim: Any, stem: str, threshold: float, include_user: bool, censored: frozenset[str],

@@ -339,6 +339,34 @@ class TraceTable:
         return cls._build(_records_to_arrow(list(records)), locs, IngestReport(source, format, location_kind),
                           on_error, list(problems or []))
 
+    @classmethod
+    def from_arrow(cls, table: pa.Table, *, on_error: OnError = "raise", source: str = "arrow",
+                   format: str = "arrow", problems: list[Problem] | None = None,
+                   locations: Any = None, location_kind: str = "row") -> TraceTable:
+        """Build from a pyarrow Table whose columns are named as the canonical record (same validation as
+        :meth:`from_records`).
+
+        For readers that assemble columns themselves (e.g. streaming ones): ``format`` names the reader,
+        ``problems`` are records the reader already skipped (counted in the report), ``locations`` gives each
+        row's line or row in the source (default: its index; any integer sequence or array) and ``location_kind``
+        says which ("line" or "row").
+
+        >>> import pyarrow as pa
+        >>> tt = TraceTable.from_arrow(pa.table({"trace_id": ["a", "a"], "step_idx": [0, 1],
+        ...                                      "state": ["plan", "act"], "outcome": ["success", "success"]}))
+        >>> tt.n_traces, tt.n_steps, tt.report.format
+        (1, 2, 'arrow')
+        """
+        _check_on_error(on_error)
+        if not isinstance(table, pa.Table):
+            raise TypeError(f"expected a pyarrow Table, got {type(table).__name__}")
+        if location_kind not in ("line", "row"):
+            raise ValueError(f"location_kind must be 'line' or 'row', got {location_kind!r}")
+        locs = np.asarray(locations if locations is not None else np.arange(table.num_rows), dtype=np.int64)
+        if locs.shape != (table.num_rows,):
+            raise ValueError(f"locations must give one entry per row ({table.num_rows}), got shape {locs.shape}")
+        return cls._build(table, locs, IngestReport(source, format, location_kind), on_error, list(problems or []))
+
     # ------------------------------------------------------------------ validation
     @classmethod
     def _build(cls, raw: pa.Table, locs: NDArray[np.int64], report: IngestReport, on_error: OnError,

@@ -1,0 +1,138 @@
+"""``convert`` and ``formats``: turn any supported trace source into the canonical table, and list the readers.
+
+Thin like the other commands: the readers do the reading and validation, :meth:`TraceTable.write` the writing;
+this module parses options, guards the output file and renders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tracetochain.cli._commands import JsonOpt, OnErrorChoice
+
+CONVERT_EXAMPLE = (
+    "Example: tracetochain convert runs/ --format mini-swe-agent -O verdicts=results_summary.json -o traces.parquet"
+)
+FORMATS_EXAMPLE = "Example: tracetochain formats --json > readers.json"
+
+#: Output extensions and the canonical file type each one writes (``TraceTable.write``).
+OUTPUT_TYPES = {".jsonl": "JSON Lines", ".ndjson": "JSON Lines", ".csv": "CSV", ".parquet": "Parquet",
+                ".pq": "Parquet"}
+
+
+def parse_reader_options(items: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as reader options; a VALUE that parses as JSON (numbers, true/false, lists, objects) is
+    taken as that value, anything else as text.
+
+    >>> parse_reader_options(["verdicts=run/results.json", "success_threshold=0.5", "include_user=true"])
+    {'verdicts': 'run/results.json', 'success_threshold': 0.5, 'include_user': True}
+    """
+    options: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise typer.BadParameter(f"expected KEY=VALUE (e.g. verdicts=results.json), got {item!r}",
+                                     param_hint="'--option'")
+        if key in options:
+            raise typer.BadParameter(f"option {key!r} is given twice", param_hint="'--option'")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        options[key] = value
+    return options
+
+
+def convert(
+    source: Annotated[Path, typer.Argument(help="Trace file or folder, in any supported format (see `formats`).")],
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", help="Canonical table to write; the extension picks .jsonl, .csv or .parquet.")],
+    format: Annotated[str | None, typer.Option("--format", "-f", help="Reader to use (default: detect).")] = None,
+    on_error: Annotated[OnErrorChoice, typer.Option(
+        "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
+        OnErrorChoice.raise_),
+    option: Annotated[list[str] | None, typer.Option(
+        "--option", "-O", metavar="KEY=VALUE",
+        help="Reader option, repeatable (e.g. -O verdicts=results.json, -O outcome_attribute=eval.passed); "
+             "see `formats` for what each reader needs.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite OUTPUT if it exists.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read traces in any supported format and write the canonical long table (one row per step)."""
+    from tracetochain.exceptions import TraceToChainError, TraceValidationError
+    from tracetochain.readers import read_traces
+
+    suffix = output.suffix.lower()
+    if suffix not in OUTPUT_TYPES:
+        raise TraceValidationError(f"cannot write {suffix or 'a file without an extension'}", source=str(output),
+                                   hint="name the output .jsonl, .csv or .parquet")
+    if output.exists() or output.is_symlink():
+        if output.is_dir():
+            raise TraceToChainError(f"{output} is a folder; name the file to write")
+        if source.exists() and _same_file(source, output):
+            raise TraceToChainError(f"{output} is the input file; write the converted table elsewhere")
+        if not force:
+            raise TraceToChainError(f"{output} already exists; pass --force to overwrite it")
+    options = parse_reader_options(option)
+    try:
+        table = read_traces(source, format, on_error=on_error.value, **options)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, TraceToChainError):
+            raise
+        raise typer.BadParameter(str(exc), param_hint="'--option'" if options else None) from None
+    _write_atomically(table, output)
+    report = table.report
+    if as_json:
+        doc = {"output": str(output), "output_type": OUTPUT_TYPES[suffix], "format": report.format,
+               "format_detected": format is None, "n_steps": table.n_steps, "outcomes": table.outcome_counts(),
+               "ingest": report.to_dict()}
+        typer.echo(json.dumps(doc, indent=2, allow_nan=False))
+        return
+    from tracetochain.cli._render import render_ingest
+
+    render_ingest(report, table.outcome_counts(), detected=format is None)
+    typer.echo(f"wrote {table.n_traces} traces, {table.n_steps} steps to {output} ({OUTPUT_TYPES[suffix]})")
+
+
+def formats(as_json: JsonOpt = False) -> None:
+    """List the trace formats this installation reads: each reader's name, what it reads and what it needs."""
+    from tracetochain.readers import BUILTIN_READERS, available_readers
+
+    rows = [{"name": name, "description": str(r.description), "needs": str(r.needs),
+             "builtin": name in BUILTIN_READERS and type(r).__module__.startswith("tracetochain.")}
+            for name, r in available_readers().items()]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    from tracetochain.cli._render import render_formats
+
+    render_formats(rows)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _write_atomically(table: Any, output: Path) -> None:
+    """Write beside OUTPUT and rename, so a failed write never leaves half a file (or destroys the old one)."""
+    from tracetochain.exceptions import TraceToChainError
+
+    tmp = output.with_name(f".{output.stem}.partial-{os.getpid()}{output.suffix}")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        table.write(tmp)
+        os.replace(tmp, output)
+    except OSError as exc:
+        raise TraceToChainError(f"cannot write {output}: {exc.strerror or exc}") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
