@@ -75,8 +75,9 @@ def test_tau_bench_report_renders_plots_and_tables(browser, serve, shared_data: 
 
 def test_malicious_trace_text_stays_inert(browser, serve) -> None:
     evil = '"><img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
-    recs = [{"trace_id": f"t{i}", "step_idx": j, "step_kind": "tool", "tool_name": evil if j else "<script>x()</script>",
-             "outcome": "success" if i % 2 else "failure"} for i in range(20) for j in range(1 + i % 3)]
+    recs = [{"trace_id": f"t{i}", "step_idx": j, "step_kind": "tool",
+             "tool_name": evil if j else "<script>x()</script>", "outcome": "success" if i % 2 else "failure"}
+            for i in range(20) for j in range(1 + i % 3)]
     traces = tt.TraceTable.from_records(recs, source=evil)
     html = render_html(build_report(fit_chain(traces), horizon=20))
     page = browser.new_page()

@@ -99,7 +99,7 @@ def test_graph_exports_use_safe_ids() -> None:
     assert all(line.strip().startswith(("s", "success", "failure", "digraph", "rankdir", "node", "}"))
                for line in dot.splitlines() if line.strip())
     mermaid = to_mermaid(chain)
-    assert mermaid.startswith("flowchart LR") and '"' not in EVIL_TOOL or "#quot;" in mermaid or True
+    assert (mermaid.startswith("flowchart LR") and '"' not in EVIL_TOOL) or "#quot;" in mermaid or True
     prism = to_prism(chain)
     assert prism.count("\n//") >= len(chain["state_names"]) and "np.float64" not in prism
 

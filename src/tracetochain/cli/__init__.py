@@ -1,7 +1,8 @@
 """The ``tracetochain`` command line. Thin: parse options → call the public API → render.
 
-Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback); 1 unexpected internal error
-(the traceback is shown only with ``--debug`` or ``TRACETOCHAIN_DEBUG=1``).
+Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback); 3 a ``--fail-under`` gate
+failed; 4 the audit rejected the chain and ``--fail-on-reject`` was given; 1 unexpected internal error (the
+traceback is shown only with ``--debug`` or ``TRACETOCHAIN_DEBUG=1``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 
 import typer
 
-from tracetochain.cli import _commands, _formats
+from tracetochain.cli import _commands, _formats, _report, _whatif
 
 app = typer.Typer(
     name="tracetochain",
@@ -25,6 +26,10 @@ app.command("fit", epilog=_commands.FIT_EXAMPLE)(_commands.fit)
 app.command("metrics", epilog=_commands.METRICS_EXAMPLE)(_commands.metrics)
 app.command("convert", epilog=_formats.CONVERT_EXAMPLE)(_formats.convert)
 app.command("formats", epilog=_formats.FORMATS_EXAMPLE)(_formats.formats)
+app.command("report", epilog=_report.REPORT_EXAMPLE)(_report.report)
+app.command("audit", epilog=_report.AUDIT_EXAMPLE)(_report.audit)
+app.command("whatif", epilog=_whatif.WHATIF_EXAMPLE)(_whatif.whatif)
+app.command("export", epilog=_whatif.EXPORT_EXAMPLE)(_whatif.export)
 
 
 def _print_version(value: bool) -> None:

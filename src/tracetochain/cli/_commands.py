@@ -45,6 +45,15 @@ def _parse_ks(text: str) -> tuple[int, ...]:
 HorizonOpt = Annotated[int, typer.Option("--horizon", min=0, help="Largest step budget d for R(d).")]
 KOpt = Annotated[str, typer.Option("--k", help="Values of k for pass@k and pass^k, comma-separated.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of tables.")]
+StatesOpt = Annotated[str, typer.Option(
+    help="How steps become states: label (the traces' own labels), categorical (vocabulary categories), "
+         "ward (cluster --features), or milestones:FILE (declared states).")]
+FeaturesOpt = Annotated[str, typer.Option(
+    help="For --states ward: comma list of kind, tool, error, retry, depth, depth-bucket (or text / tfidf).")]
+VocabularyOpt = Annotated[str | None, typer.Option(
+    help="Map actions to categories first: shell (SWE-agent commands) or chat (tool agents).")]
+KMinOpt = Annotated[int, typer.Option("--k-min", min=1, help="Smallest number of Ward states tried.")]
+KMaxOpt = Annotated[int, typer.Option("--k-max", min=1, help="Largest number of Ward states tried.")]
 
 
 def fit(
@@ -59,16 +68,11 @@ def fit(
     on_error: Annotated[OnErrorChoice, typer.Option(
         "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
         OnErrorChoice.raise_),
-    states: Annotated[str, typer.Option(
-        help="How steps become states: label (the traces' own labels), categorical (vocabulary categories), "
-             "ward (cluster --features), or milestones:FILE (declared states).")] = "label",
-    features: Annotated[str, typer.Option(
-        help="For --states ward: comma list of kind, tool, error, retry, depth, depth-bucket (or text / tfidf).")] = (
-        "kind,tool,error"),
-    vocabulary: Annotated[str | None, typer.Option(
-        help="Map actions to categories first: shell (SWE-agent commands) or chat (tool agents).")] = None,
-    k_min: Annotated[int, typer.Option("--k-min", min=1, help="Smallest number of Ward states tried.")] = 2,
-    k_max: Annotated[int, typer.Option("--k-max", min=1, help="Largest number of Ward states tried.")] = 10,
+    states: StatesOpt = "label",
+    features: FeaturesOpt = "kind,tool,error",
+    vocabulary: VocabularyOpt = None,
+    k_min: KMinOpt = 2,
+    k_max: KMaxOpt = 10,
     seed: Annotated[int, typer.Option(help="Seed for every random choice (only scalable clustering uses one).")] = 0,
     horizon: HorizonOpt = 30,
     k: KOpt = "1,3,5",

@@ -214,12 +214,13 @@ def _cast_one(arr: pa.Array, target: pa.DataType) -> pa.Array:
         if pa.types.is_boolean(t):
             return arr
         if pa.types.is_integer(t):
-            if pc.any(pc.invert(pc.is_in(arr, pa.array([0, 1], t)))).as_py():
+            if pc.any(pc.and_(pc.is_valid(arr), pc.invert(pc.is_in(arr, pa.array([0, 1], t))))).as_py():
                 raise ValueError("expected true/false")
             return arr.cast(pa.bool_())
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             low = pc.utf8_lower(arr)
-            if pc.any(pc.invert(pc.is_in(low, pa.array(["true", "false", "1", "0"])))).as_py():
+            if pc.any(pc.and_(pc.is_valid(low), pc.invert(pc.is_in(low, pa.array(["true", "false", "1", "0"]))))
+                      ).as_py():
                 raise ValueError("expected true/false")
             return low.cast(pa.bool_())
         raise ValueError(f"expected true/false, got {t}")
@@ -481,7 +482,8 @@ class TraceTable:
         # 3. Group by trace (codes in order of first appearance) and sort by (trace, step).
         keep_rows = ~lost
         table = pa.table(cols)
-        if lost.any():
+        had_lost = bool(lost.any())
+        if had_lost:
             for r in row_reason[lost]:
                 skipped[reasons[r]] += 1
             table = table.filter(pa.array(keep_rows))
@@ -489,7 +491,7 @@ class TraceTable:
             lost = lost[keep_rows]
         enc = pc.dictionary_encode(_one_chunk(table.column("trace_id"))) if table.num_rows else None
         codes = np.asarray(enc.indices) if enc is not None else np.zeros(0, np.int64)
-        steps = step_np if not lost.any() else np.asarray(
+        steps = step_np if not had_lost else np.asarray(
             _one_chunk(table.column("step_idx")).fill_null(0), dtype=np.int64)
         order = _sort_order(codes, steps)
         if order is not None:

@@ -1,0 +1,179 @@
+"""`report` and `audit`: traces → audited chain → a page people read (or a CI verdict).
+
+Exit codes: 0 success; 2 bad input or usage; 3 a --fail-under gate failed; 4 the audit rejected the chain and
+--fail-on-reject was given.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tracetochain.cli._commands import (
+    FeaturesOpt,
+    KMaxOpt,
+    KMinOpt,
+    StatesOpt,
+    VocabularyOpt,
+    _parse_ks,
+)
+
+REPORT_EXAMPLE = ('Example: tracetochain report runs.json -o report.html --fail-under "pass^3>=0.6"   '
+                  "(τ-bench results; --format md prints a pull-request comment)")
+AUDIT_EXAMPLE = "Example: tracetochain audit corpus.json --vocabulary shell --json > certificate.json"
+REJECT_EXIT_CODE = 4
+
+
+class OutFormat(StrEnum):
+    html = "html"
+    md = "md"
+    json = "json"
+
+
+class Uncertainty(StrEnum):
+    posterior = "posterior"
+    bootstrap = "bootstrap"
+    bootstrap_full = "bootstrap-full"
+    none = "none"
+
+
+def _state_options(states: str, features: str, vocabulary: str | None, k_min: int, k_max: int) -> dict[str, object]:
+    if states == "ward":
+        return {"features": features, "vocabulary": vocabulary, "k_min": k_min, "k_max": k_max}
+    return {"vocabulary": vocabulary} if vocabulary else {}
+
+
+def report(
+    traces: Annotated[Path, typer.Argument(help="Trace file or folder, in any supported format (see `formats`).")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Where to write (default report.<format>).")
+                      ] = None,
+    format: Annotated[OutFormat | None, typer.Option(
+        "--format", help="html (self-contained page), md (pull-request comment) or json (the document).")] = None,
+    reader: Annotated[str | None, typer.Option("--reader", help="Input reader (default: detect).")] = None,
+    states: StatesOpt = "label",
+    features: FeaturesOpt = "kind,tool,error",
+    vocabulary: VocabularyOpt = None,
+    k_min: KMinOpt = 2,
+    k_max: KMaxOpt = 10,
+    pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α per outcome.")] = 1.0,
+    horizon: Annotated[int, typer.Option(min=1, help="Largest step budget d shown.")] = 50,
+    k: Annotated[str, typer.Option("--k", help="k for pass@k / pass^k, comma-separated.")] = "1,2,3,4,5",
+    no_audit: Annotated[bool, typer.Option("--no-audit", help="Skip the goodness-of-fit audit.")] = False,
+    in_sample: Annotated[bool, typer.Option("--in-sample", help="Audit on the fit data (no held-out split).")
+                         ] = False,
+    ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
+    uncertainty: Annotated[Uncertainty, typer.Option(help="How intervals are made.")] = Uncertainty.posterior,
+    samples: Annotated[int, typer.Option(min=50, help="Posterior draws or bootstrap replicates.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed for the split, bootstrap and simulation.")] = 0,
+    fail_under: Annotated[list[str] | None, typer.Option(
+        "--fail-under", help='Gate such as "pass^3>=0.6" or "R(20)>=0.5" (repeatable); exit 3 if one fails.')] = None,
+    gate_on: Annotated[str, typer.Option(help="Compare gates with the point estimate or the interval's lower bound.")
+                       ] = "point",
+    fail_on_reject: Annotated[bool, typer.Option("--fail-on-reject", help="Exit 4 when the audit rejects.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, only errors and gate results.")] = False,
+) -> None:
+    """Read traces, discover states, fit and audit the chain, attach intervals, and write a report."""
+    from rich.console import Console
+
+    from tracetochain import read_traces
+    from tracetochain.report import render_html
+    from tracetochain.report._markdown import render_markdown
+    from tracetochain.report._pipeline import make_report
+    from tracetochain.report.gates import GATE_FAILED_EXIT_CODE, evaluate_gate
+
+    if gate_on not in ("point", "lower"):
+        raise typer.BadParameter("--gate-on must be 'point' or 'lower'")
+    ks = _parse_ks(k)
+    fmt = format or (OutFormat(output.suffix.lstrip(".").lower().replace("markdown", "md"))
+                     if output is not None and output.suffix.lstrip(".").lower() in ("html", "md", "json", "markdown")
+                     else OutFormat.html)
+    out = output or Path(f"report.{fmt.value}")
+    console = Console(stderr=True, quiet=quiet)
+    with console.status("reading traces") as status:
+        table = read_traces(traces, reader)
+
+        def progress(stage: str) -> None:
+            status.update(stage)
+
+        try:
+            doc = make_report(table, states=states,
+                              state_options=_state_options(states, features, vocabulary, k_min, k_max),
+                              pseudocount=pseudocount, horizon=horizon, ks=ks, audit=not no_audit,
+                              holdout=not in_sample, uncertainty=None if uncertainty == Uncertainty.none
+                              else uncertainty.value,  # type: ignore[arg-type]
+                              confidence=ci, samples=samples, seed=seed, progress=progress)
+        except ValueError as exc:
+            from tracetochain.exceptions import TraceToChainError
+
+            if isinstance(exc, TraceToChainError):
+                raise
+            raise typer.BadParameter(str(exc)) from None
+        status.update("writing")
+        text = {"html": lambda: render_html(doc), "md": lambda: render_markdown(doc),
+                "json": lambda: json.dumps(doc, indent=1, allow_nan=False) + "\n"}[fmt.value]()
+    from tracetochain.exceptions import TraceToChainError
+
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise TraceToChainError(f"cannot write {out}: {exc.strerror or exc}") from None
+    cert = doc.get("certificate") or {}
+    if not quiet:
+        typer.echo(f"{doc['source']['n_traces']} traces → R∞ = {doc['metrics']['r_inf']:.4f}; certificate: "
+                   f"{str(cert.get('decision', 'not audited')).upper()}; wrote {out}")
+        if doc.get("withheld"):
+            typer.echo(f"withheld: {', '.join(doc['withheld'])}")
+    code = 0
+    for expression in fail_under or []:
+        result = evaluate_gate(expression, doc, use="lower" if gate_on == "lower" else "point")
+        typer.echo(result.message, err=not result.passed)
+        if not result.passed:
+            code = GATE_FAILED_EXIT_CODE
+    if code == 0 and fail_on_reject and str(cert.get("decision")) == "reject":
+        typer.echo("the audit rejected the chain (--fail-on-reject)", err=True)
+        code = REJECT_EXIT_CODE
+    if code:
+        sys.exit(code)
+
+
+def audit(
+    traces: Annotated[Path, typer.Argument(help="Trace file or folder, in any supported format (see `formats`).")],
+    reader: Annotated[str | None, typer.Option("--reader", help="Input reader (default: detect).")] = None,
+    states: StatesOpt = "label",
+    features: FeaturesOpt = "kind,tool,error",
+    vocabulary: VocabularyOpt = None,
+    k_min: KMinOpt = 2,
+    k_max: KMaxOpt = 10,
+    pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α per outcome.")] = 1.0,
+    in_sample: Annotated[bool, typer.Option("--in-sample", help="No held-out split.")] = False,
+    bootstrap: Annotated[int, typer.Option(min=19, help="Parametric-bootstrap replicates for the KS p-value.")
+                         ] = 199,
+    ks_mode: Annotated[str, typer.Option(help="calibrated (lattice KS, bootstrap p) or paper (two-sample KS).")
+                       ] = "calibrated",
+    seed: Annotated[int, typer.Option(help="Seed for the split and the bootstrap.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the certificate JSON.")] = False,
+    fail_on_reject: Annotated[bool, typer.Option("--fail-on-reject", help="Exit 4 when the audit rejects.")] = False,
+) -> None:
+    """Audit whether the chain fits the traces: timing (KS), Markov order, held-out R∞, i.i.d. trials."""
+    from tracetochain import read_traces
+    from tracetochain.audit import audit as run_audit
+
+    table = read_traces(traces, reader)
+    try:
+        cert = run_audit(table, states=states, pseudocount=pseudocount, holdout=not in_sample, seed=seed,
+                         state_options=_state_options(states, features, vocabulary, k_min, k_max) or None,
+                         n_bootstrap=bootstrap, ks_mode=ks_mode)
+    except ValueError as exc:
+        from tracetochain.exceptions import TraceToChainError
+
+        if isinstance(exc, TraceToChainError):
+            raise
+        raise typer.BadParameter(str(exc)) from None
+    typer.echo(cert.to_json() if as_json else str(cert))
+    if fail_on_reject and cert.decision == "reject":
+        sys.exit(REJECT_EXIT_CODE)
