@@ -18,7 +18,8 @@ from tracetochain.traces._table import TraceTable
 def make_report(traces: TraceTable, *, states: Any = "label", state_options: dict[str, Any] | None = None,
                 pseudocount: float = 1.0, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
                 audit: bool = True, holdout: bool = True, audit_options: dict[str, Any] | None = None,
-                uncertainty: Literal["posterior", "bootstrap", "bootstrap-full"] | None = "posterior", confidence: float = 0.95, samples: int = 1000,
+                uncertainty: Literal["posterior", "bootstrap", "bootstrap-full"] | None = "posterior",
+                confidence: float = 0.95, samples: int = 1000,
                 seed: int = 0, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Fit, audit and attach intervals; returns the versioned report document (see :func:`build_report`)."""
     step = progress or (lambda stage: None)
