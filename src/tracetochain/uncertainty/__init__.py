@@ -1,0 +1,62 @@
+"""Uncertainty for every number: Dirichlet posterior, trace bootstrap, and one statistics API.
+
+* :class:`DirichletPosterior` — conjugate posterior of the chain from its counts: closed-form Beta intervals per entry
+  of Q, R⊕, R⊖ and joint draws of whole chains (``paper-spec.md`` §5.1).
+* :class:`TraceBootstrap` — resample traces (or tasks) and refit, with states fixed (fast, vectorised) or
+  re-discovered and aligned on every replicate (full) (§5.2).
+* :class:`ChainEnsemble` — the draws of either; ``ensemble.stats(quantity, **kwargs)`` returns a
+  :class:`QuantityStats` (mean, std, percentile interval, point value) for any chain quantity (§3.10).
+* :func:`interval_summary` — intervals for every number of :func:`tracetochain.summarize`, as JSON.
+
+>>> import tracetochain as tt
+>>> from tracetochain.uncertainty import DirichletPosterior
+>>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 500, seed=0)
+>>> chain = tt.ChainEstimator().fit(traces).fetch_model()
+>>> ens = DirichletPosterior(seed=0).fit(chain).fetch_model().ensemble
+>>> print(ens.stats("r_inf"))  # doctest: +SKIP
+0.612 [0.561, 0.662] (95%, posterior, 2000 draws)
+"""
+
+from tracetochain.uncertainty._align import match_by_centroids, match_by_exit_profile, match_by_names
+from tracetochain.uncertainty._bootstrap import (
+    FastBootstrapPlan,
+    FullBootstrapPlan,
+    TraceBootstrap,
+    combine_replicates,
+    estimate_batch,
+    per_trace_counts,
+    take_traces,
+)
+from tracetochain.uncertainty._dirichlet import (
+    ChainPosterior,
+    DirichletPosterior,
+    beta_intervals,
+    counts_from_chain,
+    sample_rows,
+)
+from tracetochain.uncertainty._ensemble import ChainEnsemble
+from tracetochain.uncertainty._stats import EntryIntervals, QuantityStats
+from tracetochain.uncertainty._summary import INTERVALS_SCHEMA_VERSION, interval_summary
+
+__all__ = [
+    "INTERVALS_SCHEMA_VERSION",
+    "ChainEnsemble",
+    "ChainPosterior",
+    "DirichletPosterior",
+    "EntryIntervals",
+    "FastBootstrapPlan",
+    "FullBootstrapPlan",
+    "QuantityStats",
+    "TraceBootstrap",
+    "beta_intervals",
+    "combine_replicates",
+    "counts_from_chain",
+    "estimate_batch",
+    "interval_summary",
+    "match_by_centroids",
+    "match_by_exit_profile",
+    "match_by_names",
+    "per_trace_counts",
+    "sample_rows",
+    "take_traces",
+]

@@ -1,0 +1,564 @@
+"""TraceBootstrap: resample whole traces (or whole tasks) with replacement and refit (``paper-spec.md`` §5.2).
+
+Two paths:
+
+* **fast** — states fixed. Every trace's contribution to the sufficient statistics (m² transitions, m success exits,
+  m failure exits, m first states) is one row of a sparse (n_traces × (m² + 3m)) matrix P, built once. A replicate
+  is a weight vector w over traces (multinomial counts of a resample, or Poisson(1) weights), its counts are w @ P,
+  and its chain is the Laplace MLE of those counts. All replicates are done at once: W @ P as one sparse product,
+  then a vectorised estimate (no Python refit per replicate). The labels are the reference labelling (``relabel=
+  "fit"``) or, for the paper's variant, each step's nearest reference centroid (``relabel="nearest-centroid"``,
+  Ward states only); either way they are computed once, since a resample only repeats traces.
+* **full** — states re-discovered on every replicate: the state estimator (e.g. ``WardStates``) is refitted on the
+  resampled traces and its states are aligned to the reference's by Hungarian matching (``scipy.optimize.
+  linear_sum_assignment``) of state centroids in feature space (Ward), or by state name (categorical and milestone
+  states). The featurizer is fitted once on all the data and held fixed, so every replicate clusters the same
+  feature vectors (as the paper's fixed per-step features). Reference states that a replicate does not produce get
+  an empty row (then the ``unvisited`` policy applies: the prior row, or absorbing to failure); replicate states
+  beyond the reference's m (more clusters found) are merged into their nearest reference centroid. ``align=
+  "exit-profile"`` reproduces the authors' artifact instead (greedy matching on |R⊕ᵇ_i − R⊕_j|; crude — it can
+  swap states with similar exits, which inflates widths; kept for parity with SS13 only).
+
+Replicate i always uses child seed i of ``numpy.random.SeedSequence(seed).spawn(n_resamples)``, and the fast and full
+paths draw the same resamples from it. The work is a plan with ``replicate_arrays(i)`` / ``replicate(i)`` plus a
+local driver ``run()``; an engine that maps ``replicate_arrays`` over ``range(n_resamples)`` (e.g. Dask) gets the same
+numbers as the local driver, bit for bit.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import scipy.sparse
+from numpy.typing import NDArray
+
+from tracetochain.chain._counts import TransitionCounts
+from tracetochain.chain._model import AbsorbingChain
+from tracetochain.exceptions import EmptyTraceSetError, NotFittedError, TraceValidationError
+from tracetochain.traces._table import TraceTable
+from tracetochain.uncertainty._align import match_by_centroids, match_by_exit_profile, match_by_names
+from tracetochain.uncertainty._dirichlet import resolve_unvisited
+from tracetochain.uncertainty._ensemble import ChainEnsemble
+from tracetochain.uncertainty._stats import check_confidence
+
+By = Literal["trace", "task"]
+Path_ = Literal["fast", "full"]
+Weights = Literal["multinomial", "poisson"]
+Relabel = Literal["fit", "nearest-centroid"]
+Align = Literal["auto", "centroids", "names", "exit-profile"]
+
+_SUCCESS, _FAILURE, _CENSORED, _INVALID = 0, 1, 2, 3
+_CHUNK = 128  # replicates per sparse product in the fast driver (bounds the dense weight block)
+
+
+# ------------------------------------------------------------------------------------------------ pure functions
+def per_trace_counts(codes: NDArray[np.int64], offsets: NDArray[np.int64], outcomes: NDArray[np.int8],
+                     n_states: int) -> scipy.sparse.csr_matrix:
+    """Each trace's count contribution as a sparse (n_traces × (m² + 3m)) matrix (``paper-spec.md`` §2.4 rules).
+
+    Columns: [0, m²) transitions i → j at i·m + j (consecutive steps of the trace); [m², m² + m) the success exit from
+    the last state; [m² + m, m² + 2m) the failure exit; [m² + 2m, m² + 3m) the first state. Censored traces add
+    transitions and the first state, no exit. Summing the rows gives :func:`~tracetochain.count_transitions`'s counts.
+    """
+    m = int(n_states)
+    n = offsets.size - 1
+    lengths = np.diff(offsets)
+    trace_of_row = np.repeat(np.arange(n), lengths)
+    same = trace_of_row[1:] == trace_of_row[:-1]
+    t_rows = trace_of_row[:-1][same]
+    t_cols = codes[:-1][same] * m + codes[1:][same]
+    last = codes[offsets[1:] - 1] if n else np.zeros(0, np.int64)
+    first = codes[offsets[:-1]] if n else np.zeros(0, np.int64)
+    succ = np.flatnonzero(outcomes == _SUCCESS)
+    fail = np.flatnonzero(outcomes == _FAILURE)
+    rows = np.concatenate([t_rows, succ, fail, np.arange(n)])
+    cols = np.concatenate([t_cols, m * m + last[succ], m * m + m + last[fail], m * m + 2 * m + first])
+    return scipy.sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, m * m + 3 * m))
+
+
+def estimate_batch(counts: NDArray[np.float64], n_states: int, pseudocount: float, unvisited_policy: str,
+                   initial: str) -> dict[str, NDArray[np.float64]]:
+    """The Laplace MLE of :func:`~tracetochain.estimate_chain` for a stack of count vectors (b × (m² + 3m)).
+
+    Q_ij = (c_ij + α)/(c_i + α(m+2)), R⊕_i = (c_i⊕ + α)/(…), R⊖_i = (c_i⊖ + α)/(…) — the same float operations as the
+    estimator, so a single replicate gives a bit-identical chain; empty rows follow ``unvisited_policy``; π0 is the
+    empirical first-state distribution (``"empirical"``) or a point mass on the modal first state (``"modal"``).
+    """
+    m = int(n_states)
+    b = counts.shape[0]
+    a = float(pseudocount)
+    C = counts[:, : m * m].reshape(b, m, m)
+    cs = counts[:, m * m: m * m + m]
+    cf = counts[:, m * m + m: m * m + 2 * m]
+    init = counts[:, m * m + 2 * m:]
+    totals = C.sum(axis=2) + cs + cf
+    empty = totals == 0
+    denom = totals + a * (m + 2)
+    safe = np.where(denom > 0, denom, 1.0)
+    Q = (C + a) / safe[:, :, None]
+    rs = (cs + a) / safe
+    rf = (cf + a) / safe
+    if unvisited_policy == "failure" and empty.any():
+        Q[empty] = 0.0
+        rs[empty] = 0.0
+        rf[empty] = 1.0
+    if initial == "modal":
+        pi0 = np.zeros((b, m))
+        pi0[np.arange(b), np.argmax(init, axis=1)] = 1.0
+    else:
+        total = init.sum(axis=1, keepdims=True)
+        pi0 = np.divide(init, total, out=np.zeros_like(init), where=total > 0)
+    return {"Q": Q, "R_success": rs, "R_failure": rf, "pi0": pi0}
+
+
+def take_traces(traces: TraceTable, idx: NDArray[np.int64]) -> tuple[TraceTable, NDArray[np.int64]]:
+    """A table holding the traces ``idx`` in that order, repeats allowed (a bootstrap resample), and the source row
+    of each of its steps. Repeated traces get ids ``<id>#<k>``; nothing is revalidated."""
+    idx = np.asarray(idx, dtype=np.int64)
+    offs = traces.offsets
+    lengths = np.diff(offs)[idx]
+    starts = offs[:-1][idx]
+    new_offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    rows = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(int(lengths.sum()))
+    table = traces.to_arrow().take(pa.array(rows, pa.int64()))
+    ids = traces.trace_ids
+    seen: dict[int, int] = {}
+    names = []
+    for i in idx.tolist():
+        k = seen.get(i, 0)
+        seen[i] = k + 1
+        names.append(ids[i] if k == 0 else f"{ids[i]}#{k}")
+    trace_index = np.repeat(np.arange(idx.size), lengths).astype(np.int64)
+    return TraceTable(table, traces.report, pa.array(names, pa.string()), trace_index, new_offsets), rows
+
+
+def group_means(X: NDArray[np.float64], labels: NDArray[np.int64], k: int) -> NDArray[np.float64]:
+    """Centroid (feature mean) of each of the k labels (a label with no rows gets a row of NaN)."""
+    onehot = scipy.sparse.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))), shape=(k, labels.size))
+    sums = np.asarray(onehot @ X)
+    n = np.bincount(labels, minlength=k).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: NDArray[np.float64] = sums / n[:, None]
+    return out
+
+
+def _units(traces: TraceTable, by: str) -> tuple[NDArray[np.int64], int]:
+    """Resampling unit of each trace: itself, or its task (traces without a task_id are their own task)."""
+    n = traces.n_traces
+    if by == "trace":
+        return np.arange(n, dtype=np.int64), n
+    task = traces.trace_column("task_id")
+    ids = pa.array(["\x00trace:" + t for t in traces.trace_ids], pa.string())
+    key = pc.if_else(task.is_valid(), task.cast(pa.string()), ids) if n else ids
+    enc = pc.dictionary_encode(key)
+    return np.asarray(enc.indices, dtype=np.int64), len(enc.dictionary)
+
+
+class _FrozenFeaturizer:
+    """A featurizer whose ``fit`` returns an already-fitted feature model (the same features on every replicate)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def fit(self, traces: Any) -> _FrozenFeaturizer:
+        return self
+
+    def fetch_model(self) -> Any:
+        return self.model
+
+
+# ------------------------------------------------------------------------------------------------------- plans
+@dataclass(frozen=True, eq=False)
+class _PlanBase:
+    reference: AbsorbingChain
+    seeds: tuple[np.random.SeedSequence, ...]
+    unit_of_trace: NDArray[np.int64]
+    n_units: int
+    weights: str
+    n_states: int
+    pseudocount: float
+    unvisited_policy: str
+    initial: str
+
+    @property
+    def n_resamples(self) -> int:
+        return len(self.seeds)
+
+    def trace_weights(self, seed: np.random.SeedSequence) -> NDArray[np.float64]:
+        """How often each trace appears in the replicate seeded by ``seed`` (multinomial resample of the units, or
+        Poisson(1) weights per unit)."""
+        rng = np.random.default_rng(seed)
+        U = self.n_units
+        if self.weights == "poisson":
+            unit_w = rng.poisson(1.0, U)
+        else:
+            unit_w = np.bincount(rng.integers(0, U, U), minlength=U)
+        out: NDArray[np.float64] = unit_w[self.unit_of_trace].astype(np.float64)
+        return out
+
+    def arrays_for_seed(self, seed: np.random.SeedSequence) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def replicate_arrays(self, i: int) -> dict[str, Any]:
+        """Replicate i alone (arrays of shape (1, …)): ``arrays_for_seed(seeds[i])``. An engine maps
+        ``arrays_for_seed`` over ``SeedSequence(seed).spawn(n_resamples)`` and gets the same numbers."""
+        return self.arrays_for_seed(self.seeds[i])
+
+    def replicate(self, i: int) -> AbsorbingChain:
+        """Replicate i as a chain (raises ``NonAbsorbingError`` if, with pseudocount 0, it is not absorbing)."""
+        arr = self.replicate_arrays(i)
+        if arr.get("dropped"):
+            raise EmptyTraceSetError(f"replicate {i} drew no traces (Poisson weights all zero)")
+        return AbsorbingChain(arr["Q"][0], arr["R_success"][0], arr["R_failure"][0], arr["pi0"][0],
+                              self.reference.state_names, {"bootstrap_replicate": i})
+
+    def run(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, eq=False)
+class FastBootstrapPlan(_PlanBase):
+    """States fixed: replicate i's counts are w_i @ P with P the per-trace count matrix (built once)."""
+
+    per_trace: scipy.sparse.csr_matrix = field(repr=False, default=None)  # type: ignore[assignment]
+
+    def _estimate(self, counts: NDArray[np.float64]) -> dict[str, Any]:
+        arr: dict[str, Any] = estimate_batch(counts, self.n_states, self.pseudocount, self.unvisited_policy,
+                                             self.initial)
+        m = self.n_states
+        arr["dropped"] = counts[:, m * m + 2 * m:].sum(axis=1) == 0  # no trace drawn at all (Poisson only)
+        return arr
+
+    def arrays_for_seed(self, seed: np.random.SeedSequence) -> dict[str, Any]:
+        """One replicate from its seed: arrays of shape (1, …)."""
+        w = self.trace_weights(seed)
+        counts = np.asarray(self.per_trace.T @ w, dtype=np.float64)[None, :]
+        return self._estimate(counts)
+
+    def run(self) -> dict[str, Any]:
+        """All replicates: weights drawn per replicate from its own seed, counts by one sparse product per chunk."""
+        PT = self.per_trace.T.tocsr()
+        blocks = []
+        for start in range(0, self.n_resamples, _CHUNK):
+            stop = min(self.n_resamples, start + _CHUNK)
+            W = np.stack([self.trace_weights(self.seeds[i]) for i in range(start, stop)], axis=1)  # (n_traces, b)
+            blocks.append(np.asarray(PT @ W).T)
+        return self._estimate(np.vstack(blocks))
+
+
+@dataclass(frozen=True, eq=False)
+class FullBootstrapPlan(_PlanBase):
+    """States re-discovered per replicate: refit the state estimator on the resample, align, count, estimate."""
+
+    traces: TraceTable = field(repr=False, default=None)  # type: ignore[assignment]
+    estimator: Any = field(repr=False, default=None)
+    features: NDArray[np.float64] | None = field(repr=False, default=None)
+    reference_centroids: NDArray[np.float64] | None = field(repr=False, default=None)
+    align: str = "centroids"
+
+    def arrays_for_seed(self, seed: np.random.SeedSequence) -> dict[str, Any]:
+        """One replicate from its seed: resample, refit the states, align, count, estimate."""
+        i = int(seed.spawn_key[-1]) if seed.spawn_key else 0
+        w = self.trace_weights(seed).astype(np.int64)
+        idx = np.repeat(np.arange(w.size), w)
+        m = self.n_states
+        if idx.size == 0:
+            empty = estimate_batch(np.zeros((1, m * m + 3 * m)), m, self.pseudocount, self.unvisited_policy,
+                                   self.initial)
+            return {**empty, "dropped": np.array([True]), "diagnostics": [{"replicate": i, "dropped": True}]}
+        rep, rows = take_traces(self.traces, idx)
+        est = copy.copy(self.estimator)
+        if hasattr(est, "seed"):
+            est.seed = int(seed.generate_state(1)[0])
+        model = est.fit(rep).fetch_model()
+        labels = getattr(model, "fit_labels", None)
+        if labels is None or np.shape(labels) != (rep.n_steps,):
+            labels = model.predict(rep)
+        labels = np.asarray(labels, dtype=np.int64)
+        names_b = tuple(model.state_names)
+        mb = len(names_b)
+        outcomes = rep.outcomes()
+        if self.align == "names":
+            mapping = match_by_names(self.reference.state_names, names_b)
+            detail: dict[str, Any] = {}
+        elif self.align == "exit-profile":
+            own = per_trace_counts(labels, rep.offsets, outcomes, mb).sum(axis=0)
+            own_arr = estimate_batch(np.asarray(own, dtype=np.float64), mb, self.pseudocount,
+                                     self.unvisited_policy, self.initial)
+            mapping = match_by_exit_profile(self.reference.R_success, own_arr["R_success"][0])
+            detail = {}
+        else:
+            assert self.features is not None and self.reference_centroids is not None
+            cent = group_means(self.features[rows], labels, mb)
+            mapping, cost = match_by_centroids(self.reference_centroids, cent)
+            detail = {"mean_centroid_distance": float(np.sqrt(cost).mean())}
+        codes = mapping[labels]
+        counts = per_trace_counts(codes, rep.offsets, outcomes, m).sum(axis=0)
+        arr: dict[str, Any] = estimate_batch(np.asarray(counts, dtype=np.float64), m, self.pseudocount,
+                                             self.unvisited_policy, self.initial)
+        matched = np.unique(mapping)
+        missing = [self.reference.state_names[j] for j in range(m) if j not in set(matched.tolist())]
+        arr["dropped"] = np.array([False])
+        arr["diagnostics"] = [{"replicate": i, "n_states_found": mb, "missing_reference_states": missing,
+                               "merged_states": int(mb - matched.size), **detail}]
+        return arr
+
+    def run(self) -> dict[str, Any]:
+        """All replicates, one after another (each refits the states: the cost is the state discovery)."""
+        return combine_replicates([self.replicate_arrays(i) for i in range(self.n_resamples)])
+
+
+def combine_replicates(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Stack the per-replicate results of ``arrays_for_seed`` (in replicate order) as ``run()`` returns them."""
+    out: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in ("Q", "R_success", "R_failure", "pi0",
+                                                                              "dropped")}
+    if any("diagnostics" in p for p in parts):
+        out["diagnostics"] = [d for p in parts for d in p.get("diagnostics", [])]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- estimator
+class TraceBootstrap:
+    """Non-parametric bootstrap of the chain: resample traces (or tasks) with replacement and refit (§5.2).
+
+    Parameters
+    ----------
+    n_resamples : int, default 200
+        Number of replicates B (the paper's default).
+    by : {"trace", "task"}, default "trace"
+        Resampling unit. "task" resamples whole tasks (all trials of a task together; traces without a ``task_id``
+        are their own task), which respects correlation between trials of the same task.
+    path : {"fast", "full"}, default "fast"
+        States fixed (fast, vectorised) or re-discovered on every replicate (full; needs ``states`` to be a state
+        estimator such as ``WardStates(...)``).
+    weights : {"multinomial", "poisson"}, default "multinomial"
+        Classic resampling of n units out of n, or independent Poisson(1) weights per unit (the Poisson bootstrap;
+        partition-friendly).
+    states : state estimator, fitted StateModel or None
+        None: the traces are already labelled (their ``state`` column, as ``ChainEstimator`` reads it). A fitted
+        ``StateModel``: label the traces with it (fast path only). An estimator (``WardStates``,
+        ``CategoricalStates``, ``MilestoneStates``): fitted once on all usable traces for the reference, and again
+        on every replicate for the full path.
+    state_names : sequence of str, optional
+        Fix the state order (e.g. an existing chain's ``state_names``), for already-labelled traces.
+    relabel : {"fit", "nearest-centroid"}, default "fit"
+        Fast path with a Ward estimator: keep the reference clustering's labels, or give each step the state of its
+        nearest reference centroid (the artifact's fast path; the reference chain is then refitted on those labels).
+    align : {"auto", "centroids", "names", "exit-profile"}, default "auto"
+        Full path label alignment: Hungarian on centroids (Ward; "auto" picks it when the estimator has a
+        featurizer), by state name (other estimators), or the artifact's greedy R⊕ matching (parity only).
+    pseudocount, unvisited, initial
+        As :class:`~tracetochain.ChainEstimator`, applied to every replicate and to the reference.
+    confidence : float, default 0.95
+        Default interval level of the resulting ensemble.
+    seed : int, default 0
+        Master seed; replicate i uses ``SeedSequence(seed).spawn(n_resamples)[i]``. ``None`` draws fresh entropy
+        (recorded in ``info["seed"]`` so the run can be repeated).
+    engine : engine, optional
+        Where the replicates run (``tracetochain.engines``: anything with ``map_seeds(fn, seed, n)``). Default: this
+        process, with the vectorised driver for the fast path. Every engine gives the same numbers.
+
+    Invalid traces are not resampled (they never count). After ``fit``, ``plan_`` holds the replicate plan
+    (``plan_.replicate_arrays(i)``, ``plan_.replicate(i)``, ``plan_.run()``) and ``fetch_model()`` the
+    :class:`ChainEnsemble` (method ``"bootstrap"`` or ``"bootstrap-full"``).
+
+    Examples
+    --------
+    >>> import tracetochain as tt
+    >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=0)
+    >>> ens = TraceBootstrap(n_resamples=100, seed=1).fit(traces).fetch_model()
+    >>> s = ens.stats("r_inf")
+    >>> s.method, s.n_samples, s.lower < s.point < s.upper
+    ('bootstrap', 100, True)
+    """
+
+    def __init__(self, *, n_resamples: int = 200, by: By = "trace", path: Path_ = "fast",
+                 weights: Weights = "multinomial", states: Any = None, state_names: Sequence[str] | None = None,
+                 relabel: Relabel = "fit", align: Align = "auto", pseudocount: float = 1.0,
+                 unvisited: Literal["auto", "prior", "failure"] = "auto",
+                 initial: Literal["empirical", "modal"] = "empirical", confidence: float = 0.95,
+                 seed: int | None = 0, engine: Any = None) -> None:
+        self.n_resamples = n_resamples
+        self.by = by
+        self.path = path
+        self.weights = weights
+        self.states = states
+        self.state_names = state_names
+        self.relabel = relabel
+        self.align = align
+        self.pseudocount = pseudocount
+        self.unvisited = unvisited
+        self.initial = initial
+        self.confidence = confidence
+        self.seed = seed
+        self.engine = engine
+        self.plan_: FastBootstrapPlan | FullBootstrapPlan | None = None
+        self._model: ChainEnsemble | None = None
+
+    # ------------------------------------------------------------------ validation
+    def _check(self) -> tuple[float, str, float]:
+        B = self.n_resamples
+        if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 1:
+            raise ValueError(f"n_resamples must be a positive integer, got {B!r}")
+        for name, value, allowed in (("by", self.by, ("trace", "task")), ("path", self.path, ("fast", "full")),
+                                     ("weights", self.weights, ("multinomial", "poisson")),
+                                     ("relabel", self.relabel, ("fit", "nearest-centroid")),
+                                     ("align", self.align, ("auto", "centroids", "names", "exit-profile")),
+                                     ("initial", self.initial, ("empirical", "modal"))):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+        a = float(self.pseudocount)
+        if not np.isfinite(a) or a < 0:
+            raise ValueError(f"pseudocount must be a finite number >= 0, got {self.pseudocount!r}")
+        policy = resolve_unvisited(self.unvisited, a)
+        level = check_confidence(self.confidence)
+        if self.path == "full" and (self.states is None or not hasattr(self.states, "fit")):
+            raise ValueError("path='full' re-discovers the states on every replicate, so it needs a state estimator: "
+                             "states=WardStates(...) (or CategoricalStates/MilestoneStates)")
+        if self.relabel == "nearest-centroid" and not hasattr(self.states, "featurizer"):
+            raise ValueError("relabel='nearest-centroid' needs a clustering state estimator with a featurizer "
+                             "(states=WardStates(...))")
+        if self.path == "full" and self.align == "centroids" and not hasattr(self.states, "featurizer"):
+            raise ValueError("align='centroids' needs a clustering state estimator with a featurizer (WardStates); "
+                             "use align='names' for categorical or milestone states")
+        return a, policy, level
+
+    # ------------------------------------------------------------------ states
+    def _label(self, usable: TraceTable) -> tuple[NDArray[np.int64], tuple[str, ...], dict[str, Any]]:
+        """State codes of every usable step, the state names, and (Ward) the fixed features and centroids."""
+        extra: dict[str, Any] = {}
+        st = self.states
+        if st is None:
+            codes, labels = usable.state_labels()
+            names = list(labels)
+            if self.state_names is not None:
+                vocab = [str(s) for s in self.state_names]
+                pos = {s: i for i, s in enumerate(vocab)}
+                missing = [s for s in names if s not in pos]
+                if missing:
+                    raise TraceValidationError(f"state {missing[0]!r} occurs in the traces but not in state_names",
+                                               source=usable.report.source, field="state")
+                remap = np.array([pos[s] for s in names], dtype=np.int64)
+                codes = remap[codes] if codes.size else codes
+                names = vocab
+            return codes.astype(np.int64), tuple(names), extra
+        if not hasattr(st, "fit"):  # a fitted StateModel
+            return np.asarray(st.predict(usable), dtype=np.int64), tuple(st.state_names), extra
+        estimator = st
+        if hasattr(st, "featurizer"):
+            from tracetochain.featurize.rules import RuleFeaturizer
+
+            featurizer = st.featurizer if st.featurizer is not None else RuleFeaturizer()
+            feat_model = featurizer.fit(usable).fetch_model()
+            estimator = copy.copy(st)
+            estimator.featurizer = _FrozenFeaturizer(feat_model)
+            extra["features"] = np.asarray(feat_model.transform(usable).X, dtype=np.float64)
+        model = estimator.fit(usable).fetch_model()
+        fitted = getattr(model, "fit_labels", None)
+        if fitted is None or np.shape(fitted) != (usable.n_steps,):
+            fitted = model.predict(usable)
+        codes = np.asarray(fitted, dtype=np.int64)
+        state_names = tuple(str(s) for s in model.state_names)
+        extra["estimator"] = estimator
+        extra["state_model"] = model
+        if "features" in extra:
+            extra["centroids"] = group_means(extra["features"], codes, len(state_names))
+            if self.relabel == "nearest-centroid":
+                X, C = extra["features"], extra["centroids"]
+                d2 = (X * X).sum(axis=1)[:, None] - 2.0 * X @ C.T + (C * C).sum(axis=1)[None, :]
+                codes = np.argmin(d2, axis=1).astype(np.int64)
+                extra["centroids"] = group_means(X, codes, len(state_names))
+        return codes, state_names, extra
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, traces: TraceTable) -> TraceBootstrap:
+        """Label (or cluster) the traces, build the replicate plan and run it with the local driver."""
+        if not isinstance(traces, TraceTable):
+            raise TypeError(f"fit expects a TraceTable (the labelled traces, or raw traces with states=...), got "
+                            f"{type(traces).__name__}")
+        a, policy, level = self._check()
+        outcomes_all = traces.outcomes()
+        usable = traces.select_traces(outcomes_all != _INVALID)
+        if usable.n_traces == 0:
+            raise EmptyTraceSetError(f"no traces to resample in {traces.report.source}: all "
+                                     f"{traces.n_traces} trace(s) are invalid or there are none")
+        codes, names, extra = self._label(usable)
+        m = len(names)
+        outcomes = usable.outcomes()
+        P = per_trace_counts(codes, usable.offsets, outcomes, m)
+        total = np.asarray(P.sum(axis=0), dtype=np.float64)
+        n_by = np.bincount(outcomes_all.astype(np.int64), minlength=4)
+        counts = TransitionCounts(
+            names, total[0, : m * m].reshape(m, m).astype(np.int64), total[0, m * m: m * m + m].astype(np.int64),
+            total[0, m * m + m: m * m + 2 * m].astype(np.int64), total[0, m * m + 2 * m:].astype(np.int64),
+            {"success": int(n_by[0]), "failure": int(n_by[1]), "censored": int(n_by[2]), "invalid": int(n_by[3])})
+        from tracetochain.chain._estimator import estimate_chain
+
+        reference = estimate_chain(counts, a, policy, self.initial)  # type: ignore[arg-type]
+        if "state_model" in extra:
+            reference = reference.with_metadata(states=extra["state_model"].to_dict())
+        if self.seed is None:
+            root = np.random.SeedSequence()
+            seed_used: int = int(root.entropy)  # type: ignore[arg-type]
+        else:
+            root = np.random.SeedSequence(int(self.seed))
+            seed_used = int(self.seed)
+        seeds = tuple(root.spawn(int(self.n_resamples)))
+        unit_of_trace, n_units = _units(usable, self.by)
+        common: dict[str, Any] = {
+            "reference": reference, "seeds": seeds, "unit_of_trace": unit_of_trace, "n_units": n_units,
+            "weights": self.weights, "n_states": m, "pseudocount": a, "unvisited_policy": policy,
+            "initial": self.initial}
+        plan: FastBootstrapPlan | FullBootstrapPlan
+        align = self.align
+        if self.path == "fast":
+            plan = FastBootstrapPlan(**common, per_trace=P)
+        else:
+            if align == "auto":
+                align = "centroids" if "features" in extra else "names"
+            plan = FullBootstrapPlan(**common, traces=usable, estimator=extra["estimator"],
+                                     features=extra.get("features"), reference_centroids=extra.get("centroids"),
+                                     align=align)
+        if self.engine is None:
+            out = plan.run()
+        else:
+            out = combine_replicates(self.engine.map_seeds(plan.arrays_for_seed, seed_used, int(self.n_resamples)))
+        keep = ~np.asarray(out["dropped"], dtype=bool)
+        if not keep.any():
+            raise EmptyTraceSetError("every bootstrap replicate drew no traces; use more traces or weights="
+                                     "'multinomial'")
+        info: dict[str, Any] = {
+            "path": self.path, "by": self.by, "weights": self.weights, "n_resamples": int(self.n_resamples),
+            "n_dropped": int((~keep).sum()), "n_traces": usable.n_traces, "n_units": n_units,
+            "pseudocount": a, "unvisited_policy": policy, "initial": self.initial, "seed": seed_used,
+            "relabel": self.relabel if self.states is not None and self.path == "fast" else None,
+            "align": align if self.path == "full" else None,
+            "point_estimator": (f"ChainEstimator(pseudocount={a!r}, unvisited={policy!r}, initial={self.initial!r}) "
+                                f"on all {usable.n_traces} usable traces"
+                                + (" (nearest-centroid labels)" if self.relabel == "nearest-centroid" else "")),
+        }
+        if "diagnostics" in out:
+            diags = out["diagnostics"]
+            info["replicates"] = diags
+            found = [d.get("n_states_found") for d in diags if "n_states_found" in d]
+            info["n_states_found"] = {str(k): found.count(k) for k in sorted(set(found))}
+            info["replicates_missing_states"] = sum(1 for d in diags if d.get("missing_reference_states"))
+        self.plan_ = plan
+        self._model = ChainEnsemble(
+            reference,
+            {"Q": out["Q"][keep], "R_success": out["R_success"][keep], "R_failure": out["R_failure"][keep],
+             "pi0": out["pi0"][keep]},
+            method="bootstrap" if self.path == "fast" else "bootstrap-full", confidence=level, seed=seed_used,
+            info=info)
+        return self
+
+    def fetch_model(self) -> ChainEnsemble:
+        if self._model is None:
+            raise NotFittedError("call fit(traces) before fetch_model()")
+        return self._model

@@ -1,0 +1,548 @@
+"""ChainEnsemble: many plausible chains (posterior draws or bootstrap refits) and one statistics call for all of them.
+
+``ensemble.stats(quantity, **kwargs)`` evaluates a quantity on every draw and returns a :class:`QuantityStats`
+(mean, std, equal-tailed percentile interval, the value on the reference chain, optionally the samples) — the
+deeptime ``gather_stats`` pattern (``style.md`` §1, house rule 5). Intervals are percentiles of the *propagated*
+draws, never combinations of per-entry endpoints (``paper-spec.md`` §3.10): the row constraints couple the entries.
+
+Built-in quantity names are computed for all draws at once by batched numpy (:mod:`._batched`); any callable
+``chain -> float | array`` also works (evaluated on one :class:`~tracetochain.AbsorbingChain` per draw), which is how
+what-if deltas plug in: ``ensemble.stats(lambda c: fallback(c).r_inf - c.r_inf)``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tracetochain.chain._model import AbsorbingChain
+from tracetochain.exceptions import ChainValidationError, UndefinedMetricError
+from tracetochain.numerics._checks import ROW_SUM_ATOL
+from tracetochain.uncertainty._batched import ChainBatch
+from tracetochain.uncertainty._stats import EntryIntervals, QuantityStats, check_confidence, equal_tailed
+
+Batched = Callable[[ChainBatch, dict[str, Any]], tuple[NDArray[np.float64], NDArray[np.bool_] | None, str]]
+OnChain = Callable[[AbsorbingChain, dict[str, Any]], Any]
+
+
+# ------------------------------------------------------------------------------------------ built-in quantities
+@dataclass(frozen=True)
+class _Builtin:
+    """A named quantity: how to compute it for a batch of draws and on one chain (for the point estimate)."""
+
+    doc: str
+    batched: Batched
+    on_chain: OnChain
+    params: dict[str, Any] = field(default_factory=dict)  # accepted keyword arguments → default (… = required)
+    chain_only: bool = True  # defined only on draws that are absorbing chains (False for raw entries)
+    needs_solve: bool = True  # uses N = (I − Q)⁻¹, so draws whose solve fails are excluded too
+
+
+def _all(v: NDArray[np.float64]) -> tuple[NDArray[np.float64], None, str]:
+    return v, None, ""
+
+
+def _check_horizon(kw: dict[str, Any]) -> int:
+    h = kw["horizon"]
+    if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 0:
+        raise ValueError(f"horizon must be an integer >= 0, got {h!r}")
+    return int(h)
+
+
+def _check_k(kw: dict[str, Any]) -> tuple[NDArray[np.float64], bool]:
+    k = kw["k"]
+    ks = np.atleast_1d(np.asarray(k))
+    if ks.size == 0 or not np.issubdtype(ks.dtype, np.integer) or ks.min() < 1:
+        raise ValueError(f"k must be a positive integer (or integers), got {k!r}")
+    return ks.astype(np.float64), np.ndim(k) == 0
+
+
+def _pass_at(r: NDArray[np.float64], kw: dict[str, Any]) -> NDArray[np.float64]:
+    ks, scalar = _check_k(kw)
+    with np.errstate(divide="ignore"):
+        out = -np.expm1(ks[None, :] * np.log1p(-np.minimum(r, 1.0))[:, None])
+    return out[:, 0] if scalar else out
+
+
+def _pass_hat(r: NDArray[np.float64], kw: dict[str, Any]) -> NDArray[np.float64]:
+    ks, scalar = _check_k(kw)
+    out = np.power(r[:, None], ks[None, :])
+    return out[:, 0] if scalar else out
+
+
+def _scalar_k(value: NDArray[np.float64], kw: dict[str, Any]) -> Any:
+    return float(value[0]) if np.ndim(kw["k"]) == 0 else value
+
+
+def _undefined_if_none(value: Any, why: str) -> Any:
+    if value is None:
+        raise UndefinedMetricError(why)
+    return value
+
+
+def _chain_attribution(c: AbsorbingChain) -> NDArray[np.float64]:
+    if c.failure_probability <= 0.0:
+        raise UndefinedMetricError("failure is unreachable from the initial distribution, so the failure "
+                                   "attribution is undefined")
+    return c.failure_attribution()
+
+
+def _sweep_field(name: str) -> Batched:
+    def run(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], None, str]:
+        return b.sweep(_check_horizon(kw), residual=name == "residual")[name], None, ""
+    return run
+
+
+def _conditional_cdf(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
+    rel = b.sweep(_check_horizon(kw))["reliability"]
+    r = b.r_inf()
+    ok = r > 0
+    return (np.divide(rel, r[:, None], out=np.zeros_like(rel), where=ok[:, None]), ok,
+            "success unreachable from π0 (R∞ = 0)")
+
+
+def _cond_mean(outcome: str) -> Batched:
+    def run(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
+        v, ok = b.conditional_mean_steps(outcome)
+        return v, ok, f"{outcome} unreachable from π0"
+    return run
+
+
+def _attribution(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
+    v, ok = b.failure_attribution()
+    return v, ok, "failure unreachable from π0"
+
+
+def _budget(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
+    d, ok = b.step_budget(float(kw["delta"]), int(kw["max_horizon"]))
+    return d, ok, f"R∞ − R(d) still > δ at max_horizon = {int(kw['max_horizon'])}"
+
+
+def _bound(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
+    bound, ok, _, _ = b.prop8(float(kw["delta"]))
+    return bound, ok, "Prop. 8 bound undefined (Q not diagonalizable, ρ ∉ (0, 1) or h = 0)"
+
+
+def _kappa(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
+    _, _, kappa, ok = b.prop8(0.5)
+    return kappa, ok, "κ∞(V) undefined (Q numerically not diagonalizable)"
+
+
+_H = {"horizon": ...}
+_K = {"k": ...}
+_NOT_DIAG = "Q is numerically not diagonalizable (or ρ ∉ (0, 1), or h = 0), so Prop. 8's bound is undefined"
+
+BUILTINS: dict[str, _Builtin] = {
+    "r_inf": _Builtin("R∞ = π0 N R⊕, the probability of eventual success (Prop. 1)",
+                      lambda b, kw: _all(b.r_inf()), lambda c, kw: c.r_inf),
+    "failure_probability": _Builtin("1 − R∞, solved directly as π0 N R⊖",
+                                    lambda b, kw: _all(b.failure_probability()), lambda c, kw: c.failure_probability),
+    "reliability": _Builtin("R(d) for d = 0..horizon (a band)", _sweep_field("reliability"),
+                            lambda c, kw: c.reliability(_check_horizon(kw)), _H, needs_solve=False),
+    "success_pmf": _Builtin("Pr[τ⊕ = d] for d = 0..horizon", _sweep_field("success_pmf"),
+                            lambda c, kw: c.sweep(_check_horizon(kw)).success_pmf, _H, needs_solve=False),
+    "failure_pmf": _Builtin("Pr[τ⊖ = d] for d = 0..horizon", _sweep_field("failure_pmf"),
+                            lambda c, kw: c.sweep(_check_horizon(kw)).failure_pmf, _H, needs_solve=False),
+    "survival": _Builtin("Pr[T > d] for d = 0..horizon", _sweep_field("survival"),
+                         lambda c, kw: c.sweep(_check_horizon(kw)).survival, _H, needs_solve=False),
+    "residual": _Builtin("R∞ − R(d) for d = 0..horizon (exact tail π_d·h)", _sweep_field("residual"),
+                         lambda c, kw: c.sweep(_check_horizon(kw)).residual, _H),
+    "success_conditional_cdf": _Builtin("R(d)/R∞ for d = 0..horizon", _conditional_cdf,
+                                        lambda c, kw: c.success_conditional_cdf(_check_horizon(kw)), _H),
+    "pass_at_k": _Builtin("pass@k = 1 − (1 − R∞)^k (Thm 3); k an int or a list", lambda b, kw: _all(
+        _pass_at(b.r_inf(), kw)), lambda c, kw: _scalar_k(c.pass_at_k(kw["k"]), kw), _K),
+    "pass_hat_k": _Builtin("pass^k = R∞^k (Thm 3); k an int or a list", lambda b, kw: _all(
+        _pass_hat(b.r_inf(), kw)), lambda c, kw: _scalar_k(c.pass_hat_k(kw["k"]), kw), _K),
+    "mean_steps": _Builtin("MTTA = π0 N 1", lambda b, kw: _all(b.mean_steps()), lambda c, kw: c.mean_steps()),
+    "steps_variance": _Builtin("Var[T] (Kemeny–Snell)", lambda b, kw: _all(b.steps_variance()),
+                               lambda c, kw: c.steps_variance()),
+    "steps_std": _Builtin("sd[T]", lambda b, kw: _all(np.sqrt(b.steps_variance())),
+                          lambda c, kw: float(np.sqrt(c.steps_variance()))),
+    "mean_steps_given_success": _Builtin("E[T | success] = π0 N² R⊕ / R∞", _cond_mean("success"),
+                                         lambda c, kw: c.mean_steps_given_success()),
+    "mean_steps_given_failure": _Builtin("E[T | failure] = π0 N² R⊖ / (1 − R∞)", _cond_mean("failure"),
+                                         lambda c, kw: c.mean_steps_given_failure()),
+    "success_probabilities": _Builtin("h = N R⊕ per state", lambda b, kw: _all(b.h),
+                                      lambda c, kw: c.success_probabilities),
+    "failure_probabilities": _Builtin("g = N R⊖ per state", lambda b, kw: _all(b.g),
+                                      lambda c, kw: c.failure_probabilities),
+    "expected_visits": _Builtin("z = Nᵀ π0 per state", lambda b, kw: _all(b.z), lambda c, kw: c.expected_visits()),
+    "failure_attribution": _Builtin("share of failures leaving from each state", _attribution,
+                                    lambda c, kw: _chain_attribution(c)),
+    "vulnerability": _Builtin("R⊖_i per state", lambda b, kw: _all(b.r_failure), lambda c, kw: c.vulnerability(),
+                              chain_only=False),
+    "sensitivity_R_success": _Builtin("∂R∞/∂R⊕_i = z_i", lambda b, kw: _all(b.z),
+                                      lambda c, kw: c.sensitivity_R_success()),
+    "sensitivity_Q": _Builtin("∂R∞/∂Q_ij = z_i h_j", lambda b, kw: _all(b.z[:, :, None] * b.h[:, None, :]),
+                              lambda c, kw: c.sensitivity_Q()),
+    "spectral_radius": _Builtin("ρ(Q)", lambda b, kw: _all(b.spectral_radius()), lambda c, kw: c.spectral_radius(),
+                                needs_solve=False),
+    "step_budget": _Builtin("smallest d with R∞ − R(d) ≤ δ (exact)", _budget,
+                            lambda c, kw: _undefined_if_none(
+                                c.step_budget(float(kw["delta"]), int(kw["max_horizon"])).exact,
+                                f"R∞ − R(d) still > δ at max_horizon = {int(kw['max_horizon'])}"),
+                            {"delta": 0.01, "max_horizon": 100_000}),
+    "step_budget_bound": _Builtin("Prop. 8's bound d*(δ) with κ∞(V) computed", _bound,
+                                  lambda c, kw: _undefined_if_none(c.step_budget(float(kw["delta"])).bound, _NOT_DIAG),
+                                  {"delta": 0.01}),
+    "step_budget_kappa": _Builtin("κ∞(V) = ‖V‖∞‖V⁻¹‖∞ of Q's eigenvectors", _kappa,
+                                  lambda c, kw: _undefined_if_none(c.step_budget(0.5).kappa, _NOT_DIAG)),
+    "Q": _Builtin("the transient block Q (m × m)", lambda b, kw: _all(b.Q), lambda c, kw: c.Q, chain_only=False),
+    "R_success": _Builtin("R⊕ (m)", lambda b, kw: _all(b.r_success), lambda c, kw: c.R_success, chain_only=False),
+    "R_failure": _Builtin("R⊖ (m)", lambda b, kw: _all(b.r_failure), lambda c, kw: c.R_failure, chain_only=False),
+    "pi0": _Builtin("π0 (m)", lambda b, kw: _all(b.pi0), lambda c, kw: c.pi0, chain_only=False),
+}
+
+
+def _bind(name: str, spec: _Builtin, kwargs: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(kwargs) - set(spec.params))
+    if unknown:
+        accepted = ", ".join(spec.params) or "none"
+        raise TypeError(f"quantity {name!r} got unexpected argument(s) {unknown}; it accepts: {accepted}")
+    bound = {**spec.params, **kwargs}
+    missing = [k for k, v in bound.items() if v is ...]
+    if missing:
+        raise TypeError(f"quantity {name!r} needs {', '.join(missing)} (e.g. ensemble.stats({name!r}, "
+                        f"{missing[0]}=10))")
+    return bound
+
+
+# ---------------------------------------------------------------------------------------------------- ensemble
+def _frozen(a: Any) -> NDArray[np.float64]:
+    """A read-only C-contiguous copy with the (already checked, ≥ −1e-9) negative rounding noise clipped to 0."""
+    arr = np.array(a, dtype=np.float64, copy=True, order="C")
+    np.clip(arr, 0.0, None, out=arr)
+    arr.setflags(write=False)
+    return arr
+
+
+def _describe_estimator(chain: AbsorbingChain) -> str:
+    md = chain.metadata
+    if "estimator" not in md:
+        return "the reference chain as given"
+    parts = [f"{k}={md[k]!r}" for k in ("pseudocount", "unvisited_policy", "initial") if k in md]
+    return f"{md['estimator']}({', '.join(parts)}) on all the data"
+
+
+@dataclass(frozen=True, eq=False)
+class ChainEnsemble:
+    """B chains over the same states as ``reference``: posterior draws or bootstrap refits.
+
+    Parameters
+    ----------
+    reference : AbsorbingChain
+        The point estimate (every :class:`QuantityStats` reports the quantity on it as ``point``).
+    samples : list of AbsorbingChain, or a mapping of stacked arrays
+        Either chains with the reference's state names, or ``{"Q": (B, m, m), "R_success": (B, m),
+        "R_failure": (B, m), "pi0": (B, m) or (m,)}`` (``pi0`` defaults to the reference's). Every row must sum to
+        1 (to 1e-9); draws need not be absorbing — those that are not are excluded from derived quantities and
+        counted.
+    method : str
+        How the samples were made ("posterior", "bootstrap", "bootstrap-full", …), printed with every interval.
+    confidence : float, default 0.95
+        Default level of the equal-tailed percentile intervals of :meth:`stats`.
+    seed : int, optional
+        The seed the samples were drawn with (recorded, for reproduction).
+    info : dict, optional
+        Provenance (settings of the posterior or bootstrap). ``info["point_estimator"]`` overrides the description of
+        how the reference was estimated.
+
+    Examples
+    --------
+    >>> import tracetochain as tt
+    >>> from tracetochain.uncertainty import DirichletPosterior
+    >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=1)
+    >>> chain = tt.ChainEstimator().fit(traces).fetch_model()
+    >>> ens = DirichletPosterior(n_samples=500, seed=0).fit(chain).fetch_model().ensemble
+    >>> s = ens.stats("r_inf")
+    >>> s.lower < s.point < s.upper
+    True
+    >>> ens.stats("reliability", horizon=10).upper.shape
+    (11,)
+    """
+
+    reference: AbsorbingChain
+    Q: NDArray[np.float64]
+    R_success: NDArray[np.float64]
+    R_failure: NDArray[np.float64]
+    pi0: NDArray[np.float64]
+    method: str
+    confidence: float
+    seed: int | None
+    info: dict[str, Any]
+
+    def __init__(self, reference: AbsorbingChain, samples: Sequence[AbsorbingChain] | Mapping[str, Any], *,
+                 method: str = "custom", confidence: float = 0.95, seed: int | None = None,
+                 info: dict[str, Any] | None = None) -> None:
+        if not isinstance(reference, AbsorbingChain):
+            raise TypeError(f"reference must be an AbsorbingChain, got {type(reference).__name__}")
+        m = reference.n_states
+        if isinstance(samples, Mapping):
+            try:
+                Q = np.asarray(samples["Q"], dtype=np.float64)
+                rs = np.asarray(samples["R_success"], dtype=np.float64)
+                rf = np.asarray(samples["R_failure"], dtype=np.float64)
+            except KeyError as exc:
+                raise ValueError(f"stacked samples need the key {exc.args[0]!r} (Q, R_success, R_failure and "
+                                 "optionally pi0)") from None
+            pi = np.asarray(samples.get("pi0", reference.pi0), dtype=np.float64)
+        else:
+            chains = list(samples)
+            for i, c in enumerate(chains):
+                if not isinstance(c, AbsorbingChain):
+                    raise TypeError(f"sample {i} is a {type(c).__name__}, not an AbsorbingChain")
+                if c.state_names != reference.state_names:
+                    raise ChainValidationError(f"sample {i} has states {list(c.state_names)}, the reference "
+                                               f"{list(reference.state_names)}; align the states first")
+            Q = np.stack([c.Q for c in chains]) if chains else np.zeros((0, m, m))
+            rs = np.stack([c.R_success for c in chains]) if chains else np.zeros((0, m))
+            rf = np.stack([c.R_failure for c in chains]) if chains else np.zeros((0, m))
+            pi = np.stack([c.pi0 for c in chains]) if chains else np.zeros((0, m))
+        B = Q.shape[0] if Q.ndim == 3 else -1
+        if Q.shape != (B, m, m) or rs.shape != (B, m) or rf.shape != (B, m):
+            raise ChainValidationError(f"stacked samples must have shapes Q (B, {m}, {m}), R_success and R_failure "
+                                       f"(B, {m}); got {Q.shape}, {rs.shape}, {rf.shape}")
+        if B == 0:
+            raise ValueError("an ensemble needs at least one sample")
+        if pi.shape == (m,):
+            pi = np.broadcast_to(pi, (B, m))
+        if pi.shape != (B, m):
+            raise ChainValidationError(f"pi0 must have shape ({m},) or ({B}, {m}), got {pi.shape}")
+        _check_stacked(Q, rs, rf, pi)
+        object.__setattr__(self, "reference", reference)
+        object.__setattr__(self, "Q", _frozen(Q))
+        object.__setattr__(self, "R_success", _frozen(rs))
+        object.__setattr__(self, "R_failure", _frozen(rf))
+        object.__setattr__(self, "pi0", _frozen(pi))
+        object.__setattr__(self, "method", str(method))
+        object.__setattr__(self, "confidence", check_confidence(confidence))
+        object.__setattr__(self, "seed", seed)
+        object.__setattr__(self, "info", dict(info or {}))
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def n_samples(self) -> int:
+        """Number of draws B."""
+        return int(self.Q.shape[0])
+
+    def __len__(self) -> int:
+        return self.n_samples
+
+    @property
+    def n_states(self) -> int:
+        return self.reference.n_states
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        return self.reference.state_names
+
+    @property
+    def point_estimator(self) -> str:
+        """How the reference (point) chain was estimated, e.g. ``ChainEstimator(pseudocount=1.0, …) on all the
+        data``."""
+        return str(self.info.get("point_estimator") or _describe_estimator(self.reference))
+
+    @staticmethod
+    def quantities() -> dict[str, str]:
+        """Built-in quantity names → what they are (any callable ``chain -> value`` works too)."""
+        return {name: spec.doc + (f" [{', '.join(spec.params)}]" if spec.params else "")
+                for name, spec in BUILTINS.items()}
+
+    def chain(self, i: int) -> AbsorbingChain:
+        """Draw ``i`` as an :class:`AbsorbingChain` (raises ``NonAbsorbingError`` if it is not one)."""
+        if not -self.n_samples <= i < self.n_samples:
+            raise IndexError(f"draw {i} out of range for {self.n_samples} draws")
+        return AbsorbingChain(self.Q[i], self.R_success[i], self.R_failure[i], self.pi0[i], self.state_names,
+                              {"ensemble_method": self.method, "draw": int(i) % self.n_samples})
+
+    @cached_property
+    def _batch(self) -> ChainBatch:
+        return ChainBatch(self.Q, self.R_success, self.R_failure, self.pi0)
+
+    # ------------------------------------------------------------------ statistics
+    def stats(self, quantity: str | Callable[..., Any], *, confidence: float | None = None,
+              return_samples: bool = False, **kwargs: Any) -> QuantityStats:
+        """Mean, std and equal-tailed percentile interval of ``quantity`` over the draws, plus its point value.
+
+        Parameters
+        ----------
+        quantity : str or callable
+            A built-in name (see :meth:`quantities`: ``"r_inf"``, ``"reliability"`` with ``horizon=``,
+            ``"pass_hat_k"`` with ``k=``, ``"mean_steps_given_success"``, ``"failure_attribution"``, …) computed for
+            all draws at once, or any function ``chain -> float | array`` evaluated on each draw's
+            :class:`AbsorbingChain` (``kwargs`` are passed to it).
+        confidence : float, optional
+            Interval level (default: the ensemble's).
+        return_samples : bool, default False
+            Keep the per-draw values (of the draws used) in ``QuantityStats.samples``.
+
+        Draws on which the quantity is undefined — not an absorbing chain, success unreachable for a
+        success-conditional quantity, a callable raising ``UndefinedMetricError`` — are excluded and counted by
+        reason; the result never contains NaN.
+        """
+        level = self.confidence if confidence is None else check_confidence(confidence)
+        reasons: dict[str, int] = {}
+        if isinstance(quantity, str):
+            if quantity not in BUILTINS:
+                raise ValueError(f"unknown quantity {quantity!r}; built-in quantities are {sorted(BUILTINS)} "
+                                 "(or pass a function chain -> value)")
+            spec = BUILTINS[quantity]
+            params = _bind(quantity, spec, kwargs)
+            batch = self._batch
+            values, defined, why = spec.batched(batch, params)
+            keep = np.ones(self.n_samples, dtype=bool)
+            if spec.chain_only:
+                keep &= batch.valid if spec.needs_solve else batch.absorbing
+                for reason, n in (batch.invalid_reasons if spec.needs_solve else batch.structure_reasons).items():
+                    reasons[reason] = reasons.get(reason, 0) + n
+            if defined is not None:
+                lost = keep & ~defined
+                if lost.any():
+                    reasons[why] = reasons.get(why, 0) + int(lost.sum())
+                keep &= defined
+            values = np.asarray(values, dtype=np.float64)
+            point, point_why = _point(lambda: spec.on_chain(self.reference, params))
+            name = quantity
+        elif callable(quantity):
+            params = dict(kwargs)
+            values, keep, reasons = self._evaluate_callable(quantity, params)
+            point, point_why = _point(lambda: quantity(self.reference, **params))
+            name = getattr(quantity, "__name__", "quantity")
+        else:
+            raise TypeError(f"quantity must be a name or a callable chain -> value, got {type(quantity).__name__}")
+        finite = np.isfinite(values.reshape(values.shape[0], -1)).all(axis=1) if values.size else keep
+        bad = keep & ~finite
+        if bad.any():
+            reasons["non-finite value"] = reasons.get("non-finite value", 0) + int(bad.sum())
+            keep &= finite
+        used = values[keep]
+        lo_q, hi_q = equal_tailed(level)
+        n = int(used.shape[0])
+        if n:
+            mean = used.mean(axis=0)
+            std = used.std(axis=0, ddof=1) if n > 1 else np.zeros_like(mean)
+            lower, upper = np.quantile(used, [lo_q, hi_q], axis=0)
+        else:
+            mean = std = lower = upper = None
+        shown = {k: (list(v) if isinstance(v, (list, tuple, np.ndarray)) else v) for k, v in params.items()}
+        return QuantityStats(name, mean, std, lower, upper, point, level, self.method, n,
+                             self.n_samples - n, reasons, self.point_estimator, point_why, shown,
+                             used if return_samples else None)
+
+    def _evaluate_callable(self, fn: Callable[..., Any], params: dict[str, Any]
+                           ) -> tuple[NDArray[np.float64], NDArray[np.bool_], dict[str, int]]:
+        reasons: dict[str, int] = {}
+        results: list[NDArray[np.float64] | None] = []
+        shape: tuple[int, ...] | None = None
+        for i in range(self.n_samples):
+            try:
+                c = self.chain(i)
+            except ChainValidationError:
+                key = "non-absorbing (a closed loop with no exit; I − Q singular)"
+                reasons[key] = reasons.get(key, 0) + 1
+                results.append(None)
+                continue
+            try:
+                v = np.asarray(fn(c, **params), dtype=np.float64)
+            except UndefinedMetricError as exc:
+                key = str(exc)[:160]
+                reasons[key] = reasons.get(key, 0) + 1
+                results.append(None)
+                continue
+            if shape is None:
+                shape = v.shape
+            elif v.shape != shape:
+                raise ValueError(f"the quantity returned shape {v.shape} on draw {i} but {shape} before; "
+                                 "it must return the same shape on every chain")
+            results.append(v)
+        shape = shape if shape is not None else ()
+        keep = np.array([r is not None for r in results], dtype=bool)
+        values = np.zeros((self.n_samples, *shape))
+        for i, r in enumerate(results):
+            if r is not None:
+                values[i] = r
+        return values, keep, reasons
+
+    def entry_intervals(self, confidence: float | None = None) -> EntryIntervals:
+        """Per-entry percentile intervals of Q, R⊕, R⊖ over the draws (``paper-spec.md`` §5.2's output)."""
+        level = self.confidence if confidence is None else check_confidence(confidence)
+        lo_q, hi_q = equal_tailed(level)
+        qQ = np.quantile(self.Q, [lo_q, hi_q], axis=0)
+        qs = np.quantile(self.R_success, [lo_q, hi_q], axis=0)
+        qf = np.quantile(self.R_failure, [lo_q, hi_q], axis=0)
+        return EntryIntervals(self.state_names, qQ[0], qQ[1], qs[0], qs[1], qf[0], qf[1], self.Q.mean(axis=0),
+                              self.R_success.mean(axis=0), self.R_failure.mean(axis=0), level, "percentile",
+                              self.method)
+
+    # ------------------------------------------------------------------ output
+    def to_dict(self, *, include_samples: bool = False) -> dict[str, Any]:
+        """Provenance and size (and, on request, every draw as nested lists)."""
+        from tracetochain.uncertainty._stats import json_safe
+
+        out: dict[str, Any] = {
+            "kind": "tracetochain.chain_ensemble",
+            "method": self.method,
+            "confidence": self.confidence,
+            "seed": self.seed,
+            "n_samples": self.n_samples,
+            "state_names": list(self.state_names),
+            "point_estimator": self.point_estimator,
+            "info": json_safe(self.info),
+        }
+        if include_samples:
+            out["samples"] = {"Q": self.Q.tolist(), "R_success": self.R_success.tolist(),
+                              "R_failure": self.R_failure.tolist(), "pi0": self.pi0.tolist()}
+        return out
+
+    def __repr__(self) -> str:
+        return (f"ChainEnsemble(method={self.method!r}, n_samples={self.n_samples}, n_states={self.n_states}, "
+                f"confidence={self.confidence})")
+
+    def __str__(self) -> str:
+        r = self.stats("r_inf")
+        return f"{self.n_samples} chains ({self.method}, {self.n_states} states): R∞ {r}"
+
+    def _repr_html_(self) -> str:
+        r = self.stats("r_inf")
+        line = html.escape(f"R∞ {r}")
+        return (f"<div><b>ChainEnsemble</b>: {self.n_samples} chains ({html.escape(self.method)}), "
+                f"{self.n_states} states; {line}</div>")
+
+
+def _point(compute: Callable[[], Any]) -> tuple[Any, str | None]:
+    try:
+        v = compute()
+    except UndefinedMetricError as exc:
+        return None, str(exc)
+    arr = np.asarray(v, dtype=np.float64)
+    if not np.all(np.isfinite(arr)):
+        return None, "non-finite value on the reference chain"
+    return (float(arr) if arr.ndim == 0 else arr), None
+
+
+def _check_stacked(Q: NDArray[np.float64], rs: NDArray[np.float64], rf: NDArray[np.float64],
+                   pi: NDArray[np.float64]) -> None:
+    """Shapes are checked by the caller; here: finite, non-negative, rows summing to 1 (first offending draw named)."""
+    for arr, what in ((Q, "Q"), (rs, "R_success"), (rf, "R_failure"), (pi, "pi0")):
+        flat = arr.reshape(arr.shape[0], -1)
+        bad = ~np.isfinite(flat).all(axis=1) | (flat.min(axis=1) < -ROW_SUM_ATOL)
+        if bad.any():
+            raise ChainValidationError(f"{what} of draw {int(np.flatnonzero(bad)[0])} has a NaN, infinite or "
+                                       f"negative entry ({int(bad.sum())} draw(s) affected)")
+    rows = Q.sum(axis=2) + rs + rf
+    off = np.abs(rows - 1.0) > ROW_SUM_ATOL
+    if off.any():
+        b, i = (int(x[0]) for x in np.nonzero(off))
+        raise ChainValidationError(f"row {i} of draw {b} sums to {rows[b, i]:.12g}, not 1 "
+                                   f"({int(off.any(axis=1).sum())} draw(s) affected)")
+    total = pi.sum(axis=1)
+    off_pi = np.abs(total - 1.0) > ROW_SUM_ATOL
+    if off_pi.any():
+        b = int(np.flatnonzero(off_pi)[0])
+        raise ChainValidationError(f"pi0 of draw {b} sums to {total[b]:.12g}, not 1")

@@ -1,0 +1,287 @@
+"""Result objects of the uncertainty layer: :class:`QuantityStats` (one quantity over an ensemble) and
+:class:`EntryIntervals` (per-entry intervals of Q, R⊕, R⊖).
+
+Both are frozen, print as one readable line (or a short block for arrays), render as HTML in notebooks and turn into
+JSON-safe dicts (no NaN: an undefined value is ``None`` and the reason is recorded beside it).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+Value = float | NDArray[np.float64]
+
+
+def equal_tailed(confidence: float) -> tuple[float, float]:
+    """Lower and upper quantile levels of an equal-tailed interval: ((1 − c)/2, (1 + c)/2)."""
+    c = check_confidence(confidence)
+    return (1.0 - c) / 2.0, (1.0 + c) / 2.0
+
+
+def check_confidence(confidence: float) -> float:
+    c = float(confidence)
+    if not 0.0 < c < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), e.g. 0.95 for a 95% interval; got {confidence!r}")
+    return c
+
+
+def _frozen(a: Any) -> Any:
+    if a is None:
+        return None
+    if isinstance(a, (float, int, np.floating, np.integer)):
+        return float(a)
+    arr = np.array(a, dtype=np.float64, copy=True)
+    if arr.ndim == 0:
+        return float(arr)
+    arr.setflags(write=False)
+    return arr
+
+
+def json_safe(x: Any) -> Any:
+    """Floats, lists and dicts with every NaN/±inf replaced by ``None`` (JSON has no NaN)."""
+    if x is None:
+        return None
+    if isinstance(x, dict):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return json_safe(x.tolist())
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        f = float(x)
+        return f if math.isfinite(f) else None
+    return x
+
+
+def fmt(x: float | None) -> str:
+    """Three decimals for probabilities and moderate numbers, significant digits otherwise."""
+    if x is None:
+        return "—"
+    if x == 0 or 0.001 <= abs(x) < 1000:
+        return f"{x:.3f}"
+    return f"{x:.4g}"
+
+
+@dataclass(frozen=True, eq=False)
+class QuantityStats:
+    """Summary of one quantity over an ensemble of chains (``ChainEnsemble.stats``).
+
+    ``mean``, ``std`` (sample std, ddof = 1), ``lower`` and ``upper`` (equal-tailed percentile interval at
+    ``confidence``) are taken over the ``n_samples`` draws on which the quantity is defined; ``point`` is the same
+    quantity on the reference chain, produced by ``point_estimator``. Scalars are floats; array quantities (R(d) for
+    d = 0..horizon, per-state vectors) are read-only arrays of equal shape, each element summarised independently
+    (a band). Draws on which the quantity is undefined (e.g. success unreachable, so E[steps | success] has no value)
+    are *excluded*, never NaN: ``n_excluded`` counts them and ``excluded`` gives the reasons. If every draw is
+    excluded, ``mean``/``std``/``lower``/``upper`` are ``None``; if the quantity is undefined on the reference,
+    ``point`` is ``None`` and ``point_undefined`` says why.
+    """
+
+    quantity: str
+    mean: Value | None
+    std: Value | None
+    lower: Value | None
+    upper: Value | None
+    point: Value | None
+    confidence: float
+    method: str
+    n_samples: int
+    n_excluded: int = 0
+    excluded: dict[str, int] = field(default_factory=dict)
+    point_estimator: str = ""
+    point_undefined: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    samples: NDArray[np.float64] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("mean", "std", "lower", "upper", "point", "samples"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+    # ------------------------------------------------------------------ access
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """() for a scalar quantity, else the shape of one draw."""
+        ref = next((v for v in (self.point, self.mean) if v is not None), None)
+        return () if ref is None or isinstance(ref, float) else tuple(np.shape(ref))
+
+    @property
+    def width(self) -> Value | None:
+        """upper − lower."""
+        if self.lower is None or self.upper is None:
+            return None
+        w = np.asarray(self.upper) - np.asarray(self.lower)
+        return float(w) if w.ndim == 0 else w
+
+    def element(self, index: int | tuple[int, ...]) -> QuantityStats:
+        """The statistics of one element of an array quantity (e.g. R(d) at one d, or one state's value).
+
+        Exact, not an approximation: every element is summarised independently over the same draws.
+        """
+        if self.shape == ():
+            raise TypeError(f"{self.quantity} is a scalar quantity; it has no elements")
+
+        def pick(v: Any) -> Any:
+            return None if v is None else float(np.asarray(v)[index])
+
+        samples = None if self.samples is None else np.asarray(self.samples)[(slice(None), *np.atleast_1d(index))]
+        return QuantityStats(f"{self.quantity}[{index}]", pick(self.mean), pick(self.std), pick(self.lower),
+                             pick(self.upper), pick(self.point), self.confidence, self.method, self.n_samples,
+                             self.n_excluded, dict(self.excluded), self.point_estimator, self.point_undefined,
+                             dict(self.parameters), samples)
+
+    # ------------------------------------------------------------------ output
+    def to_dict(self, *, include_samples: bool = False) -> dict[str, Any]:
+        """JSON-ready: lists for arrays, ``None`` for undefined values (never NaN)."""
+        out: dict[str, Any] = {
+            "quantity": self.quantity,
+            "parameters": json_safe(self.parameters),
+            "point": json_safe(self.point),
+            "mean": json_safe(self.mean),
+            "std": json_safe(self.std),
+            "lower": json_safe(self.lower),
+            "upper": json_safe(self.upper),
+            "confidence": self.confidence,
+            "method": self.method,
+            "n_samples": self.n_samples,
+            "n_excluded": self.n_excluded,
+            "excluded": dict(self.excluded),
+            "point_estimator": self.point_estimator,
+            "point_undefined": self.point_undefined,
+        }
+        if include_samples:
+            out["samples"] = json_safe(self.samples)
+        return out
+
+    def _tail(self) -> str:
+        extra = f", {self.n_excluded} excluded" if self.n_excluded else ""
+        return f"({self.confidence:.0%}, {self.method}, {self.n_samples} draws{extra})"
+
+    def _line(self, point: float | None, mean: float | None, lo: float | None, hi: float | None) -> str:
+        head = fmt(point if point is not None else mean)
+        if lo is None or hi is None:
+            return f"{head} [no interval]"
+        return f"{head} [{fmt(lo)}, {fmt(hi)}]"
+
+    def __str__(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.parameters.items())
+        label = f"{self.quantity}({params})" if params else self.quantity
+        if self.shape == ():
+            return f"{self._line(self.point, self.mean, self.lower, self.upper)} {self._tail()}"  # type: ignore[arg-type]
+        n = int(np.prod(self.shape))
+        lines = [f"{label}: {n} values, point [lower, upper] {self._tail()}"]
+        flat = [None if v is None else np.asarray(v).reshape(-1) for v in (self.point, self.mean, self.lower,
+                                                                           self.upper)]
+        show = list(range(n)) if n <= 12 else [*range(6), *range(n - 3, n)]
+        for j, idx in enumerate(show):
+            if n > 12 and j == 6:
+                lines.append("  …")
+            vals = [None if v is None else float(v[idx]) for v in flat]
+            where = np.unravel_index(idx, self.shape)
+            key = ",".join(str(int(w)) for w in where)
+            lines.append(f"  [{key}] {self._line(*vals)}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        title = html.escape(self.quantity)
+        tail = html.escape(self._tail())
+        if self.shape == ():
+            body = html.escape(self._line(self.point, self.mean, self.lower, self.upper))  # type: ignore[arg-type]
+            return f"<div><b>{title}</b>: {body} {tail}</div>"
+        rows = []
+        flat = [None if v is None else np.asarray(v).reshape(-1) for v in (self.point, self.mean, self.lower,
+                                                                           self.upper)]
+        n = int(np.prod(self.shape))
+        for idx in range(min(n, 50)):
+            cells = "".join(f"<td>{html.escape(fmt(None if v is None else float(v[idx])))}</td>" for v in flat)
+            rows.append(f"<tr><td>{idx}</td>{cells}</tr>")
+        more = f"<p>… {n - 50} more</p>" if n > 50 else ""
+        return (f"<div><b>{title}</b> {tail}<table><tr><th>#</th><th>point</th><th>mean</th><th>lower</th>"
+                f"<th>upper</th></tr>{''.join(rows)}</table>{more}</div>")
+
+
+@dataclass(frozen=True, eq=False)
+class EntryIntervals:
+    """Per-entry intervals of Q (m × m), R⊕ and R⊖ (m each).
+
+    ``method`` is ``"beta"`` (closed-form Beta marginals of the Dirichlet posterior, ``paper-spec.md`` §5.1) or
+    ``"percentile"`` (percentiles of an ensemble, e.g. the trace bootstrap, §5.2). ``*_center`` is the posterior
+    mean (Beta) or the ensemble mean (percentile). These are marginal intervals: never combine their endpoints into
+    intervals of derived quantities — use ``ChainEnsemble.stats`` (§3.10).
+    """
+
+    state_names: tuple[str, ...]
+    Q_lower: NDArray[np.float64]
+    Q_upper: NDArray[np.float64]
+    R_success_lower: NDArray[np.float64]
+    R_success_upper: NDArray[np.float64]
+    R_failure_lower: NDArray[np.float64]
+    R_failure_upper: NDArray[np.float64]
+    Q_center: NDArray[np.float64]
+    R_success_center: NDArray[np.float64]
+    R_failure_center: NDArray[np.float64]
+    confidence: float
+    method: str
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("Q_lower", "Q_upper", "R_success_lower", "R_success_upper", "R_failure_lower",
+                     "R_failure_upper", "Q_center", "R_success_center", "R_failure_center"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+    @property
+    def n_states(self) -> int:
+        return len(self.state_names)
+
+    def widths(self) -> dict[str, NDArray[np.float64]]:
+        """upper − lower for Q, R_success and R_failure."""
+        return {"Q": self.Q_upper - self.Q_lower, "R_success": self.R_success_upper - self.R_success_lower,
+                "R_failure": self.R_failure_upper - self.R_failure_lower}
+
+    def width_summary(self, which: str = "Q") -> dict[str, float]:
+        """min / median / max width over the entries of ``which`` (the paper's Table III statistics, §5.3)."""
+        w = self.widths()[which].reshape(-1)
+        return {"min": float(w.min()), "median": float(np.median(w)), "max": float(w.max())}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "confidence": self.confidence,
+            "source": self.source,
+            "state_names": list(self.state_names),
+            "Q": {"center": json_safe(self.Q_center), "lower": json_safe(self.Q_lower),
+                  "upper": json_safe(self.Q_upper)},
+            "R_success": {"center": json_safe(self.R_success_center), "lower": json_safe(self.R_success_lower),
+                          "upper": json_safe(self.R_success_upper)},
+            "R_failure": {"center": json_safe(self.R_failure_center), "lower": json_safe(self.R_failure_lower),
+                          "upper": json_safe(self.R_failure_upper)},
+        }
+
+    def __str__(self) -> str:
+        w = self.width_summary("Q")
+        lines = [f"{self.confidence:.0%} {self.method} intervals ({self.source or 'per entry'}); Q widths "
+                 f"min {w['min']:.3f}, median {w['median']:.3f}, max {w['max']:.3f}"]
+        width = max((len(n) for n in self.state_names), default=5)
+        for i, name in enumerate(self.state_names):
+            lines.append(f"  {name:<{width}}  R⊕ {fmt(self.R_success_center[i])} [{fmt(self.R_success_lower[i])}, "
+                         f"{fmt(self.R_success_upper[i])}]  R⊖ {fmt(self.R_failure_center[i])} "
+                         f"[{fmt(self.R_failure_lower[i])}, {fmt(self.R_failure_upper[i])}]")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{html.escape(n)}</td>"
+            f"<td>{fmt(self.R_success_center[i])} [{fmt(self.R_success_lower[i])}, {fmt(self.R_success_upper[i])}]</td>"
+            f"<td>{fmt(self.R_failure_center[i])} [{fmt(self.R_failure_lower[i])}, {fmt(self.R_failure_upper[i])}]</td>"
+            "</tr>"
+            for i, n in enumerate(self.state_names))
+        head = html.escape(f"{self.confidence:.0%} {self.method} intervals ({self.source or 'per entry'})")
+        return (f"<div><b>{head}</b><table><tr><th>state</th><th>R⊕</th><th>R⊖</th></tr>{rows}</table></div>")

@@ -1,0 +1,179 @@
+"""interval_summary: an interval for every number :func:`tracetochain.summarize` reports, as one JSON-ready dict.
+
+This is what ``tracetochain fit/metrics --ci 0.95 --uncertainty posterior|bootstrap|bootstrap-full --samples N``
+attaches to the metrics JSON. Keys mirror :meth:`ReliabilitySummary.to_dict` so the two documents can be joined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from tracetochain._version import __version__
+from tracetochain.chain._counts import TransitionCounts
+from tracetochain.chain._estimator import ChainEstimator
+from tracetochain.chain._model import AbsorbingChain
+from tracetochain.traces._table import TraceTable
+from tracetochain.uncertainty._bootstrap import TraceBootstrap
+from tracetochain.uncertainty._dirichlet import DirichletPosterior
+from tracetochain.uncertainty._ensemble import ChainEnsemble
+from tracetochain.uncertainty._stats import EntryIntervals, QuantityStats, check_confidence
+
+INTERVALS_SCHEMA_VERSION = 1
+Method = Literal["posterior", "bootstrap", "bootstrap-full"]
+DEFAULT_SAMPLES = {"posterior": 2000, "bootstrap": 200, "bootstrap-full": 200}
+
+
+def _compact(s: QuantityStats) -> dict[str, Any]:
+    d = s.to_dict()
+    for k in ("quantity", "parameters", "method", "confidence", "point_estimator"):
+        d.pop(k)
+    return d
+
+
+def _resolve(source: Any, traces: TraceTable | None) -> tuple[AbsorbingChain | None, TransitionCounts | None,
+                                                               TraceTable | None]:
+    """(chain, counts, labelled traces) from a FitResult, a chain, counts or labelled traces."""
+    if hasattr(source, "chain") and hasattr(source, "labelled"):  # pipeline.FitResult
+        return source.chain, None, traces if traces is not None else source.labelled
+    if isinstance(source, AbsorbingChain):
+        return source, None, traces
+    if isinstance(source, TransitionCounts):
+        return None, source, traces
+    if isinstance(source, TraceTable):
+        return None, None, source
+    raise TypeError(f"interval_summary takes a FitResult (fit_chain), an AbsorbingChain, TransitionCounts or labelled "
+                    f"traces (TraceTable); got {type(source).__name__}")
+
+
+def interval_summary(source: Any, *, method: Method = "posterior", confidence: float = 0.95,
+                     samples: int | None = None, seed: int = 0, horizon: int = 50,
+                     ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01, traces: TraceTable | None = None,
+                     states: Any = None, by: Literal["trace", "task"] = "trace",
+                     pseudocount: float | None = None) -> dict[str, Any]:
+    """Intervals for every number of :func:`tracetochain.summarize` (R∞, 1 − R∞, R(d) band, tail at the horizon,
+    MTTA and its sd, conditional means, pass@k / pass^k, ρ(Q), step budget (exact, Prop. 8 bound, κ), and per state:
+    expected visits, R⊕, R⊖, success probability, failure share, sensitivity), plus per-entry intervals of Q, R⊕, R⊖.
+
+    Parameters
+    ----------
+    source
+        What the chain was fitted from; what each method needs:
+
+        * ``"posterior"`` — the transition counts: an :class:`AbsorbingChain` fitted by ``ChainEstimator`` /
+          ``fit_chain`` / ``tracetochain fit`` (they keep the counts in ``metadata["counts"]``), a ``FitResult``,
+          :class:`TransitionCounts`, or labelled traces (counted here with ``ChainEstimator``).
+        * ``"bootstrap"`` — the **labelled traces**: a ``FitResult`` (its ``labelled`` table), labelled traces
+          (a ``TraceTable`` whose ``state`` column holds the chain's state names), or a chain plus ``traces=`` (the
+          labelled traces it was fitted on; the chain fixes the state order and the estimator settings).
+        * ``"bootstrap-full"`` — the traces (raw or labelled; the features come from their step columns) **and**
+          the state estimator in ``states=`` (e.g. ``WardStates(...)``), which is refitted on every replicate.
+    method : {"posterior", "bootstrap", "bootstrap-full"}
+    confidence : float, default 0.95
+    samples : int, optional
+        Posterior draws (default 2000) or bootstrap replicates (default 200).
+    seed : int, default 0
+    horizon, ks, delta
+        As :func:`tracetochain.summarize` (R(d) for d = 0..horizon; pass@k/pass^k for ``ks``; step budget δ).
+    traces, states, by
+        Labelled traces (with a chain), the state estimator (``bootstrap-full``), the resampling unit.
+    pseudocount : float, optional
+        Prior / smoothing α; default: the chain's (``metadata["pseudocount"]``), else 1.0.
+
+    Returns
+    -------
+    dict
+        ``{"kind": "tracetochain.intervals", "schema_version", "method", "confidence", "samples" (requested),
+        "n_draws" (used), "seed", "point_estimator", "settings", "horizon", "ks", "delta", "metrics": {...},
+        "entries": {...}}``. Each metric is ``{"point", "mean", "std", "lower", "upper", "n_samples",
+        "n_excluded", "excluded", "point_undefined"}`` (arrays for R(d)); undefined values are ``None``, never NaN.
+    """
+    level = check_confidence(confidence)
+    if method not in DEFAULT_SAMPLES:
+        raise ValueError(f"method must be 'posterior', 'bootstrap' or 'bootstrap-full', got {method!r}")
+    n = DEFAULT_SAMPLES[method] if samples is None else int(samples)
+    chain, counts, labelled = _resolve(source, traces)
+    md = chain.metadata if chain is not None else {}
+    alpha = float(pseudocount if pseudocount is not None else md.get("pseudocount", 1.0))
+    policy = md.get("unvisited_policy", "auto")
+    if policy == "prior" and alpha == 0:
+        policy = "failure"
+    initial = md.get("initial", "empirical")
+    entries: EntryIntervals
+    if method == "posterior":
+        if chain is None and counts is None:
+            assert labelled is not None
+            chain = ChainEstimator(pseudocount=alpha).fit(labelled).fetch_model()
+        post = DirichletPosterior(pseudocount=alpha, confidence=level, n_samples=n, seed=seed,
+                                  unvisited=policy).fit(chain if chain is not None else counts).fetch_model()  # type: ignore[arg-type]
+        ensemble: ChainEnsemble = post.ensemble
+        entries = post.intervals
+    else:
+        if labelled is None:
+            raise ValueError(f"method={method!r} resamples traces: pass a FitResult, the labelled traces, or the "
+                             "chain with traces=<the labelled traces it was fitted on>")
+        if method == "bootstrap":
+            boot = TraceBootstrap(n_resamples=n, by=by, path="fast",
+                                  state_names=chain.state_names if chain is not None else None,
+                                  pseudocount=alpha, unvisited=policy, initial=initial, confidence=level, seed=seed)
+        else:
+            if states is None or not hasattr(states, "fit"):
+                raise ValueError("method='bootstrap-full' refits the states on every replicate: pass the state "
+                                 "estimator, e.g. states=WardStates(featurizer=RuleFeaturizer(...))")
+            boot = TraceBootstrap(n_resamples=n, by=by, path="full", states=states, pseudocount=alpha,
+                                  unvisited=policy, initial=initial, confidence=level, seed=seed)
+        ensemble = boot.fit(labelled).fetch_model()
+        entries = ensemble.entry_intervals()
+
+    def q(name: str, **kw: Any) -> QuantityStats:
+        return ensemble.stats(name, **kw)
+
+    ks_list = [int(k) for k in ks]
+    at_k = q("pass_at_k", k=ks_list)
+    hat_k = q("pass_hat_k", k=ks_list)
+    visits = q("expected_visits")
+    rs = q("R_success")
+    rf = q("R_failure")
+    h = q("success_probabilities")
+    share = q("failure_attribution")
+    sens = q("sensitivity_R_success")
+    metrics: dict[str, Any] = {
+        "r_inf": _compact(q("r_inf")),
+        "failure_probability": _compact(q("failure_probability")),
+        "reliability": _compact(q("reliability", horizon=horizon)),
+        "residual_at_horizon": _compact(q("residual", horizon=horizon).element(horizon)),
+        "mean_steps": _compact(q("mean_steps")),
+        "steps_std": _compact(q("steps_std")),
+        "mean_steps_given_success": _compact(q("mean_steps_given_success")),
+        "mean_steps_given_failure": _compact(q("mean_steps_given_failure")),
+        "pass_at_k": {str(k): _compact(at_k.element(i)) for i, k in enumerate(ks_list)},
+        "pass_hat_k": {str(k): _compact(hat_k.element(i)) for i, k in enumerate(ks_list)},
+        "spectral_radius": _compact(q("spectral_radius")),
+        "step_budget": {"exact": _compact(q("step_budget", delta=delta)),
+                        "prop8_bound": _compact(q("step_budget_bound", delta=delta)),
+                        "kappa": _compact(q("step_budget_kappa"))},
+        "states": [
+            {"name": name, "expected_visits": _compact(visits.element(i)), "r_success": _compact(rs.element(i)),
+             "r_failure": _compact(rf.element(i)), "success_probability": _compact(h.element(i)),
+             "failure_share": _compact(share.element(i)), "sensitivity": _compact(sens.element(i))}
+            for i, name in enumerate(ensemble.state_names)
+        ],
+    }
+    return {
+        "kind": "tracetochain.intervals",
+        "schema_version": INTERVALS_SCHEMA_VERSION,
+        "tracetochain_version": __version__,
+        "method": method,
+        "confidence": level,
+        "interval": "equal-tailed percentile of the propagated draws",
+        "samples": n,
+        "n_draws": ensemble.n_samples,
+        "seed": ensemble.seed,
+        "point_estimator": ensemble.point_estimator,
+        "settings": {k: v for k, v in ensemble.to_dict()["info"].items() if k not in ("replicates", "point_estimator")},
+        "horizon": int(horizon),
+        "ks": ks_list,
+        "delta": float(delta),
+        "metrics": metrics,
+        "entries": entries.to_dict(),
+    }

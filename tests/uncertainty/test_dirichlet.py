@@ -1,0 +1,201 @@
+"""DirichletPosterior: closed-form Beta marginals, joint draws, unvisited-row policies, π0 handling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tracetochain as tt
+from tracetochain.exceptions import NotFittedError
+from tracetochain.uncertainty import (
+    ChainEnsemble,
+    DirichletPosterior,
+    beta_intervals,
+    counts_from_chain,
+    sample_rows,
+)
+
+
+def traces_from(seqs: list[tuple[list[str], str]]) -> tt.TraceTable:
+    recs = [{"trace_id": f"t{i}", "step_idx": j, "state": s, "outcome": out}
+            for i, (states, out) in enumerate(seqs) for j, s in enumerate(states)]
+    return tt.TraceTable.from_records(recs)
+
+
+@pytest.fixture(scope="module")
+def notation_fit() -> tt.AbsorbingChain:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=3)
+    return tt.ChainEstimator().fit(traces).fetch_model()
+
+
+def test_beta_marginal_formula_matches_scipy(notation_fit: tt.AbsorbingChain) -> None:
+    """Beta(c_ij + α, c_i + α(m+2) − c_ij − α), equal-tailed (paper-spec §5.1), for a Q, an R⊕ and an R⊖ entry."""
+    post = DirichletPosterior(pseudocount=1.0, confidence=0.9).fit(notation_fit).fetch_model()
+    c = post.counts
+    m = c.n_states
+    ci = c.row_totals.astype(float)
+    for i, j in [(0, 1), (1, 2), (2, 2)]:
+        a = c.transitions[i, j] + 1.0
+        b = ci[i] + (m + 2) - a
+        lo, hi = scipy.stats.beta.ppf([0.05, 0.95], a, b)
+        assert post.intervals.Q_lower[i, j] == pytest.approx(lo, rel=1e-12)
+        assert post.intervals.Q_upper[i, j] == pytest.approx(hi, rel=1e-12)
+    a = c.exits_success[1] + 1.0
+    lo, hi = scipy.stats.beta.ppf([0.05, 0.95], a, ci[1] + (m + 2) - a)
+    assert (post.intervals.R_success_lower[1], post.intervals.R_success_upper[1]) == pytest.approx((lo, hi))
+    a = c.exits_failure[2] + 1.0
+    lo, hi = scipy.stats.beta.ppf([0.05, 0.95], a, ci[2] + (m + 2) - a)
+    assert (post.intervals.R_failure_lower[2], post.intervals.R_failure_upper[2]) == pytest.approx((lo, hi))
+
+
+def test_posterior_mean_is_the_fitted_chain(notation_fit: tt.AbsorbingChain) -> None:
+    post = DirichletPosterior().fit(notation_fit).fetch_model()
+    np.testing.assert_allclose(post.intervals.Q_center, notation_fit.Q, rtol=1e-12)
+    np.testing.assert_allclose(post.intervals.R_success_center, notation_fit.R_success, rtol=1e-12)
+    np.testing.assert_allclose(post.intervals.R_failure_center, notation_fit.R_failure, rtol=1e-12)
+    assert post.reference is notation_fit
+    ens = post.sample(4000, seed=1)
+    np.testing.assert_allclose(ens.Q.mean(axis=0), notation_fit.Q, atol=4e-3)  # MC error ≈ 0.001
+
+
+def test_joint_draws_have_the_beta_marginals(notation_fit: tt.AbsorbingChain) -> None:
+    """The empirical quantiles of 20k joint draws match the closed-form Beta quantiles (MC tolerance)."""
+    post = DirichletPosterior(confidence=0.9).fit(notation_fit).fetch_model()
+    ens = post.sample(20_000, seed=5)
+    emp = ens.entry_intervals(confidence=0.9)
+    np.testing.assert_allclose(emp.Q_lower, post.intervals.Q_lower, atol=0.006)
+    np.testing.assert_allclose(emp.Q_upper, post.intervals.Q_upper, atol=0.006)
+    np.testing.assert_allclose(emp.R_success_upper, post.intervals.R_success_upper, atol=0.006)
+
+
+def test_rows_are_dirichlet_not_independent_entries() -> None:
+    """Entries of a row are negatively correlated (they sum to 1): the posterior draws whole rows."""
+    X = sample_rows(np.array([[30.0, 20.0, 10.0, 5.0]]), 1.0, 5000, np.random.default_rng(0))
+    np.testing.assert_allclose(X.sum(axis=2), 1.0, atol=1e-12)
+    corr = np.corrcoef(X[:, 0, 0], X[:, 0, 1])[0, 1]
+    assert corr < -0.3
+
+
+def test_draws_are_reproducible_and_seed_dependent(notation_fit: tt.AbsorbingChain) -> None:
+    post = DirichletPosterior().fit(notation_fit).fetch_model()
+    a, b, c = post.sample(50, seed=7), post.sample(50, seed=7), post.sample(50, seed=8)
+    np.testing.assert_array_equal(a.Q, b.Q)
+    assert not np.array_equal(a.Q, c.Q)
+    assert a.seed == 7 and a.method == "posterior"
+
+
+def test_unvisited_failure_rows_stay_absorbing_in_every_draw() -> None:
+    # "c" is only ever the last step of a censored trace: no outgoing observation.
+    t = traces_from([(["a", "b"], "success"), (["a", "c"], "censored"), (["b", "a"], "failure")])
+    chain = tt.ChainEstimator(unvisited="failure").fit(t).fetch_model()
+    post = DirichletPosterior().fit(chain).fetch_model()
+    assert post.unvisited_policy == "failure"  # taken from the chain's metadata
+    k = chain.state_index("c")
+    ens = post.ensemble
+    assert np.all(ens.Q[:, k, :] == 0) and np.all(ens.R_success[:, k] == 0) and np.all(ens.R_failure[:, k] == 1)
+    iv = post.intervals
+    assert (iv.R_failure_lower[k], iv.R_failure_upper[k]) == (1.0, 1.0)
+    assert iv.Q_upper[k].max() == 0.0
+
+
+def test_unvisited_prior_rows_are_drawn_from_the_prior() -> None:
+    t = traces_from([(["a", "b"], "success"), (["a", "c"], "censored"), (["b", "a"], "failure")])
+    chain = tt.ChainEstimator(unvisited="prior").fit(t).fetch_model()
+    post = DirichletPosterior(n_samples=20_000).fit(chain).fetch_model()
+    k = chain.state_index("c")
+    ens = post.ensemble
+    m = chain.n_states
+    assert ens.R_failure[:, k].std() > 0.05  # random, unlike the failure policy
+    np.testing.assert_allclose(ens.R_success[:, k].mean(), 1 / (m + 2), atol=0.01)
+    lo, hi = scipy.stats.beta.ppf([0.025, 0.975], 1.0, m + 1.0)  # Beta(α, α(m+1))
+    assert (post.intervals.R_success_lower[k], post.intervals.R_success_upper[k]) == pytest.approx((lo, hi))
+
+
+def test_zero_pseudocount_keeps_unobserved_outcomes_at_zero() -> None:
+    t = traces_from([(["a", "b"], "success"), (["a", "b", "a"], "failure"), (["b"], "success")])
+    chain = tt.ChainEstimator(pseudocount=0).fit(t).fetch_model()
+    post = DirichletPosterior(pseudocount=0).fit(chain).fetch_model()
+    ens = post.ensemble
+    zero = chain.Q == 0
+    assert np.all(ens.Q[:, zero] == 0)
+    assert post.intervals.Q_upper[zero].max() == 0.0
+    # b's row: b→a once, success twice: never failure.
+    b = chain.state_index("b")
+    assert np.all(ens.R_failure[:, b] == 0)
+
+
+def test_initial_fixed_or_sampled() -> None:
+    traces = tt.datasets.simulate_traces(tt.datasets.random_chain(4, seed=1), 100, seed=0)
+    chain = tt.ChainEstimator().fit(traces).fetch_model()
+    fixed = DirichletPosterior(n_samples=200).fit(chain).fetch_model().ensemble
+    assert np.all(fixed.pi0 == chain.pi0)
+    sampled = DirichletPosterior(n_samples=200, initial="sample").fit(chain).fetch_model().ensemble
+    assert sampled.pi0.std(axis=0).max() > 0
+    np.testing.assert_allclose(sampled.pi0.sum(axis=1), 1.0)
+    assert sampled.info["initial"] == "sample"
+
+
+def test_fit_from_counts_builds_the_laplace_reference() -> None:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 100, seed=0)
+    counts = tt.count_transitions(traces)
+    chain = tt.ChainEstimator().fit(traces).fetch_model()
+    post = DirichletPosterior().fit(counts).fetch_model()
+    np.testing.assert_array_equal(post.reference.Q, chain.Q)
+    assert post.counts is counts
+
+
+def test_counts_round_trip_through_chain_metadata(notation_fit: tt.AbsorbingChain) -> None:
+    c = counts_from_chain(tt.AbsorbingChain.from_json(notation_fit.to_json()))
+    d = notation_fit.metadata["counts"]
+    assert c.transitions.tolist() == d["transitions"] and c.initial.tolist() == d["initial"]
+
+
+def test_chain_without_counts_is_refused_with_a_hint() -> None:
+    with pytest.raises(ValueError, match="Fit the chain with ChainEstimator"):
+        DirichletPosterior().fit(tt.datasets.notation_chain())
+
+
+@pytest.mark.parametrize("kw", [{"pseudocount": -1}, {"confidence": 1.5}, {"n_samples": 0},
+                                {"initial": "modal"}, {"unvisited": "drop"}])
+def test_bad_parameters(kw: dict[str, object], notation_fit: tt.AbsorbingChain) -> None:
+    with pytest.raises(ValueError):
+        DirichletPosterior(**kw).fit(notation_fit)  # type: ignore[arg-type]
+
+
+def test_fetch_before_fit_and_wrong_input() -> None:
+    with pytest.raises(NotFittedError):
+        DirichletPosterior().fetch_model()
+    with pytest.raises(TypeError):
+        DirichletPosterior().fit("counts.json")  # type: ignore[arg-type]
+
+
+def test_outputs_are_printable_and_json_ready(notation_fit: tt.AbsorbingChain) -> None:
+    import json
+
+    post = DirichletPosterior().fit(notation_fit).fetch_model()
+    assert "beta intervals" in str(post) and "<table>" in post._repr_html_()
+    json.dumps(post.to_dict(), allow_nan=False)
+    assert isinstance(post.ensemble, ChainEnsemble)
+
+
+def test_degenerate_beta_marginals_are_points() -> None:
+    mean, lo, hi = beta_intervals(np.array([[3.0, 0.0, 0.0]]), 0.0, 0.95)
+    assert (lo[0, 0], hi[0, 0]) == (1.0, 1.0) and (lo[0, 1], hi[0, 1]) == (0.0, 0.0)
+    assert mean[0].tolist() == [1.0, 0.0, 0.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.lists(st.integers(0, 30), min_size=5, max_size=5), min_size=3, max_size=3),
+       alpha=st.sampled_from([0.5, 1.0, 2.0]))
+def test_every_draw_is_a_stochastic_matrix_and_intervals_bracket_the_mean(counts: list[list[int]],
+                                                                          alpha: float) -> None:
+    c = np.asarray(counts, dtype=float)
+    X = sample_rows(c, alpha, 20, np.random.default_rng(0))
+    assert np.all(X >= 0)
+    np.testing.assert_allclose(X.sum(axis=2), 1.0, atol=1e-12)
+    mean, lo, hi = beta_intervals(c, alpha, 0.95)
+    assert np.all(lo <= mean + 1e-12) and np.all(mean <= hi + 1e-12)
+    assert np.all((0 <= lo) & (hi <= 1))
