@@ -108,3 +108,13 @@ def test_parameter_errors() -> None:
         WardStates().fit([1, 2])
     with pytest.raises(tt.exceptions.NotFittedError):
         WardStates().fetch_model()
+
+
+def test_depth_codes_do_not_depend_on_the_table() -> None:
+    """predict() on a superset of the fitted traces labels the shared steps exactly as at fit time."""
+    t = tt.datasets.load_example()
+    first = t.select_traces(np.arange(120))
+    model = WardStates(featurizer=RuleFeaturizer(depth="fraction")).fit(first).fetch_model()
+    np.testing.assert_array_equal(model.predict(first), model.fit_labels)
+    labels_all = model.predict(t)
+    np.testing.assert_array_equal(labels_all[: first.n_steps], model.fit_labels)

@@ -20,6 +20,7 @@ from tracetochain.traces._table import TraceTable
 
 Depth = Literal["none", "fraction", "bucket"]
 OTHER_TOOL = "other"
+_DEPTH_BASE = 1 << 20  # traces up to a million steps
 
 
 def _column(traces: TraceTable, name: str, type_: pa.DataType) -> pa.Array:
@@ -114,9 +115,11 @@ class RuleFeatures:
             if self.depth == "fraction":
                 blocks.append(self.depth_weight * frac[:, None])
                 names.append("depth")
-                # depth j/(L−1) is rational: code it exactly by (j, L) pairs.
-                _, depth_code = np.unique(np.stack([j, L], axis=1), axis=0, return_inverse=True)
-                radix.append((depth_code.reshape(-1).astype(np.int64), int(depth_code.max(initial=0)) + 1))
+                # j/(L−1) is rational: code it exactly as the reduced fraction, the same on any table (so
+                # predict() on new traces finds the rows seen at fit time).
+                den = np.maximum(L - 1, 1)
+                g = np.maximum(np.gcd(j, den), 1)
+                radix.append(((den // g) * _DEPTH_BASE + j // g, _DEPTH_BASE * _DEPTH_BASE))
             else:
                 bucket = np.minimum((frac * self.n_depth_buckets).astype(np.int64), self.n_depth_buckets - 1)
                 blocks.append(self.depth_weight * _one_hot(bucket, self.n_depth_buckets))
