@@ -54,6 +54,23 @@ VocabularyOpt = Annotated[str | None, typer.Option(
     help="Map actions to categories first: shell (SWE-agent commands) or chat (tool agents).")]
 KMinOpt = Annotated[int, typer.Option("--k-min", min=1, help="Smallest number of Ward states tried.")]
 KMaxOpt = Annotated[int, typer.Option("--k-max", min=1, help="Largest number of Ward states tried.")]
+CiOpt = Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")]
+UncertaintyOpt = Annotated[str, typer.Option(
+    help="Intervals: posterior (Dirichlet), bootstrap (traces resampled, states fixed), bootstrap-full "
+         "(states re-discovered per replicate) or none.")]
+SamplesOpt = Annotated[int, typer.Option(min=50, help="Posterior draws or bootstrap replicates.")]
+
+
+def _intervals(source: Any, method: str, ci: float, samples: int, seed: int, horizon: int,
+               ks: tuple[int, ...], states: Any = None) -> dict[str, Any] | None:
+    if method == "none":
+        return None
+    if method not in ("posterior", "bootstrap", "bootstrap-full"):
+        raise typer.BadParameter(f"--uncertainty must be posterior, bootstrap, bootstrap-full or none, got {method!r}")
+    from tracetochain.uncertainty import interval_summary
+
+    return interval_summary(source, method=method, confidence=ci, samples=samples, seed=seed,  # type: ignore[arg-type]
+                            horizon=horizon, ks=ks, states=states)
 
 
 def fit(
@@ -76,10 +93,13 @@ def fit(
     seed: Annotated[int, typer.Option(help="Seed for every random choice (only scalable clustering uses one).")] = 0,
     horizon: HorizonOpt = 30,
     k: KOpt = "1,3,5",
+    ci: CiOpt = 0.95,
+    uncertainty: UncertaintyOpt = "posterior",
+    samples: SamplesOpt = 1000,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
-    """Fit an absorbing Markov chain to agent traces and print its reliability summary."""
+    """Fit an absorbing Markov chain to agent traces and print its reliability summary with intervals."""
     from tracetochain import read_traces, summarize
     from tracetochain.pipeline import fit_chain
 
@@ -101,8 +121,16 @@ def fit(
     if quiet:
         return
     summary = summarize(chain, horizon=horizon, ks=ks)
+    full_states = None
+    if uncertainty == "bootstrap-full":
+        from tracetochain.states import states_from_spec
+
+        full_states = states_from_spec(states, features=features, vocabulary=vocabulary, k_min=k_min, k_max=k_max,
+                                       seed=seed)
+    intervals = _intervals(result, uncertainty, ci, samples, seed, horizon, ks, full_states)
     if as_json:
         doc = summary.to_dict()
+        doc["intervals"] = intervals
         doc["ingest"] = table.report.to_dict()
         doc["chain_file"] = str(output) if output else None
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
@@ -112,7 +140,7 @@ def fit(
     render_ingest(table.report, table.outcome_counts(), detected=format is None)
     if result.states.method != "categorical" or vocabulary is not None:
         typer.echo(result.states.describe())
-    render_summary(summary)
+    render_summary(summary, intervals)
     if output is not None:
         typer.echo(f"chain written to {output}")
     else:
@@ -123,20 +151,33 @@ def metrics(
     chain_file: Annotated[Path, typer.Argument(help="A chain JSON written by `tracetochain fit -o`.")],
     horizon: HorizonOpt = 50,
     k: KOpt = "1,2,3,4,5",
+    ci: CiOpt = 0.95,
+    uncertainty: Annotated[str, typer.Option(
+        help="Intervals from the chain's counts: posterior (Dirichlet) or none. Bootstrap intervals need the "
+             "traces: use `fit` or `report`.")] = "posterior",
+    samples: SamplesOpt = 1000,
+    seed: Annotated[int, typer.Option(help="Seed for the posterior draws.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the reliability metrics of a fitted chain: R∞, R(d), steps, pass@k / pass^k, bottleneck states."""
     from tracetochain import AbsorbingChain, summarize
 
     ks = _parse_ks(k)
+    if uncertainty not in ("posterior", "none"):
+        raise typer.BadParameter("bootstrap intervals need the traces; run `tracetochain fit TRACES --uncertainty "
+                                 f"{uncertainty}` or `tracetochain report` instead")
     chain = AbsorbingChain.from_json(chain_file)
     summary = summarize(chain, horizon=horizon, ks=ks)
+    intervals = _intervals(chain, uncertainty, ci, samples, seed, horizon, ks) if "counts" in chain.metadata \
+        else None
     if as_json:
-        typer.echo(json.dumps(summary.to_dict(), indent=2, allow_nan=False))
+        doc = summary.to_dict()
+        doc["intervals"] = intervals
+        typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
     from tracetochain.cli._render import render_summary
 
-    render_summary(summary)
+    render_summary(summary, intervals)
 
 
 def _write_chain(chain: Any, output: Path, ingest: dict[str, Any]) -> None:

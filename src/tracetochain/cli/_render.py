@@ -49,7 +49,14 @@ def _fmt(x: float | None, digits: int = 4) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
-def render_summary(s: ReliabilitySummary) -> None:
+def _iv(intervals: dict[str, Any] | None, name: str, digits: int = 4) -> str:
+    q = (intervals or {}).get("metrics", {}).get(name)
+    if isinstance(q, dict) and q.get("lower") is not None and q.get("upper") is not None:
+        return f" [{q['lower']:.{digits}f}, {q['upper']:.{digits}f}]"
+    return ""
+
+
+def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = None) -> None:
     md = s.chain_metadata
     _console.print(f"[bold]Absorbing chain[/]: {s.n_states} transient states"
                    + (f", pseudocount {md['pseudocount']:g}" if "pseudocount" in md else ""))
@@ -57,10 +64,17 @@ def render_summary(s: ReliabilitySummary) -> None:
         names = ", ".join(md["unvisited_states"][:5])
         _console.print(f"[yellow]states with no outgoing data ({md.get('unvisited_policy')} row): "
                        f"{escape(names)}[/]")
-    _console.print(f"  R∞ (eventual success)      [bold]{s.r_inf:.4f}[/]   failure {s.failure_probability:.4f}")
-    _console.print(f"  mean steps (MTTA)          {s.mean_steps:.2f} ± {s.steps_std:.2f} (sd)")
-    _console.print(f"  mean steps | success       {_fmt(s.mean_steps_given_success, 2)}")
-    _console.print(f"  mean steps | failure       {_fmt(s.mean_steps_given_failure, 2)}")
+    if intervals:
+        _console.print(f"  [dim]intervals: {intervals.get('confidence', 0.95):.0%} {intervals.get('method')}, "
+                       f"{intervals.get('n_draws', intervals.get('samples'))} draws, seed {intervals.get('seed')}[/]")
+    _console.print(f"  R∞ (eventual success)      [bold]{s.r_inf:.4f}[/]{_iv(intervals, 'r_inf')}   "
+                   f"failure {s.failure_probability:.4f}")
+    _console.print(f"  mean steps (MTTA)          {s.mean_steps:.2f}{_iv(intervals, 'mean_steps', 2)} "
+                   f"± {s.steps_std:.2f} (sd)")
+    _console.print(f"  mean steps | success       {_fmt(s.mean_steps_given_success, 2)}"
+                   f"{_iv(intervals, 'mean_steps_given_success', 2)}")
+    _console.print(f"  mean steps | failure       {_fmt(s.mean_steps_given_failure, 2)}"
+                   f"{_iv(intervals, 'mean_steps_given_failure', 2)}")
     budget = (f"{s.step_budget_exact}" if s.step_budget_exact is not None else "not reached")
     bound = f", Prop. 8 bound {s.step_budget_bound} (κ∞ = {s.step_budget_kappa:.3g})" \
         if s.step_budget_bound is not None and s.step_budget_kappa is not None else ""
@@ -73,6 +87,9 @@ def render_summary(s: ReliabilitySummary) -> None:
     for d in picks:
         curve.add_column(f"d={d}", justify="right")
     curve.add_row(*[f"{s.reliability[d]:.4f}" for d in picks])
+    band = (intervals or {}).get("metrics", {}).get("reliability")
+    if isinstance(band, dict) and band.get("lower") is not None:
+        curve.add_row(*[f"[dim]{band['lower'][d]:.2f}–{band['upper'][d]:.2f}[/]" for d in picks])
     _console.print(curve)
     _console.print(f"  [dim]R∞ − R({s.horizon}) = {s.residual_at_horizon:.2e} (exact tail mass)[/]")
 
@@ -80,8 +97,15 @@ def render_summary(s: ReliabilitySummary) -> None:
     pk.add_column("k", justify="right")
     pk.add_column("pass@k", justify="right")
     pk.add_column("pass^k", justify="right")
+    metrics = (intervals or {}).get("metrics", {})
+
+    def with_iv(name: str, k: int, value: float) -> str:
+        q = metrics.get(name, {}).get(str(k)) if isinstance(metrics.get(name), dict) else None
+        return f"{value:.4f}" + (f" [dim][{q['lower']:.3f}, {q['upper']:.3f}][/]" if isinstance(q, dict)
+                                 and q.get("lower") is not None else "")
+
     for k, a, h in zip(s.ks, s.pass_at_k, s.pass_hat_k, strict=True):
-        pk.add_row(str(k), f"{a:.4f}", f"{h:.4f}")
+        pk.add_row(str(k), with_iv("pass_at_k", k, a), with_iv("pass_hat_k", k, h))
     _console.print(pk)
 
     worst = Table(title="Where failures leave from", title_justify="left")
