@@ -65,7 +65,11 @@ from tracetochain.audit._trials import (
     trials_check,
 )
 
+from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_test
+
 __all__ = [
+    "HomogeneityResult",
+    "homogeneity_test",
     "ALL_OUTPUTS",
     "ASYMPTOTIC_OUTPUTS",
     "CERTIFICATE_KIND",

@@ -30,6 +30,7 @@ app.command("report", epilog=_report.REPORT_EXAMPLE)(_report.report)
 app.command("audit", epilog=_report.AUDIT_EXAMPLE)(_report.audit)
 app.command("whatif", epilog=_whatif.WHATIF_EXAMPLE)(_whatif.whatif)
 app.command("export", epilog=_whatif.EXPORT_EXAMPLE)(_whatif.export)
+app.command("compare", epilog=_whatif.COMPARE_EXAMPLE)(_whatif.compare)
 
 
 def _print_version(value: bool) -> None:

@@ -84,3 +84,47 @@ def export(
     except OSError as exc:
         raise TraceToChainError(f"cannot write {output}: {exc.strerror or exc}") from None
     typer.echo(f"wrote {output} ({to.value})")
+
+
+COMPARE_EXAMPLE = ("Example: tracetochain compare last_week.jsonl this_week.jsonl --vocabulary chat --json   "
+                   "(ΔR∞ with a bootstrap interval, which states changed, and a verdict)")
+
+
+def compare(
+    a: Annotated[Path, typer.Argument(help="Baseline traces (any supported format).")],
+    b: Annotated[Path, typer.Argument(help="Traces to compare with the baseline.")],
+    states: Annotated[str, typer.Option(help="label, categorical, ward or milestones:FILE (fitted on A ∪ B).")
+                      ] = "label",
+    vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
+    features: Annotated[str, typer.Option(help="For --states ward: the features.")] = "kind,tool,error",
+    pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α.")] = 1.0,
+    horizon: Annotated[int, typer.Option(min=1, help="Largest step budget for ΔR(d).")] = 50,
+    samples: Annotated[int, typer.Option(min=50, help="Bootstrap replicates per set.")] = 200,
+    ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
+    seed: Annotated[int, typer.Option(help="Seed for the bootstraps and the permutation test.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
+    fail_if_worse: Annotated[bool, typer.Option(
+        "--fail-if-worse", help="Exit 3 when B is significantly less reliable than A.")] = False,
+) -> None:
+    """Compare two trace sets: is B more or less reliable than A, and where do they differ?"""
+    import sys
+
+    from tracetochain import read_traces
+    from tracetochain.compare import compare as run_compare
+
+    ta, tb = read_traces(a), read_traces(b)
+    options: dict[str, object] = {"vocabulary": vocabulary} if vocabulary else {}
+    if states == "ward":
+        options["features"] = features
+    try:
+        result = run_compare(ta, tb, names=(a.name, b.name), states=states, state_options=options,
+                             pseudocount=pseudocount, horizon=horizon, samples=samples, confidence=ci, seed=seed)
+    except ValueError as exc:
+        from tracetochain.exceptions import TraceToChainError
+
+        if isinstance(exc, TraceToChainError):
+            raise
+        raise typer.BadParameter(str(exc)) from None
+    typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False) if as_json else str(result))
+    if fail_if_worse and result.delta_r_inf_interval[1] < 0:
+        sys.exit(3)
