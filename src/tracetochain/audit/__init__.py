@@ -44,6 +44,7 @@ from tracetochain.audit._holdout import (
     split_traces,
     wilson_interval,
 )
+from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_test
 from tracetochain.audit._order import OrderObservations, OrderResult, artifact_aic, order_observations, order_test
 from tracetochain.audit._settings import OrderSettings, TimingSettings
 from tracetochain.audit._studies import simulate_memory_traces, ss7_chain
@@ -65,11 +66,7 @@ from tracetochain.audit._trials import (
     trials_check,
 )
 
-from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_test
-
 __all__ = [
-    "HomogeneityResult",
-    "homogeneity_test",
     "ALL_OUTPUTS",
     "ASYMPTOTIC_OUTPUTS",
     "CERTIFICATE_KIND",
@@ -77,6 +74,7 @@ __all__ = [
     "TIMING_OUTPUTS",
     "Certificate",
     "HoldoutResult",
+    "HomogeneityResult",
     "OrderObservations",
     "OrderResult",
     "OrderSettings",
@@ -92,6 +90,7 @@ __all__ = [
     "empirical_rdc",
     "fit_states_and_chain",
     "holdout_audit",
+    "homogeneity_test",
     "kolmogorov_asymptotic_pvalue",
     "ks_calibrated",
     "ks_paper",

@@ -114,3 +114,69 @@ def count_transitions(traces: TraceTable, states: list[str] | tuple[str, ...] | 
         initial.astype(np.int64),
         {o.value: int(n_by_outcome[i]) for i, o in enumerate(Outcome)},
     )
+
+
+def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np.integer],
+                                 outcomes: NDArray[np.integer],
+                                 state_names: list[str] | tuple[str, ...]) -> TransitionCounts:
+    """The counts of :func:`count_transitions` from raw arrays, without a :class:`TraceTable`.
+
+    Parameters
+    ----------
+    codes : (n_steps,) int array
+        State of every step as an index into ``state_names``; rows sorted by (trace, step).
+    offsets : (n_traces + 1,) int array
+        Trace i occupies rows ``offsets[i]:offsets[i + 1]`` (every trace has at least one step).
+    outcomes : (n_traces,) int array
+        Outcome per trace: 0 success, 1 failure, 2 censored, 3 invalid (``TraceTable.outcomes()``).
+    state_names : sequence of str
+        The state vocabulary, in order.
+
+    The rules are those of ``paper-spec.md`` §2.4: c_ij counts consecutive steps i → j inside a valid trace,
+    c_i⊕ / c_i⊖ the last state of each success / failure trace, the initial counts the first state of every valid
+    trace; censored traces add transitions and no exit; invalid traces add nothing. Used to count partitions of a
+    large corpus (``tracetochain.partitioned``); ``count_transitions(t)`` equals
+    ``count_transitions_from_codes(*t.state_labels()[:1], t.offsets, t.outcomes(), t.state_labels()[1])``.
+
+    >>> import numpy as np
+    >>> c = count_transitions_from_codes(np.array([0, 1, 1, 0]), np.array([0, 3, 4]), np.array([0, 1]), ["a", "b"])
+    >>> c.transitions.tolist(), c.exits_success.tolist(), c.exits_failure.tolist(), c.initial.tolist()
+    ([[0, 1], [0, 1]], [0, 1], [1, 0], [2, 0])
+    """
+    names = tuple(str(s) for s in state_names)
+    m = len(names)
+    codes = np.asarray(codes, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    outcome = np.asarray(outcomes, dtype=np.int64)
+    n_traces = offsets.size - 1
+    if codes.ndim != 1 or offsets.ndim != 1 or n_traces < 0:
+        raise ValueError("codes and offsets must be 1-d arrays (offsets holds n_traces + 1 entries)")
+    if outcome.shape != (n_traces,):
+        raise ValueError(f"need one outcome per trace ({n_traces}), got shape {outcome.shape}")
+    lengths = np.diff(offsets)
+    if offsets[0] != 0 or offsets[-1] != codes.size or (lengths < 1).any():
+        raise ValueError("offsets must start at 0, end at len(codes) and give every trace at least one step")
+    if codes.size and (codes.min() < 0 or codes.max() >= m):
+        raise ValueError(f"state codes must lie in 0..{m - 1}")
+    if outcome.size and (outcome.min() < _SUCCESS or outcome.max() > _INVALID):
+        raise ValueError("outcome codes must lie in 0..3 (success, failure, censored, invalid)")
+    n_by_outcome = np.bincount(outcome, minlength=4)
+    valid_trace = outcome != _INVALID
+    # Transitions: consecutive rows of one valid trace (a pair crosses a boundary where the next row starts a trace).
+    same = np.ones(max(codes.size - 1, 0), dtype=bool)
+    same[offsets[1:-1] - 1] = False
+    same &= np.repeat(valid_trace, lengths)[:-1]
+    pair = codes[:-1][same] * m + codes[1:][same]
+    transitions = np.bincount(pair, minlength=m * m).reshape(m, m) if m else np.zeros((0, 0), np.int64)
+    last_state = codes[offsets[1:] - 1] if n_traces else np.zeros(0, np.int64)
+    exits_success = np.bincount(last_state[outcome == _SUCCESS], minlength=m)
+    exits_failure = np.bincount(last_state[outcome == _FAILURE], minlength=m)
+    initial = np.bincount(codes[offsets[:-1]][valid_trace], minlength=m) if n_traces else np.zeros(m, np.int64)
+    return TransitionCounts(
+        names,
+        transitions.astype(np.int64),
+        exits_success.astype(np.int64),
+        exits_failure.astype(np.int64),
+        initial.astype(np.int64),
+        {o.value: int(n_by_outcome[i]) for i, o in enumerate(Outcome)},
+    )
