@@ -16,4 +16,13 @@ STUDIES: dict[str, str] = {
     "SS4": "studies.ss04_goel_okumoto_limit",
     "SS5": "studies.ss05_stormpy_cross_check",
     "SS6": "studies.ss06_illustrative_ranking",
+    "SS7": "studies.ss07_audit_size_power",
+    "SS8": "studies.ss08_uq_widths",
+    "SS9": "studies.ss09_heldout_mast",
+    "SS10": "studies.ss10_swebench_certificate",
+    "SS11": "studies.ss11_clustering_ablation",
+    "SS12": "studies.ss12_censoring",
+    "SS13": "studies.ss13_bootstrap_paths",
+    "SS14": "studies.ss14_higher_order",
+    "SS15": "studies.ss15_tau_bench",
 }
