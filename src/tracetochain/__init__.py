@@ -6,12 +6,13 @@
 >>> chain.r_inf, chain.reliability(horizon=20)                     # doctest: +SKIP
 """
 
-from tracetochain import datasets, exceptions, featurize, report, states, uncertainty, whatif
+from tracetochain import datasets, engines, exceptions, featurize, report, states, uncertainty, whatif
 from tracetochain._version import __version__
 from tracetochain.audit import Certificate, audit
 from tracetochain.chain import AbsorbingChain, ChainEstimator, TransitionCounts, count_transitions, estimate_chain
 from tracetochain.featurize import RuleFeaturizer, TextFeaturizer
 from tracetochain.metrics import ReliabilitySummary, summarize
+from tracetochain.partitioned import fit_partitioned
 from tracetochain.pipeline import FitResult, fit_chain
 from tracetochain.readers import read_traces, register_reader
 from tracetochain.states import CategoricalStates, MilestoneStates, WardStates
@@ -44,10 +45,12 @@ __all__ = [
     "bottlenecks",
     "count_transitions",
     "datasets",
+    "engines",
     "estimate_chain",
     "exceptions",
     "featurize",
     "fit_chain",
+    "fit_partitioned",
     "interval_summary",
     "read_traces",
     "register_reader",

@@ -1,8 +1,8 @@
 """The ``tracetochain`` command line. Thin: parse options → call the public API → render.
 
 Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback); 3 a ``--fail-under`` gate
-failed; 4 the audit rejected the chain and ``--fail-on-reject`` was given; 1 unexpected internal error (the
-traceback is shown only with ``--debug`` or ``TRACETOCHAIN_DEBUG=1``).
+failed or ``monitor`` raised a drift alert; 4 the audit rejected the chain and ``--fail-on-reject`` was given;
+1 unexpected internal error (the traceback is shown only with ``--debug`` or ``TRACETOCHAIN_DEBUG=1``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ app.command("audit", epilog=_report.AUDIT_EXAMPLE)(_report.audit)
 app.command("whatif", epilog=_whatif.WHATIF_EXAMPLE)(_whatif.whatif)
 app.command("export", epilog=_whatif.EXPORT_EXAMPLE)(_whatif.export)
 app.command("compare", epilog=_whatif.COMPARE_EXAMPLE)(_whatif.compare)
+app.command("monitor", epilog=_whatif.MONITOR_EXAMPLE)(_whatif.monitor)
 
 
 def _print_version(value: bool) -> None:

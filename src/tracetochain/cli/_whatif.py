@@ -128,3 +128,43 @@ def compare(
     typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False) if as_json else str(result))
     if fail_if_worse and result.delta_r_inf_interval[1] < 0:
         sys.exit(3)
+
+
+MONITOR_EXAMPLE = ("Example: tracetochain monitor production.jsonl --window 500 --vocabulary chat --jsonl "
+                   "> drift.jsonl || echo 'drift!'   (exit 3 when a window departs from the baseline)")
+
+
+def monitor(
+    traces: Annotated[Path, typer.Argument(help="Traces in time or file order (any supported format).")],
+    window: Annotated[float, typer.Option(help="Traces per window (--by order) or seconds (--by time).")] = 100,
+    by: Annotated[str, typer.Option(help="order (file order) or time (each trace's first t_start).")] = "order",
+    baseline: Annotated[Path | None, typer.Option(help="Baseline traces (default: the first window).")] = None,
+    states: Annotated[str, typer.Option(help="label, categorical, ward or milestones:FILE (fitted on the baseline).")
+                      ] = "label",
+    vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
+    alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="Family-wise false-alarm rate over all windows.")
+                     ] = 0.05,
+    seed: Annotated[int, typer.Option(help="Seed for the permutation tests and posterior draws.")] = 0,
+    jsonl: Annotated[bool, typer.Option("--jsonl", help="One JSON line per window on stdout.")] = False,
+) -> None:
+    """Track R∞ over windows of traces and alert (exit 3) when a window's transitions depart from the baseline."""
+    import sys
+
+    from tracetochain import read_traces
+    from tracetochain.monitor import monitor as run_monitor
+
+    table = read_traces(traces)
+    base = read_traces(baseline) if baseline is not None else None
+    try:
+        result = run_monitor(table, window=window, by=by, baseline=base, states=states,  # type: ignore[arg-type]
+                             state_options={"vocabulary": vocabulary} if vocabulary else None, alpha=alpha,
+                             seed=seed)
+    except ValueError as exc:
+        from tracetochain.exceptions import TraceToChainError
+
+        if isinstance(exc, TraceToChainError):
+            raise
+        raise typer.BadParameter(str(exc)) from None
+    typer.echo(result.json_lines() if jsonl else str(result), nl=not jsonl)
+    if result.alerts:
+        sys.exit(3)
