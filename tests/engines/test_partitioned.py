@@ -356,3 +356,23 @@ def test_empty_row_groups_inside_a_trace(engine: Engine, tmp_path: Path) -> None
     expected = tt.count_transitions(tt.TraceTable.read(path))
     for rows in (1, 2, 3, 100):
         assert_same_counts(count_partitioned(path, engine=engine, rows_per_partition=rows).counts, expected)
+
+
+@pytest.mark.dask
+def test_fit_cli_on_engines_matches_in_memory(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "sim.parquet"
+    tt.datasets.simulate_traces(tt.datasets.notation_chain(), 3000, 5).write(path)
+
+    def r_inf(*extra: str) -> float:
+        r = subprocess.run([sys.executable, "-m", "tracetochain", "fit", str(path), "--json", *extra],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return float(json.loads(r.stdout)["r_inf"])
+
+    pytest.importorskip("distributed")
+    base = r_inf()
+    assert r_inf("--engine", "local") == base
+    assert r_inf("--engine", "dask") == base

@@ -96,6 +96,11 @@ def fit(
     ci: CiOpt = 0.95,
     uncertainty: UncertaintyOpt = "posterior",
     samples: SamplesOpt = 1000,
+    engine: Annotated[str | None, typer.Option(
+        help="Count partition by partition on an engine: local or dask (canonical Parquet/JSONL; only counts "
+             "travel). Default: read the whole file in memory.")] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        help="Dask scheduler address (default: a 2-worker local cluster).")] = None,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
@@ -104,6 +109,11 @@ def fit(
     from tracetochain.pipeline import fit_chain
 
     ks = _parse_ks(k)
+    if engine is not None:
+        _fit_on_engine(traces, engine, scheduler, output, pseudocount, unvisited.value, initial.value, on_error.value,
+                       states, features, vocabulary, k_min, k_max, seed, horizon, ks, ci, uncertainty, samples,
+                       as_json, quiet)
+        return
     table = read_traces(traces, format, on_error=on_error.value)
     try:
         result = fit_chain(table, states=states, pseudocount=pseudocount, unvisited=unvisited.value,
@@ -145,6 +155,44 @@ def fit(
         typer.echo(f"chain written to {output}")
     else:
         typer.echo("(use -o chain.json to save the chain for `tracetochain metrics`)")
+
+
+def _fit_on_engine(traces: Path, engine: str, scheduler: str | None, output: Path | None, pseudocount: float,
+                   unvisited: str, initial: str, on_error: str, states: str, features: str, vocabulary: str | None,
+                   k_min: int, k_max: int, seed: int, horizon: int, ks: tuple[int, ...], ci: float, uncertainty: str,
+                   samples: int, as_json: bool, quiet: bool) -> None:
+    """`fit --engine`: partitioned counting (the library decides what, the engine where)."""
+    from tracetochain import summarize
+    from tracetochain.engines import get_engine
+    from tracetochain.partitioned import fit_partitioned
+
+    if uncertainty not in ("posterior", "none"):
+        raise typer.BadParameter("with --engine, intervals come from the counts: use --uncertainty posterior or none")
+    options: dict[str, Any] = {}
+    if states == "ward":
+        options = {"features": features, "vocabulary": vocabulary, "k_min": k_min, "k_max": k_max, "seed": seed}
+    elif vocabulary:
+        options = {"vocabulary": vocabulary}
+    with get_engine(engine, scheduler=scheduler) as eng:
+        chain = fit_partitioned(traces, engine=eng, pseudocount=pseudocount, unvisited=unvisited, initial=initial,
+                                states=None if states == "label" and not vocabulary else states,
+                                on_error=on_error, **options)  # type: ignore[arg-type]
+    if output is not None:
+        _write_chain(chain, output, {"source": str(traces), "engine": engine})
+    if quiet:
+        return
+    summary = summarize(chain, horizon=horizon, ks=ks)
+    intervals = _intervals(chain, uncertainty, ci, samples, seed, horizon, ks)
+    if as_json:
+        doc = summary.to_dict()
+        doc["intervals"] = intervals
+        doc["engine"] = engine
+        typer.echo(json.dumps(doc, indent=2, allow_nan=False))
+        return
+    from tracetochain.cli._render import render_summary
+
+    typer.echo(f"{traces}: counted on the {engine} engine")
+    render_summary(summary, intervals)
 
 
 def metrics(
