@@ -41,7 +41,12 @@ def whatif(
         reroute=reroute or [], set_edge=set_edge or [], scale_edge=scale_edge or [], retry=retry or [],
         remove=remove or [])
     ranking = bottlenecks(chain, fraction=bottleneck_fraction)
-    result = what_if(chain, todo) if todo else None
+    ensemble = None
+    if todo and "counts" in chain.metadata:
+        from tracetochain.uncertainty import DirichletPosterior
+
+        ensemble = DirichletPosterior(n_samples=500, seed=0).fit(chain).fetch_model().ensemble
+    result = what_if(chain, todo, ensemble=ensemble) if todo else None
     if as_json:
         typer.echo(json.dumps({"whatif": result.to_dict() if result else None, "bottlenecks": ranking.to_dict()},
                               indent=2, allow_nan=False))

@@ -8,6 +8,7 @@ share of failures that leave from them and by what a fallback there would be wor
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,8 @@ class WhatIfResult:
     first_order: float | None
     prop2_bound: float | None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: Interval of ΔR∞ propagated through an ensemble of chains (posterior or bootstrap), when one was given.
+    delta_r_inf_interval: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         delta: dict[str, float | None] = {}
@@ -45,11 +48,16 @@ class WhatIfResult:
             delta[k] = None if before is None or after is None else after - before
         return {"kind": "tracetochain.whatif", "schema_version": 1, "edits": list(self.edits),
                 "base": self.base, "edited": self.edited, "delta": delta, "delta_r_inf": self.delta_r_inf,
-                "first_order": self.first_order, "prop2_bound": self.prop2_bound, "notes": list(self.notes)}
+                "first_order": self.first_order, "prop2_bound": self.prop2_bound, "notes": list(self.notes),
+                "delta_r_inf_interval": self.delta_r_inf_interval}
 
     def __str__(self) -> str:
         lines = [f"What if: {'; '.join(self.edits)}",
                  f"  R∞ {self.base['r_inf']:.4f} → {self.edited['r_inf']:.4f}  (Δ = {self.delta_r_inf:+.4f} exact)"]
+        iv = self.delta_r_inf_interval
+        if iv is not None:
+            lines.append(f"  ΔR∞ {iv.get('confidence', 0.95):.0%} interval [{iv['lower']:+.4f}, {iv['upper']:+.4f}] "
+                         f"({iv.get('method')}, {iv.get('n_samples')} draws)")
         if self.first_order is not None:
             lines.append(f"  first-order estimate {self.first_order:+.4f}")
         if self.prop2_bound is not None:
@@ -71,9 +79,13 @@ def _metrics(chain: AbsorbingChain, horizons: tuple[int, ...]) -> dict[str, floa
     return out
 
 
-def what_if(chain: AbsorbingChain, edits: list[Edit] | tuple[Edit, ...], *,
-            horizons: tuple[int, ...] = (10, 20, 50)) -> WhatIfResult:
-    """Apply ``edits`` and compare metrics exactly; add the first-order term and Prop. 2's bound when they apply."""
+def what_if(chain: AbsorbingChain, edits: Sequence[Edit], *, horizons: tuple[int, ...] = (10, 20, 50),
+            ensemble: Any = None) -> WhatIfResult:
+    """Apply ``edits`` and compare metrics exactly; add the first-order term and Prop. 2's bound when they apply.
+
+    With ``ensemble`` (a :class:`~tracetochain.uncertainty.ChainEnsemble`), ΔR∞ also gets a percentile interval:
+    the same edits applied to every draw.
+    """
     edited = apply_edits(chain, edits)
     notes: list[str] = []
     first: float | None = None
@@ -94,8 +106,13 @@ def what_if(chain: AbsorbingChain, edits: list[Edit] | tuple[Edit, ...], *,
                          "(the exact change is computed instead, as the paper does for the fallback tool)")
     base_m = _metrics(chain, horizons)
     new_m = _metrics(edited, horizons)
+    interval = None
+    if ensemble is not None:
+        q = ensemble.stats(lambda c: apply_edits(c, edits).r_inf - c.r_inf)
+        interval = {"lower": float(q.lower), "upper": float(q.upper), "confidence": q.confidence,
+                    "method": q.method, "n_samples": q.n_samples, "n_excluded": q.n_excluded}
     return WhatIfResult(tuple(str(e) for e in edits), base_m, new_m, edited.r_inf - chain.r_inf, first, bound,
-                        tuple(notes))
+                        tuple(notes), interval)
 
 
 @dataclass(frozen=True)

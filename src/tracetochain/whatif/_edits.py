@@ -10,6 +10,7 @@ Targets are state names, ``"success"`` or ``"failure"``; ``"*"`` as the state ap
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -233,7 +234,7 @@ def _remove(chain: AbsorbingChain, P: NDArray[np.float64], pi0: NDArray[np.float
     return newP, new_pi0, names
 
 
-def apply_edits(chain: AbsorbingChain, edits: list[Edit] | tuple[Edit, ...]) -> AbsorbingChain:
+def apply_edits(chain: AbsorbingChain, edits: Sequence[Edit]) -> AbsorbingChain:
     """The chain after applying ``edits`` in order (exact; the result is validated as any chain)."""
     current = chain
     for edit in edits:
