@@ -85,6 +85,29 @@ class Comparison:
                       for t in self.changed_transitions]
         return "\n".join(lines)
 
+    def to_markdown(self) -> str:
+        """A pull-request comment: verdict, the R∞ table and the transitions that moved."""
+
+        def cell(x: str) -> str:
+            return str(x).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+        a, b = (cell(n) for n in self.names)
+        lo, hi = self.delta_r_inf_interval
+        lines = [f"### {cell(self.verdict)}", "", f"| | {a} | {b} | Δ ({self.confidence:.0%} interval) |",
+                 "|---|---|---|---|",
+                 f"| R∞ | {self.chain_a.r_inf:.3f} | {self.chain_b.r_inf:.3f} | {self.delta_r_inf:+.3f} "
+                 f"[{lo:+.3f}, {hi:+.3f}] |"]
+        for d in (10, 20, 50):
+            if d <= self.horizon:
+                lo_d, hi_d = self.delta_reliability_lower[d], self.delta_reliability_upper[d]
+                lines.append(f"| R({d}) | | | {self.delta_reliability[d]:+.3f} [{lo_d:+.3f}, {hi_d:+.3f}] |")
+        lines += ["", cell(str(self.homogeneity)), ""]
+        if self.changed_transitions:
+            lines += ["| transition | " + a + " | " + b + " | Δ |", "|---|---|---|---|"]
+            lines += [f"| {cell(t['from'])} → {cell(t['to'])} | {t['a']:.3f} | {t['b']:.3f} | {t['delta']:+.3f} |"
+                      for t in self.changed_transitions]
+        return "\n".join(lines) + "\n"
+
     def _repr_html_(self) -> str:
         return "<pre>" + html.escape(str(self)) + "</pre>"
 

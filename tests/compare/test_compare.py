@@ -63,3 +63,10 @@ def test_compare_cli(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["kind"] == "tracetochain.comparison" and doc["delta_r_inf"] == 0.0
+
+
+def test_compare_markdown(tau2: dict[str, tt.TraceTable]) -> None:
+    r = compare(tau2["langchain"], tau2["claude"], names=("a|<b>", "claude"), state_options={"vocabulary": "chat"},
+                samples=60, n_permutations=99)
+    md = r.to_markdown()
+    assert md.startswith("### claude is more reliable") and "| R∞ |" in md and "<b>" not in md

@@ -49,3 +49,14 @@ def test_monitor_cli_exit_code(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 3, r.stderr
     assert [json.loads(x)["alert"] for x in r.stdout.splitlines()] == [False, False, True]
+
+
+def test_monitor_html_page_is_self_contained_and_escaped(tmp_path: Path) -> None:
+    from tracetochain.report._monitor_html import render_monitor_html
+
+    result = monitor(stream([BASE, BASE, WORSE], 200, 4), window=200)
+    doc = result.to_dict()
+    doc["baseline"] = "<script>alert(1)</script>"
+    page = render_monitor_html(doc)
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "<script>" not in page
+    assert page.count('class="alert"') == 1

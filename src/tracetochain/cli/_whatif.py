@@ -108,6 +108,7 @@ def compare(
     ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
     seed: Annotated[int, typer.Option(help="Seed for the bootstraps and the permutation test.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown pull-request comment.")] = False,
     fail_if_worse: Annotated[bool, typer.Option(
         "--fail-if-worse", help="Exit 3 when B is significantly less reliable than A.")] = False,
 ) -> None:
@@ -130,7 +131,10 @@ def compare(
         if isinstance(exc, TraceToChainError):
             raise
         raise typer.BadParameter(str(exc)) from None
-    typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False) if as_json else str(result))
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+    else:
+        typer.echo(result.to_markdown() if markdown else str(result), nl=not markdown)
     if fail_if_worse and result.delta_r_inf_interval[1] < 0:
         sys.exit(3)
 
@@ -151,6 +155,8 @@ def monitor(
                      ] = 0.05,
     seed: Annotated[int, typer.Option(help="Seed for the permutation tests and posterior draws.")] = 0,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="One JSON line per window on stdout.")] = False,
+    html_out: Annotated[Path | None, typer.Option("--html", help="Also write an HTML page with the time series.")
+                        ] = None,
 ) -> None:
     """Track R∞ over windows of traces and alert (exit 3) when a window's transitions depart from the baseline."""
     import sys
@@ -171,5 +177,9 @@ def monitor(
             raise
         raise typer.BadParameter(str(exc)) from None
     typer.echo(result.json_lines() if jsonl else str(result), nl=not jsonl)
+    if html_out is not None:
+        from tracetochain.report._monitor_html import render_monitor_html
+
+        html_out.write_text(render_monitor_html(result.to_dict()), encoding="utf-8")
     if result.alerts:
         sys.exit(3)

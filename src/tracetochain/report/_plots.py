@@ -76,3 +76,29 @@ def fpt_svg(observed: list[int], model_pmf: list[float] | None, *, withheld_reas
         ax.set_ylabel("traces")
         ax.legend(loc="upper right", frameon=False)
         return _svg(fig)
+
+
+def monitor_svg(windows: list[dict[str, Any]]) -> str:
+    """R∞ per window with its interval, alert windows marked; the observed pass rate for reference."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context(_STYLE):
+        fig, ax = plt.subplots()
+        x = [w["index"] for w in windows]
+        r = [w["r_inf"] for w in windows]
+        ax.fill_between(x, [w["r_inf_lower"] for w in windows], [w["r_inf_upper"] for w in windows],
+                        color="#0969da", alpha=0.18, linewidth=0, label="R∞ interval")
+        ax.plot(x, r, marker="o", color="#0969da", label="R∞")
+        ax.plot(x, [w["pass_rate"] for w in windows], linestyle=":", color="#1a7f37", label="observed pass rate")
+        alerts = [w for w in windows if w["alert"]]
+        if alerts:
+            ax.scatter([w["index"] for w in alerts], [w["r_inf"] for w in alerts], s=90, facecolors="none",
+                       edgecolors="#cf222e", linewidths=2, label="drift alert", zorder=3)
+        ax.set_xlabel("window")
+        ax.set_ylabel("P(success)")
+        ax.set_ylim(0, 1)
+        ax.legend(loc="lower left", frameon=False)
+        return _svg(fig)
