@@ -62,6 +62,7 @@ from tracetochain.engines import Engine, get_engine
 from tracetochain.exceptions import EmptyTraceSetError, TraceToChainError, TraceValidationError
 from tracetochain.states import StateModel
 from tracetochain.traces import IngestReport, Outcome, Problem, TraceTable
+from tracetochain.traces._table import parse_jsonl_lines
 
 PartitionBy = Literal["range", "file"]
 OnError = Literal["raise", "skip"]
@@ -434,33 +435,8 @@ def _read_jsonl_range(part: Partition, on_error: OnError) -> TraceTable:
     with open(part.source, "rb") as fh:
         fh.seek(part.start)
         data = fh.read(part.stop - part.start)
-    records: list[dict[str, Any]] = []
-    lines: list[int] = []
-    problems: list[Problem] = []
-    for lineno, raw in enumerate(data.split(b"\n"), start=part.first_location):
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw.decode("utf-8"))
-        except json.JSONDecodeError as exc:
-            if on_error == "raise":
-                raise TraceValidationError(
-                    f"not valid JSON ({exc.msg} at column {exc.colno})", source=part.source, line=lineno,
-                    hint="each line must be one JSON object; fix or remove the line, or pass on_error='skip'",
-                ) from None
-            problems.append(Problem(lineno, None, f"not valid JSON ({exc.msg})"))
-            continue
-        if not isinstance(rec, dict):
-            if on_error == "raise":
-                raise TraceValidationError(
-                    f"expected a JSON object, got {type(rec).__name__}", source=part.source, line=lineno,
-                    hint="each line must be one step record such as "
-                    '{"trace_id": "t1", "step_idx": 0, "state": "plan", "outcome": "success"}',
-                )
-            problems.append(Problem(lineno, None, f"expected a JSON object, got {type(rec).__name__}"))
-            continue
-        records.append(rec)
-        lines.append(lineno)
+    records, lines, problems = parse_jsonl_lines(enumerate(data.split(b"\n"), start=part.first_location),
+                                                 part.source, on_error)
     del data
     return TraceTable.from_records(records, on_error=on_error, source=part.source, format="jsonl",
                                    problems=problems, locations=lines, location_kind="line")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -88,35 +89,46 @@ class IngestReport:
 
 
 # ---------------------------------------------------------------------------------------------------- parsing
-def _read_jsonl(path: Path, on_error: OnError) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
+def parse_jsonl_lines(lines: Iterable[tuple[int, str | bytes]], source: str, on_error: OnError
+                      ) -> tuple[list[dict[str, Any]], list[int], list[Problem]]:
+    """Parse (line number, text) pairs of a JSONL source: blank lines skipped, each record must be an object.
+
+    A bad line raises :class:`TraceValidationError` naming ``source`` and the line, or — with ``on_error="skip"``
+    — becomes a counted :class:`Problem`. Shared by :meth:`TraceTable.read` and partitioned ingest.
+    """
     records: list[dict[str, Any]] = []
-    lines: list[int] = []
+    locations: list[int] = []
     problems: list[Problem] = []
+    for lineno, raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            if on_error == "raise":
+                raise TraceValidationError(
+                    f"not valid JSON ({exc.msg} at column {exc.colno})", source=source, line=lineno,
+                    hint="each line must be one JSON object; fix or remove the line, or pass on_error='skip'",
+                ) from None
+            problems.append(Problem(lineno, None, f"not valid JSON ({exc.msg})"))
+            continue
+        if not isinstance(rec, dict):
+            if on_error == "raise":
+                raise TraceValidationError(
+                    f"expected a JSON object, got {type(rec).__name__}", source=source, line=lineno,
+                    hint="each line must be one step record such as "
+                    '{"trace_id": "t1", "step_idx": 0, "state": "plan", "outcome": "success"}',
+                )
+            problems.append(Problem(lineno, None, f"expected a JSON object, got {type(rec).__name__}"))
+            continue
+        records.append(rec)
+        locations.append(lineno)
+    return records, locations, problems
+
+
+def _read_jsonl(path: Path, on_error: OnError) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
     with path.open("r", encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                if on_error == "raise":
-                    raise TraceValidationError(
-                        f"not valid JSON ({exc.msg} at column {exc.colno})", source=str(path), line=lineno,
-                        hint="each line must be one JSON object; fix or remove the line, or pass on_error='skip'",
-                    ) from None
-                problems.append(Problem(lineno, None, f"not valid JSON ({exc.msg})"))
-                continue
-            if not isinstance(rec, dict):
-                if on_error == "raise":
-                    raise TraceValidationError(
-                        f"expected a JSON object, got {type(rec).__name__}", source=str(path), line=lineno,
-                        hint="each line must be one step record such as "
-                        '{"trace_id": "t1", "step_idx": 0, "state": "plan", "outcome": "success"}',
-                    )
-                problems.append(Problem(lineno, None, f"expected a JSON object, got {type(rec).__name__}"))
-                continue
-            records.append(rec)
-            lines.append(lineno)
+        records, lines, problems = parse_jsonl_lines(enumerate(fh, start=1), str(path), on_error)
     return _records_to_arrow(records), np.asarray(lines, dtype=np.int64), problems
 
 
