@@ -126,3 +126,13 @@ def test_report_on_tau_bench_real_file(shared_data: Path) -> None:
     doc = build_report(fit_chain(traces, states="ward", vocabulary="chat"), horizon=40)
     html = render_html(doc)
     assert html.count("<svg") >= 3 and "pass@k and pass^k" in html and 'id="state-table"' in html
+
+
+def test_notebook_reprs() -> None:
+    fit = fit_chain(evil_traces())
+    doc = build_report(fit, horizon=10)
+    frame = doc._repr_html_()
+    assert frame.startswith("<iframe sandbox srcdoc=") and "<script>" not in frame
+    assert json.loads(json.dumps(doc))["kind"] == "tracetochain.report"  # still a plain JSON document
+    assert doc.to_markdown().startswith("### Agent reliability")
+    assert "<table>" in fit.chain._repr_html_() and "&lt;script&gt;" in fit.chain._repr_html_()

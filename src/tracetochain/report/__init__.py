@@ -1,7 +1,8 @@
 """Reports: the versioned report document (the truth) and its renderings — HTML, Markdown, graph exports."""
 
-from tracetochain.report._document import REPORT_SCHEMA_VERSION, build_report
+from tracetochain.report._document import REPORT_SCHEMA_VERSION, Report, build_report
 from tracetochain.report._graph import chain_svg, to_dot, to_mermaid, to_prism
 from tracetochain.report._html import render_html
 
-__all__ = ["REPORT_SCHEMA_VERSION", "build_report", "chain_svg", "render_html", "to_dot", "to_mermaid", "to_prism"]
+__all__ = ["REPORT_SCHEMA_VERSION", "Report", "build_report", "chain_svg", "render_html", "to_dot", "to_mermaid",
+           "to_prism"]

@@ -21,9 +21,27 @@ REPORT_KIND = "tracetochain.report"
 TIMING_OUTPUTS = ("R(d)", "RDC", "horizons", "step_budgets", "mean_steps")
 
 
+class Report(dict[str, Any]):
+    """The report document (a plain JSON-ready dict) that also renders itself in a notebook."""
+
+    def _repr_html_(self) -> str:
+        import html as _html
+
+        from tracetochain.report._html import render_html
+
+        # The page is a full document with its own CSP; a sandboxed iframe keeps it apart from the notebook.
+        return (f'<iframe sandbox srcdoc="{_html.escape(render_html(self), quote=True)}" '
+                'style="width:100%;height:900px;border:0"></iframe>')
+
+    def to_markdown(self) -> str:
+        from tracetochain.report._markdown import render_markdown
+
+        return render_markdown(self)
+
+
 def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
                  certificate: dict[str, Any] | None = None, intervals: dict[str, Any] | None = None,
-                 settings: dict[str, Any] | None = None, fallback_fraction: float = 0.1) -> dict[str, Any]:
+                 settings: dict[str, Any] | None = None, fallback_fraction: float = 0.1) -> Report:
     """Assemble the report document from a fit (and, when run, the certificate and intervals)."""
     chain = fit.chain
     traces = fit.labelled
@@ -36,7 +54,7 @@ def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1,
         reasons = [str(r) for r in certificate.get("reasons", []) if "success-time" in str(r) or "timing" in str(r)]
         reason = reasons[0] if reasons else "the timing audit rejected the chain's first-passage distribution"
     ingest = traces.report.to_dict()
-    return {
+    return Report({
         "kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
         "tracetochain_version": __version__,
@@ -57,4 +75,4 @@ def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1,
         "timing_withheld_reason": reason,
         "pass_k_withheld": "pass^k" in withheld or "pass@k" in withheld,
         "bottlenecks": bottlenecks(chain, fraction=fallback_fraction).to_dict(),
-    }
+    })

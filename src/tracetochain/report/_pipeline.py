@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from tracetochain.pipeline import fit_chain
-from tracetochain.report._document import build_report
+from tracetochain.report._document import Report, build_report
 from tracetochain.traces._table import TraceTable
 
 
@@ -20,7 +20,7 @@ def make_report(traces: TraceTable, *, states: Any = "label", state_options: dic
                 audit: bool = True, holdout: bool = True, audit_options: dict[str, Any] | None = None,
                 uncertainty: Literal["posterior", "bootstrap", "bootstrap-full"] | None = "posterior",
                 confidence: float = 0.95, samples: int = 1000,
-                seed: int = 0, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                seed: int = 0, progress: Callable[[str], None] | None = None) -> Report:
     """Fit, audit and attach intervals; returns the versioned report document (see :func:`build_report`)."""
     step = progress or (lambda stage: None)
     options = dict(state_options or {})
