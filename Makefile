@@ -23,6 +23,7 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/tracetochain fit $(DEMO) -o out/demo-chain.json
 	$(VENV)/bin/tracetochain metrics out/demo-chain.json --horizon 30
+	$(VENV)/bin/tracetochain report $(DEMO) --states ward --vocabulary chat -o out/demo-report.html
 
 test: $(STAMP)
 	$(PY) -m pytest
