@@ -40,18 +40,29 @@ from tracetochain.audit._holdout import (
     l_inf_distance,
     label_traces,
     r_inf_check,
+    r_inf_check_counts,
     split_indices,
     split_traces,
     wilson_interval,
 )
 from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_test
-from tracetochain.audit._order import OrderObservations, OrderResult, artifact_aic, order_observations, order_test
+from tracetochain.audit._order import (
+    OrderObservations,
+    OrderResult,
+    artifact_aic,
+    order_observations,
+    order_observations_from_codes,
+    order_test,
+    order_test_counts,
+    order_triplets,
+)
 from tracetochain.audit._settings import OrderSettings, TimingSettings
 from tracetochain.audit._studies import simulate_memory_traces, ss7_chain
 from tracetochain.audit._timing import (
     TimingResult,
     kolmogorov_asymptotic_pvalue,
     ks_calibrated,
+    ks_calibrated_times,
     ks_paper,
     lattice_ks_statistic,
     replicate_counts,
@@ -93,15 +104,20 @@ __all__ = [
     "homogeneity_test",
     "kolmogorov_asymptotic_pvalue",
     "ks_calibrated",
+    "ks_calibrated_times",
     "ks_paper",
     "l_inf_distance",
     "label_traces",
     "lattice_ks_statistic",
     "order_observations",
+    "order_observations_from_codes",
     "order_test",
+    "order_test_counts",
+    "order_triplets",
     "per_task_pass_at_k",
     "per_task_pass_hat_k",
     "r_inf_check",
+    "r_inf_check_counts",
     "replicate_counts",
     "simulate_memory_traces",
     "split_indices",

@@ -349,6 +349,7 @@ def audit(traces: TraceTable, *, states: Any = "label", pseudocount: float = 1.0
 
 
 _TIMING_KEYS = {"ks_mode": "mode", "ks_level": "level", "n_bootstrap": "n_bootstrap", "max_steps": "max_steps",
+                "max_simulated_traces": "max_simulated_traces",
                 "n_model": "n_model", "ks_outcome": "outcome", "ks_start": "start", "ks_pvalue": "pvalue",
                 "paper_max_steps": "paper_max_steps"}
 _ORDER_KEYS = {"order_mode": "mode", "order_criterion": "criterion", "order_level": "level",

@@ -195,6 +195,17 @@ def r_inf_check(r_inf: float, traces: TraceTable, *, method: IntervalMethod = "w
     oc = traces.outcomes()
     n = int(np.count_nonzero(oc != INVALID))
     k = int(np.count_nonzero(oc == SUCCESS))
+    return r_inf_check_counts(r_inf, k, n, method=method, confidence=confidence, in_sample=in_sample)
+
+
+def r_inf_check_counts(r_inf: float, n_success: int, n_usable: int, *, method: IntervalMethod = "wilson",
+                       confidence: float = 0.95, in_sample: bool = False) -> RInfCheck:
+    """:func:`r_inf_check` from the number of successful and of usable (non-invalid) traces."""
+    if method not in ("wilson", "clopper-pearson"):
+        raise ValueError(f"interval must be 'wilson' or 'clopper-pearson', got {method!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    k, n = int(n_success), int(n_usable)
     if n == 0:
         raise EmptyTraceSetError("no usable traces to compare R∞ with")
     lo, hi = (wilson_interval if method == "wilson" else clopper_pearson_interval)(k, n, confidence)

@@ -50,13 +50,13 @@ from tracetochain.audit._common import (
     REPLICATE_BLOCK,
     SUCCESS,
     Seed,
+    as_seed_sequence,
     chain_codes,
     fmt,
     html_table,
     json_dict,
     replicate_blocks,
     seed_record,
-    trace_lengths,
 )
 from tracetochain.chain import AbsorbingChain
 from tracetochain.traces import TraceTable
@@ -212,11 +212,21 @@ class OrderObservations:
 def order_observations(traces: TraceTable, state_names: Sequence[str], *,
                        include_outcomes: bool = True) -> OrderObservations:
     """Build the per-trace observations of the default mode (see the module docstring), vectorised."""
-    m = len(state_names)
     codes = chain_codes(traces, tuple(state_names))
-    oc = traces.outcomes().astype(np.int64)
+    return order_observations_from_codes(codes, traces.offsets, traces.outcomes(), len(state_names),
+                                         include_outcomes=include_outcomes)
+
+
+def order_observations_from_codes(codes: NDArray[np.int64], offsets: NDArray[np.int64], outcomes: NDArray[np.int8],
+                                  n_states: int, *, include_outcomes: bool = True) -> OrderObservations:
+    """:func:`order_observations` from raw arrays (state codes 0..m−1 per step, trace offsets, outcome codes)."""
+    m = int(n_states)
+    codes = np.asarray(codes, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    oc = np.asarray(outcomes).astype(np.int64)
     valid = oc != INVALID
-    ti = traces.trace_index
+    lengths = np.diff(offsets)
+    ti = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
     # Transitions inside valid traces.
     same = (ti[1:] == ti[:-1]) & valid[ti[:-1]] if ti.size > 1 else np.zeros(0, bool)
     p = np.flatnonzero(same)
@@ -227,8 +237,6 @@ def order_observations(traces: TraceTable, state_names: Sequence[str], *,
     s = m
     if include_outcomes:
         s = m + 2
-        offsets = traces.offsets
-        lengths = trace_lengths(traces)
         done = valid & ((oc == SUCCESS) | (oc == FAILURE)) & (lengths > 0)
         last = offsets[1:][done] - 1
         e_prev = np.where(lengths[done] >= 2, codes[np.maximum(last - 1, 0)], m)
@@ -313,19 +321,62 @@ def _artifact(traces: TraceTable, names: tuple[str, ...], criterion: str) -> Ord
                    "delta_bic": "not part of the artifact"})
 
 
+def order_triplets(obs: OrderObservations) -> NDArray[np.int64]:
+    """The observation counts n[prev, cur, next] ((m + 1) × m × s; prev = m is START): all the order test needs."""
+    m, s = obs.n_states, obs.n_symbols
+    flat = np.bincount((obs.prev * m + obs.cur) * s + obs.nxt, minlength=(m + 1) * m * s)
+    out: NDArray[np.int64] = flat.reshape(m + 1, m, s).astype(np.int64)
+    return out
+
+
+def order_test_counts(triplets: NDArray[np.int64], states: Sequence[str], *, n_traces: int,
+                      include_outcomes: bool = True, parameter_count: ParameterCount = "observed",
+                      criterion: Criterion = "aic", level: float = 0.05, n_permutations: int = 199,
+                      seed: Seed = 0) -> OrderResult:
+    """The per-trace order test from the counts n[prev, cur, next] of its observations (:func:`order_triplets`):
+    what a partitioned corpus provides, since counts add up over partitions.
+
+    Every statistic (ℓ1, ℓ2, G², AIC, BIC, χ² p) equals :func:`order_test`'s on the same traces. The permutation
+    p-value is drawn differently: shuffling the next symbols within an order-1 context ``cur = j`` is the same as
+    drawing the prev × next table of that context uniformly among the tables with its margins (multivariate
+    hypergeometric), which ``scipy.stats.random_table`` does (Patefield's algorithm) at a cost independent of the
+    number of observations. Same null distribution, different random stream.
+    """
+    if parameter_count not in ("observed", "full"):
+        raise ValueError(f"parameter_count must be 'observed' or 'full', got {parameter_count!r}")
+    if criterion not in ("aic", "bic", "permutation", "chi2"):
+        raise ValueError(f"criterion must be 'aic', 'bic', 'permutation' or 'chi2', got {criterion!r}")
+    if criterion == "permutation" and n_permutations == 0:
+        raise ValueError("criterion='permutation' needs n_permutations >= 1")
+    names = tuple(str(x) for x in states)
+    m = len(names)
+    n2 = np.asarray(triplets, dtype=np.int64)
+    s = m + 2 if include_outcomes else m
+    if n2.shape != (m + 1, m, s):
+        raise ValueError(f"triplets must have shape (m + 1, m, s) = {(m + 1, m, s)}, got {n2.shape}")
+    return _per_trace_counts(n2, names, n_traces, include_outcomes, parameter_count, criterion, level,
+                             n_permutations, seed, permutation="tables")
+
+
 def _per_trace(obs: OrderObservations, names: tuple[str, ...], include_outcomes: bool, parameter_count: str,
                criterion: str, level: float, n_permutations: int, seed: Seed) -> OrderResult:
-    m, s = obs.n_states, obs.n_symbols
-    n = int(obs.cur.size)
+    return _per_trace_counts(order_triplets(obs), names, obs.n_traces, include_outcomes, parameter_count,
+                             criterion, level, n_permutations, seed, permutation=obs)
+
+
+def _per_trace_counts(triplets: NDArray[np.int64], names: tuple[str, ...], n_traces: int, include_outcomes: bool,
+                      parameter_count: str, criterion: str, level: float, n_permutations: int, seed: Seed,
+                      permutation: OrderObservations | Literal["tables"]) -> OrderResult:
+    m, s = triplets.shape[1], triplets.shape[2]
+    n = int(triplets.sum())
     undefined: dict[str, str] = {}
     if n == 0 or m == 0:
-        return OrderResult("per-trace", criterion, level, True, m, obs.n_traces, 0, OBSERVATIONS_PER_TRACE,
+        return OrderResult("per-trace", criterion, level, True, m, n_traces, 0, OBSERVATIONS_PER_TRACE,
                            include_outcomes, parameter_count, None, None, None, None, None, None, None,
                            n_permutations=n_permutations, seed=seed_record(seed),
                            undefined={"delta_aic": "no observations (every trace has one step and no outcome)"})
-    n1 = np.bincount(obs.cur * s + obs.nxt, minlength=m * s).reshape(m, s)
-    ctx2 = obs.prev * m + obs.cur
-    n2 = np.bincount(ctx2 * s + obs.nxt, minlength=(m + 1) * m * s).reshape((m + 1) * m, s)
+    n1 = triplets.sum(axis=0)
+    n2 = triplets.reshape((m + 1) * m, s)
     l1 = float(_loglik(n1))
     l2 = float(_loglik(n2))
     g2 = max(0.0, 2.0 * (l2 - l1))
@@ -353,7 +404,11 @@ def _per_trace(obs: OrderObservations, names: tuple[str, ...], include_outcomes:
     l1_by_j = _loglik(n1[:, None, :])
     g2_by_state = {names[j]: float(max(0.0, 2.0 * (l2_by_j[j] - l1_by_j[j]))) for j in range(m)
                    if n1[j].sum() > 0}
-    p_perm = _permutation_pvalue(obs, l1, g2, n_permutations, seed) if n_permutations else None
+    p_perm: float | None = None
+    if n_permutations and isinstance(permutation, OrderObservations):
+        p_perm = _permutation_pvalue(permutation, l1, g2, n_permutations, seed)
+    elif n_permutations:
+        p_perm = _table_permutation_pvalue(n2_by_j, l1, g2, n_permutations, seed)
     if p_perm is None and n_permutations == 0:
         undefined["p_permutation"] = "not computed (n_permutations = 0)"
     d_aic, d_bic = aic1 - aic2, bic1 - bic2
@@ -366,9 +421,34 @@ def _per_trace(obs: OrderObservations, names: tuple[str, ...], include_outcomes:
     else:
         keep = p_chi2 is None or p_chi2 > level
     return OrderResult(
-        "per-trace", criterion, level, bool(keep), m, obs.n_traces, n, OBSERVATIONS_PER_TRACE, include_outcomes,
+        "per-trace", criterion, level, bool(keep), m, n_traces, n, OBSERVATIONS_PER_TRACE, include_outcomes,
         parameter_count, l1, l2, int(p1), int(p2), aic1, aic2, d_aic, bic1, bic2, d_bic, g2, df, p_chi2, p_perm,
         n_permutations, seed_record(seed), g2_by_state, undefined)
+
+
+def _table_permutation_pvalue(n2_by_j: NDArray[np.int64], l1: float, g2: float, n_permutations: int,
+                              seed: Seed) -> float:
+    """The within-context permutation test drawn as random tables with fixed margins (:func:`order_test_counts`).
+
+    ``n2_by_j[prev, cur, next]``; for each order-1 context the prev × next table is redrawn B times by
+    ``scipy.stats.random_table`` (rows and columns with zero margin dropped, tables with one row or column fixed).
+    """
+    from scipy.stats import random_table
+
+    rng = np.random.default_rng(as_seed_sequence(seed))
+    l2_star = np.zeros(n_permutations)
+    for j in range(n2_by_j.shape[1]):
+        table = n2_by_j[:, j, :]
+        rows, cols = table.sum(axis=1), table.sum(axis=0)
+        r, c = rows[rows > 0], cols[cols > 0]
+        if r.size < 2 or c.size < 2:
+            l2_star += float(_loglik(table[None]))
+            continue
+        draws = random_table(r, c).rvs(size=n_permutations, random_state=rng)
+        l2_star += _loglik(draws[:, None, :, :]).reshape(n_permutations)
+    g_star = 2.0 * (l2_star - l1)
+    tol = 1e-9 * max(1.0, abs(g2))
+    return (1 + int(np.count_nonzero(g_star >= g2 - tol))) / (n_permutations + 1)
 
 
 def _permutation_pvalue(obs: OrderObservations, l1: float, g2: float, n_permutations: int, seed: Seed) -> float:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from tracetochain.audit._common import Seed
 from tracetochain.audit._order import OrderResult, order_test
-from tracetochain.audit._timing import Refit, TimingResult, ks_calibrated, ks_paper
+from tracetochain.audit._timing import DEFAULT_MAX_SIMULATED_TRACES, Refit, TimingResult, ks_calibrated, ks_paper
 from tracetochain.chain import AbsorbingChain
 from tracetochain.traces import TraceTable
 
@@ -30,6 +30,9 @@ class TimingSettings:
         Paper mode: number of model runs (20,000 as on the real corpora), ``"success"`` (success-conditional,
         the paper's Alg. 2) or ``"any"`` (the artifact's library GoF), ``"pi0"`` or ``"modal"`` start,
         ``"scipy"`` (``ks_2samp``) or ``"asymptotic"`` (Numerical Recipes), and the model-run cap (500).
+    max_simulated_traces : int or None, default 20,000
+        Calibrated mode: the largest corpus a bootstrap replicate simulates; larger data are simulated at that size
+        and the statistic rescaled by √(size ratio) (:func:`~tracetochain.audit.ks_calibrated`).
     """
 
     mode: Literal["calibrated", "paper"] = "calibrated"
@@ -41,8 +44,11 @@ class TimingSettings:
     start: Literal["pi0", "modal"] = "pi0"
     pvalue: Literal["scipy", "asymptotic"] = "scipy"
     paper_max_steps: int = 500
+    max_simulated_traces: int | None = DEFAULT_MAX_SIMULATED_TRACES
 
     def __post_init__(self) -> None:
+        if self.max_simulated_traces is not None and self.max_simulated_traces < 1:
+            raise ValueError(f"max_simulated_traces must be >= 1 or None, got {self.max_simulated_traces}")
         if self.mode not in ("calibrated", "paper"):
             raise ValueError(f"timing mode must be 'calibrated' or 'paper', got {self.mode!r}")
         if not 0.0 < self.level < 1.0:
@@ -56,7 +62,7 @@ class TimingSettings:
             return ks_paper(chain, traces, n_model=self.n_model, outcome=self.outcome, start=self.start,
                             pvalue=self.pvalue, max_steps=self.paper_max_steps, seed=seed)
         return ks_calibrated(chain, traces, refit=refit, n_fit_traces=n_fit_traces, n_bootstrap=self.n_bootstrap,
-                             seed=seed, max_steps=self.max_steps)
+                             seed=seed, max_steps=self.max_steps, max_simulated_traces=self.max_simulated_traces)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -50,6 +50,8 @@ from tracetochain.traces import TraceTable
 Refit = Literal["same", "train", "none"]
 #: Step cap of simulated traces when the data were not capped (a trace still running after it counts as censored).
 UNCAPPED_SIMULATION_STEPS = 10_000
+#: Largest corpus one KS bootstrap replicate simulates; larger data are rescaled (see :func:`ks_calibrated`).
+DEFAULT_MAX_SIMULATED_TRACES = 20_000
 
 
 # ------------------------------------------------------------------------------------------------ formulas
@@ -262,7 +264,8 @@ def _stat_or_inf(times: NDArray[np.int64], chain: AbsorbingChain, cap: int | Non
 def ks_calibrated(chain: AbsorbingChain, traces: TraceTable, *, refit: Refit = "same",
                   n_fit_traces: int | None = None, n_bootstrap: int = 199, seed: Seed = 0,
                   max_steps: int | None = None, pseudocount: float | None = None, unvisited: str | None = None,
-                  initial: str | None = None) -> TimingResult:
+                  initial: str | None = None,
+                  max_simulated_traces: int | None = DEFAULT_MAX_SIMULATED_TRACES) -> TimingResult:
     """Lattice KS of the success times of ``traces`` against ``chain`` with a parametric-bootstrap p-value.
 
     Parameters
@@ -289,6 +292,13 @@ def ks_calibrated(chain: AbsorbingChain, traces: TraceTable, *, refit: Refit = "
         F becomes R(d)/R(cap). Default: no cap (simulations stop at 10,000 steps).
     pseudocount, unvisited, initial : optional
         Estimator settings of the refit; default: those recorded in ``chain.metadata``.
+    max_simulated_traces : int or None, default 20,000
+        Largest corpus a replicate simulates. Above it (n = max(test size, fit size) traces) every replicate
+        simulates the corpora at the fraction r = max_simulated_traces / n of their sizes and its statistic is
+        rescaled, D* · √(n_test,sim / n_test). Under the null √n·D has a non-degenerate limit law that does not depend
+        on n (with estimated parameters, as in Lilliefors' test; the fit- and test-size errors both shrink as
+        1/√size, and r keeps their ratio), so the rescaled replicates estimate the law of D at the data's size
+        (``math.md`` §8.4). This makes the audit of millions of traces cost what 20,000 cost. None: never rescale.
 
     Notes
     -----
@@ -297,26 +307,58 @@ def ks_calibrated(chain: AbsorbingChain, traces: TraceTable, *, refit: Refit = "
     A replicate without successes, or whose refit has R∞ = 0 or no absorbing path, has no D*; it counts as D* ≥ D
     (conservative) and is reported in ``bootstrap["n_undefined"]``.
     """
+    times, oc, n_usable = _data_times(traces, "success")
+    lengths = trace_lengths(traces)[oc != INVALID]
+    return ks_calibrated_times(chain, times, n_usable=n_usable, longest=int(lengths.max()) if lengths.size else 0,
+                               refit=refit, n_fit_traces=n_fit_traces, n_bootstrap=n_bootstrap, seed=seed,
+                               max_steps=max_steps, pseudocount=pseudocount, unvisited=unvisited, initial=initial,
+                               max_simulated_traces=max_simulated_traces)
+
+
+def ks_calibrated_times(chain: AbsorbingChain, times: NDArray[np.int64], *, n_usable: int, longest: int,
+                        refit: Refit = "same", n_fit_traces: int | None = None, n_bootstrap: int = 199,
+                        seed: Seed = 0, max_steps: int | None = None, pseudocount: float | None = None,
+                        unvisited: str | None = None, initial: str | None = None,
+                        max_simulated_traces: int | None = DEFAULT_MAX_SIMULATED_TRACES) -> TimingResult:
+    """:func:`ks_calibrated` on the data's summary rather than its traces: the success times ``times`` (one per
+    successful trace), the number of usable (non-invalid) traces ``n_usable`` and the longest usable trace
+    ``longest`` (checked against ``max_steps``). This is what a partitioned corpus provides
+    (:func:`tracetochain.partitioned.audit_partitioned`); the result is the same as on the traces themselves.
+    """
     if refit not in ("same", "train", "none"):
         raise ValueError(f"refit must be 'same', 'train' or 'none', got {refit!r}")
+    if max_simulated_traces is not None and max_simulated_traces < 1:
+        raise ValueError(f"max_simulated_traces must be >= 1 or None, got {max_simulated_traces}")
     if n_bootstrap < 1:
         raise ValueError(f"n_bootstrap must be >= 1, got {n_bootstrap}")
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
     a, u, init_policy = estimator_settings(chain, pseudocount, unvisited, initial)
-    times, oc, n_usable = _data_times(traces, "success")
-    lengths = trace_lengths(traces)
-    if max_steps is not None and lengths[oc != INVALID].size and int(lengths[oc != INVALID].max()) > max_steps:
-        raise ValueError(f"a trace has {int(lengths.max())} steps, more than max_steps={max_steps}; pass the cap "
+    times = np.asarray(times, dtype=np.int64)
+    if max_steps is not None and longest > max_steps:
+        raise ValueError(f"a trace has {longest} steps, more than max_steps={max_steps}; pass the cap "
                          "the traces were actually cut at")
     if refit == "train":
         if n_fit_traces is None or n_fit_traces < 1:
             raise ValueError("refit='train' needs n_fit_traces (the number of traces the chain was fitted on)")
+    # Replicate sizes: the data's, or the same fraction r of both corpora when they exceed max_simulated_traces.
+    n_test = n_usable
+    n_fit = int(n_fit_traces) if refit == "train" and n_fit_traces is not None else n_test
+    largest = max(n_test, n_fit if refit == "train" else 0)
+    if max_simulated_traces is not None and largest > max_simulated_traces:
+        frac = max_simulated_traces / largest
+        n_test_sim, n_fit_sim = max(1, round(n_test * frac)), max(1, round(n_fit * frac))
+    else:
+        n_test_sim, n_fit_sim = n_test, n_fit
+    scale = math.sqrt(n_test_sim / n_test) if n_test else 1.0
     settings: dict[str, Any] = {
         "n_bootstrap": n_bootstrap, "seed": seed_record(seed), "refit": refit, "max_steps": max_steps,
         "n_fit_traces": n_fit_traces if refit == "train" else (n_usable if refit == "same" else None),
         "pseudocount": a, "unvisited": u, "initial": init_policy, "replicate_block": REPLICATE_BLOCK,
         "statistic": "lattice sup |F_n(k) - R(k)/R_inf|, k = 0..max time",
+        "max_simulated_traces": max_simulated_traces,
+        "simulated_traces": {"test": n_test_sim, "fit": n_fit_sim if refit == "train" else None,
+                             "d_star_scale": scale},
     }
     base = TimingResult("calibrated", None, None, "success", int(times.size), n_usable, settings)
     if times.size == 0:
@@ -332,27 +374,26 @@ def ks_calibrated(chain: AbsorbingChain, traces: TraceTable, *, refit: Refit = "
     m = chain.n_states
     names = chain.state_names
     Q, rs, rf, pi0 = chain.Q, chain.R_success, chain.R_failure, chain.pi0
-    n_test = n_usable
+    n_rep = n_test_sim  # traces per simulated test corpus
     d_star = np.empty(n_bootstrap)
     for first, count, rng in replicate_blocks(as_seed_sequence(seed), n_bootstrap):
         if refit == "same":
-            sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_test, rng, max_steps=cap, record_paths=True)
-            rc = replicate_counts(sim, n_test, REPLICATE_BLOCK, m)
+            sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_rep, rng, max_steps=cap, record_paths=True)
+            rc = replicate_counts(sim, n_rep, REPLICATE_BLOCK, m)
             test_sim = sim
         elif refit == "train":
-            assert n_fit_traces is not None
-            fit_sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_fit_traces, rng, max_steps=cap,
+            fit_sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_fit_sim, rng, max_steps=cap,
                                       record_paths=True)
-            rc = replicate_counts(fit_sim, n_fit_traces, REPLICATE_BLOCK, m)
-            test_sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_test, rng, max_steps=cap)
+            rc = replicate_counts(fit_sim, n_fit_sim, REPLICATE_BLOCK, m)
+            test_sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_rep, rng, max_steps=cap)
         else:
-            test_sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_test, rng, max_steps=cap)
+            test_sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_rep, rng, max_steps=cap)
         if refit == "none":
             done = test_sim.outcome == SUCCESS
             top = int(test_sim.length[done].max()) if done.any() else 1
             fixed_cdf = success_time_cdf(chain, top, max_steps)
         for r in range(count):
-            sl = slice(r * n_test, (r + 1) * n_test)
+            sl = slice(r * n_rep, (r + 1) * n_rep)
             x = test_sim.length[sl][test_sim.outcome[sl] == SUCCESS]
             if refit == "none":
                 d_star[first + r] = lattice_ks_statistic(x, fixed_cdf) if x.size else math.inf
@@ -363,6 +404,8 @@ def ks_calibrated(chain: AbsorbingChain, traces: TraceTable, *, refit: Refit = "
                 d_star[first + r] = math.inf
                 continue
             d_star[first + r] = _stat_or_inf(x, refitted, max_steps)
+    if scale != 1.0:
+        d_star *= scale
     tol = 1e-12 * max(1.0, d_obs)
     p = (1 + int(np.count_nonzero(d_star >= d_obs - tol))) / (n_bootstrap + 1)
     finite = d_star[np.isfinite(d_star)]

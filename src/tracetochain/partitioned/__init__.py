@@ -39,6 +39,7 @@ with ``predict``. A state estimator (``WardStates(...)``, ``CategoricalStates(..
 the driver), then used as a StateModel; to fit the states on another sample, fit them yourself and pass the model.
 """
 
+from tracetochain.partitioned._audit import PartitionedAudit, audit_partitioned, holdout_mask, poisson_weights
 from tracetochain.partitioned._counts import PartitionedCounts, count_partitioned, fit_partitioned
 from tracetochain.partitioned._ingest import (
     DEFAULT_BYTES_PER_PARTITION,
@@ -50,6 +51,19 @@ from tracetochain.partitioned._ingest import (
     trace_id_hashes,
 )
 
-__all__ = ["DEFAULT_BYTES_PER_PARTITION", "DEFAULT_ROWS_PER_PARTITION", "Partition", "PartitionedCounts",
-           "count_partitioned", "fit_partitioned", "iter_partitions", "plan_partitions", "repartition_by_trace",
-           "trace_id_hashes"]
+__all__ = [
+    "DEFAULT_BYTES_PER_PARTITION",
+    "DEFAULT_ROWS_PER_PARTITION",
+    "Partition",
+    "PartitionedAudit",
+    "PartitionedCounts",
+    "audit_partitioned",
+    "count_partitioned",
+    "fit_partitioned",
+    "holdout_mask",
+    "iter_partitions",
+    "plan_partitions",
+    "poisson_weights",
+    "repartition_by_trace",
+    "trace_id_hashes",
+]

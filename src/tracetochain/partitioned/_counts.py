@@ -27,7 +27,7 @@ from tracetochain.partitioned._ingest import (
     trace_id_hashes,
 )
 from tracetochain.states import StateModel
-from tracetochain.traces import IngestReport, Outcome, Problem
+from tracetochain.traces import IngestReport, Outcome, Problem, TraceTable
 
 _MAX_PROBLEMS = 50
 _INVALID = 3
@@ -52,22 +52,34 @@ class _Partial:
 def _count_partition(part: Partition, *, on_error: OnError, model: StateModel | None,
                      check_traces: bool) -> _Partial:
     traces = part.read(on_error=on_error)
-    if model is None:
-        codes, names = traces.state_labels()
-        names_t: tuple[str, ...] = tuple(names)
-    else:
-        codes = np.asarray(model.predict(traces), dtype=np.int64)
-        names_t = tuple(model.state_names)
-        if codes.shape != (traces.n_steps,) or (codes.size and (codes.min() < 0 or codes.max() >= len(names_t))):
-            raise TraceToChainError(
-                f"{part.describe()}: the state model gave no valid state to some steps (probably a category it did "
-                f"not see when it was fitted); fit the states on a larger sample, or use states='label' or "
-                f"CategoricalStates(keep_unobserved=True)")
-    counts = count_transitions_from_codes(codes, traces.offsets, traces.outcomes(), names_t)
+    codes, names = label_partition(part, traces, model)
+    counts = count_transitions_from_codes(codes, traces.offsets, traces.outcomes(), names)
     hashes = trace_id_hashes(_table_trace_ids(traces)) if check_traces else np.zeros(0, np.uint64)
+    return partial_of(part, traces, counts, hashes)
+
+
+def partial_of(part: Partition, traces: TraceTable, counts: TransitionCounts,
+               hashes: NDArray[np.uint64]) -> _Partial:
+    """The :class:`_Partial` of one partition: its counts, trace-id hashes and ingest report."""
     r = traces.report
     return _Partial(counts, hashes, ((part.index, traces.n_traces),), r.n_records, r.n_records_skipped,
                     r.n_traces_skipped, dict(r.skipped_by_reason), tuple(r.problems[:_MAX_PROBLEMS]))
+
+
+def label_partition(part: Partition, traces: TraceTable,
+                    model: StateModel | None) -> tuple[NDArray[np.int64], tuple[str, ...]]:
+    """State code of every step and the partition's state names: its own labels, or the model's prediction."""
+    if model is None:
+        codes, names = traces.state_labels()
+        return np.asarray(codes, dtype=np.int64), tuple(names)
+    codes = np.asarray(model.predict(traces), dtype=np.int64)
+    names_t = tuple(model.state_names)
+    if codes.shape != (traces.n_steps,) or (codes.size and (codes.min() < 0 or codes.max() >= len(names_t))):
+        raise TraceToChainError(
+            f"{part.describe()}: the state model gave no valid state to some steps (probably a category it did "
+            f"not see when it was fitted); fit the states on a larger sample, or use states='label' or "
+            f"CategoricalStates(keep_unobserved=True)")
+    return codes, names_t
 
 
 def _pad_counts(c: TransitionCounts, names: tuple[str, ...]) -> TransitionCounts:
@@ -250,20 +262,29 @@ def count_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
     finally:
         if owns:
             eng.close()
-    src = str(source) if isinstance(source, (str, Path)) else ", ".join(str(s) for s in source)
+    src = source_name(source)
     if check_traces:
         _check_unique_traces(partial, parts, on_error)
     counts = partial.counts
     if vocab is not None:
         counts = _with_vocabulary(counts, vocab, src)
-    fmt = parts[0].format
-    report = IngestReport(src, fmt, "row" if fmt == "parquet" else "line", n_records=partial.n_records,
-                          n_records_skipped=partial.n_records_skipped,
-                          n_traces=sum(counts.n_traces[o.value] for o in Outcome),
-                          n_traces_skipped=partial.n_traces_skipped,
-                          skipped_by_reason=dict(sorted(partial.skipped_by_reason.items())),
-                          problems=list(partial.problems))
-    return PartitionedCounts(counts, report, len(parts), eng.name, model)
+    return PartitionedCounts(counts, ingest_report(partial, counts, src, parts[0].format), len(parts), eng.name,
+                             model)
+
+
+def source_name(source: str | Path | Sequence[str | Path]) -> str:
+    """The corpus named in messages and reports."""
+    return str(source) if isinstance(source, (str, Path)) else ", ".join(str(s) for s in source)
+
+
+def ingest_report(partial: _Partial, counts: TransitionCounts, source: str, fmt: str) -> IngestReport:
+    """The merged :class:`IngestReport` of all partitions."""
+    return IngestReport(source, fmt, "row" if fmt == "parquet" else "line", n_records=partial.n_records,
+                        n_records_skipped=partial.n_records_skipped,
+                        n_traces=sum(counts.n_traces[o.value] for o in Outcome),
+                        n_traces_skipped=partial.n_traces_skipped,
+                        skipped_by_reason=dict(sorted(partial.skipped_by_reason.items())),
+                        problems=list(partial.problems))
 
 
 def fit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engine | str | None = None,
