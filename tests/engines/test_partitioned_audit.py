@@ -226,3 +226,32 @@ def test_local_engine_instance_is_not_closed(corpus: dict[str, Path]) -> None:
     eng = LocalEngine()
     res = audit_partitioned(corpus["parquet"], engine=eng, **FAST)
     assert res.settings["engine"] == "local"
+
+
+@pytest.mark.dask
+def test_audit_cli_on_engines(tmp_path: Path) -> None:
+    """`tracetochain audit --engine local|dask` print the same certificate (a 2-worker process cluster)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("distributed")
+    path = tmp_path / "sim.parquet"
+    tt.datasets.simulate_traces(tt.datasets.notation_chain(), 3000, 5).write(path)
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tracetochain", "audit", str(path), "--bootstrap", "49",
+                               *extra], capture_output=True, text=True, timeout=300)
+
+    docs = []
+    for engine in ("local", "dask"):
+        r = run("--engine", engine, "--json")
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["settings"].pop("engine") == engine
+        docs.append(doc)
+    assert docs[0] == docs[1] and docs[0]["decision"] == "accept"
+    r = run("--engine", "local", "--resamples", "50")
+    assert r.returncode == 0, r.stderr
+    assert "R∞ = " in r.stdout and "(bootstrap, 50 replicates)" in r.stdout and "Audit certificate" in r.stdout
+    r = run("--engine", "local", "--reader", "tau-bench")
+    assert r.returncode == 2 and "convert other formats" in r.stderr

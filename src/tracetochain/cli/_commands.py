@@ -45,6 +45,11 @@ def _parse_ks(text: str) -> tuple[int, ...]:
 HorizonOpt = Annotated[int, typer.Option("--horizon", min=0, help="Largest step budget d for R(d).")]
 KOpt = Annotated[str, typer.Option("--k", help="Values of k for pass@k and pass^k, comma-separated.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of tables.")]
+EngineOpt = Annotated[str | None, typer.Option(
+    help="Work partition by partition on an engine: local or dask (canonical Parquet/JSONL, a file or a folder; "
+         "only counts travel). Default: read the whole file in memory.")]
+SchedulerOpt = Annotated[str | None, typer.Option(
+    help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: a 2-worker local cluster).")]
 StatesOpt = Annotated[str, typer.Option(
     help="How steps become states: label (the traces' own labels), categorical (vocabulary categories), "
          "ward (cluster --features), or milestones:FILE (declared states).")]
@@ -96,11 +101,8 @@ def fit(
     ci: CiOpt = 0.95,
     uncertainty: UncertaintyOpt = "posterior",
     samples: SamplesOpt = 1000,
-    engine: Annotated[str | None, typer.Option(
-        help="Count partition by partition on an engine: local or dask (canonical Parquet/JSONL; only counts "
-             "travel). Default: read the whole file in memory.")] = None,
-    scheduler: Annotated[str | None, typer.Option(
-        help="Dask scheduler address (default: a 2-worker local cluster).")] = None,
+    engine: EngineOpt = None,
+    scheduler: SchedulerOpt = None,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
@@ -167,7 +169,8 @@ def _fit_on_engine(traces: Path, engine: str, scheduler: str | None, output: Pat
     from tracetochain.partitioned import fit_partitioned
 
     if uncertainty not in ("posterior", "none"):
-        raise typer.BadParameter("with --engine, intervals come from the counts: use --uncertainty posterior or none")
+        raise typer.BadParameter("with --engine, `fit` takes intervals from the counts: use --uncertainty "
+                                 "posterior or none (`tracetochain audit --engine` adds the Poisson bootstrap)")
     options: dict[str, Any] = {}
     if states == "ward":
         options = {"features": features, "vocabulary": vocabulary, "k_min": k_min, "k_max": k_max, "seed": seed}
