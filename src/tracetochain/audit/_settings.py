@@ -30,7 +30,7 @@ class TimingSettings:
         Paper mode: number of model runs (20,000 as on the real corpora), ``"success"`` (success-conditional,
         the paper's Alg. 2) or ``"any"`` (the artifact's library GoF), ``"pi0"`` or ``"modal"`` start,
         ``"scipy"`` (``ks_2samp``) or ``"asymptotic"`` (Numerical Recipes), and the model-run cap (500).
-    max_simulated_traces : int or None, default 20,000
+    max_simulated_traces : int or None, default 10,000
         Calibrated mode: the largest corpus a bootstrap replicate simulates; larger data are simulated at that size
         and the statistic rescaled by √(size ratio) (:func:`~tracetochain.audit.ks_calibrated`).
     """

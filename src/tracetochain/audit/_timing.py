@@ -51,7 +51,7 @@ Refit = Literal["same", "train", "none"]
 #: Step cap of simulated traces when the data were not capped (a trace still running after it counts as censored).
 UNCAPPED_SIMULATION_STEPS = 10_000
 #: Largest corpus one KS bootstrap replicate simulates; larger data are rescaled (see :func:`ks_calibrated`).
-DEFAULT_MAX_SIMULATED_TRACES = 20_000
+DEFAULT_MAX_SIMULATED_TRACES = 10_000
 
 
 # ------------------------------------------------------------------------------------------------ formulas
@@ -292,13 +292,13 @@ def ks_calibrated(chain: AbsorbingChain, traces: TraceTable, *, refit: Refit = "
         F becomes R(d)/R(cap). Default: no cap (simulations stop at 10,000 steps).
     pseudocount, unvisited, initial : optional
         Estimator settings of the refit; default: those recorded in ``chain.metadata``.
-    max_simulated_traces : int or None, default 20,000
+    max_simulated_traces : int or None, default 10,000
         Largest corpus a replicate simulates. Above it (n = max(test size, fit size) traces) every replicate
         simulates the corpora at the fraction r = max_simulated_traces / n of their sizes and its statistic is
         rescaled, D* · √(n_test,sim / n_test). Under the null √n·D has a non-degenerate limit law that does not depend
         on n (with estimated parameters, as in Lilliefors' test; the fit- and test-size errors both shrink as
         1/√size, and r keeps their ratio), so the rescaled replicates estimate the law of D at the data's size
-        (``math.md`` §8.4). This makes the audit of millions of traces cost what 20,000 cost. None: never rescale.
+        (``math.md`` §8.4). This makes the audit of millions of traces cost what 10,000 cost. None: never rescale.
 
     Notes
     -----

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import html
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -289,7 +290,9 @@ class PartitionedAudit:
     ``chain`` is fitted on all usable traces (what a report shows); ``certificate`` audits, as
     :func:`~tracetochain.audit.audit` does, the chain of the fit half against the held-out half (or ``chain``
     in-sample when ``holdout=False``); ``ensemble`` holds the replicate chains behind the intervals of ``chain``
-    (None with ``intervals="none"``); ``counts`` the merged counts and ingest report.
+    (None with ``intervals="none"``); ``counts`` the merged counts and ingest report; ``timings`` the wall seconds
+    of the pass over the partitions (read, label, count: ``"partitions"``), of the certificate layers
+    (``"audit"``) and of the ensemble (``"intervals"``).
     """
 
     chain: AbsorbingChain
@@ -297,6 +300,7 @@ class PartitionedAudit:
     ensemble: ChainEnsemble | None
     counts: PartitionedCounts
     settings: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
 
     def interval_summary(self, **options: Any) -> dict[str, Any]:
         """:func:`~tracetochain.uncertainty.interval_summary` of the ensemble (every metric with its interval)."""
@@ -346,7 +350,7 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
     (``test_fraction`` held out, module docstring), the chain of the fit half is audited on the held-out half (KS
     timing layer with ``refit="train"``, R∞ against the held-out pass rate, L∞ between R(d) and the held-out RDC)
     and the order layer runs on the fit half; without it everything is in-sample. The KS bootstrap simulates at
-    most ``max_simulated_traces`` traces per replicate (20,000 by default) and rescales (:func:`~tracetochain.audit.
+    most ``max_simulated_traces`` traces per replicate (10,000 by default) and rescales (:func:`~tracetochain.audit.
     ks_calibrated`), so its cost does not grow with the corpus. The order layer's permutation p-value is drawn as
     random tables with the observed margins (:func:`~tracetochain.audit.order_test_counts`). The i.i.d.-trials
     check needs per-task grouping and is not run here.
@@ -387,6 +391,7 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
     n_boot = n_resamples if intervals == "bootstrap" else 0
     owns = not isinstance(engine, Engine)
     eng: Engine = get_engine(engine) if owns else engine  # type: ignore[assignment]
+    t0 = time.perf_counter()
     try:
         fn = functools.partial(_audit_partition, on_error=on_error, model=model, holdout=holdout,
                                test_fraction=test_fraction, seed=seed, n_resamples=n_boot,
@@ -399,6 +404,7 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
     src = source_name(source)
     if check_traces:
         _check_unique_traces(acc.base, parts, on_error)
+    t1 = time.perf_counter()
     if vocab is not None:
         missing = [s for s in acc.names if s not in set(vocab)]
         if missing:
@@ -472,6 +478,7 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
                           empirical_rdc=tuple(float(x) for x in emp_rdc))
 
     # --- the intervals
+    t2 = time.perf_counter()
     ensemble: ChainEnsemble | None = None
     if intervals == "bootstrap":
         m = len(names)
@@ -490,7 +497,8 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
         ensemble = post.ensemble
     settings["intervals"] = intervals
     settings["n_resamples"] = n_resamples if intervals != "none" else None
-    return PartitionedAudit(chain, certificate, ensemble, counts_result, settings)
+    timings = {"partitions": t1 - t0, "audit": t2 - t1, "intervals": time.perf_counter() - t2}
+    return PartitionedAudit(chain, certificate, ensemble, counts_result, settings, timings)
 
 
 

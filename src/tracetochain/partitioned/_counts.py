@@ -188,8 +188,8 @@ class PartitionedCounts:
     def __str__(self) -> str:
         c = self.counts
         n = c.n_traces
-        return (f"{sum(n.values())} traces counted in {self.n_partitions} partition{'s' if self.n_partitions != 1 else ''} "
-                f"({self.engine} engine): "
+        parts = f"{self.n_partitions} partition{'s' if self.n_partitions != 1 else ''}"
+        return (f"{sum(n.values())} traces counted in {parts} ({self.engine} engine): "
                 f"{n['success']} success, {n['failure']} failure, {n['censored']} censored, {n['invalid']} invalid; "
                 f"{c.n_states} states, {int(c.transitions.sum())} transitions\n{self.report}")
 
