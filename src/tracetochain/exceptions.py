@@ -41,7 +41,18 @@ class TraceValidationError(TraceToChainError, ValueError):
         text = ": ".join([*parts, message])
         if hint:
             text += f" — {hint}"
+        self._message = message
         super().__init__(text)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Errors raised in a worker process travel back pickled; keep the fields, not only the text.
+        return (_rebuild_validation_error, (type(self), self._message, self.source, self.line, self.row, self.field,
+                                            self.hint))
+
+
+def _rebuild_validation_error(cls: type[TraceValidationError], message: str, source: str | None, line: int | None,
+                              row: int | None, field: str | None, hint: str | None) -> TraceValidationError:
+    return cls(message, source=source, line=line, row=row, field=field, hint=hint)
 
 
 class EmptyTraceSetError(TraceToChainError, ValueError):
@@ -61,6 +72,9 @@ class NonAbsorbingError(ChainValidationError):
     def __init__(self, message: str, states: tuple[str, ...]) -> None:
         self.states = states
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0], self.states))
 
 
 class UndefinedMetricError(TraceToChainError, ValueError):
