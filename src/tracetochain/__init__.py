@@ -12,7 +12,7 @@ from tracetochain.audit import Certificate, audit
 from tracetochain.chain import AbsorbingChain, ChainEstimator, TransitionCounts, count_transitions, estimate_chain
 from tracetochain.featurize import RuleFeaturizer, TextFeaturizer
 from tracetochain.metrics import ReliabilitySummary, summarize
-from tracetochain.partitioned import fit_partitioned
+from tracetochain.partitioned import audit_partitioned, fit_partitioned
 from tracetochain.pipeline import FitResult, fit_chain
 from tracetochain.readers import read_traces, register_reader
 from tracetochain.states import CategoricalStates, MilestoneStates, WardStates
@@ -42,6 +42,7 @@ __all__ = [
     "WardStates",
     "__version__",
     "audit",
+    "audit_partitioned",
     "bottlenecks",
     "count_transitions",
     "datasets",

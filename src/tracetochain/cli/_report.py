@@ -78,8 +78,13 @@ def report(
                        ] = "point",
     fail_on_reject: Annotated[bool, typer.Option("--fail-on-reject", help="Exit 4 when the audit rejects.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, only errors and gate results.")] = False,
+    engine: EngineOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
-    """Read traces, discover states, fit and audit the chain, attach intervals, and write a report."""
+    """Read traces, discover states, fit and audit the chain, attach intervals, and write a report.
+
+    With --engine the corpus (canonical Parquet/JSONL) is read partition by partition, so it may be of any size:
+    the same report, built from counts (traces split by id for the audit; no trials check)."""
     from rich.console import Console
 
     from tracetochain import read_traces
@@ -96,19 +101,39 @@ def report(
                      else OutFormat.html)
     out = output or Path(f"report.{fmt.value}")
     console = Console(stderr=True, quiet=quiet)
+    state_options = _state_options(states, features, vocabulary, k_min, k_max)
+    method = None if uncertainty == Uncertainty.none else uncertainty.value
+    if engine is not None:
+        if reader is not None:
+            raise typer.BadParameter("--engine reads canonical Parquet/JSONL; convert other formats first with "
+                                     "`tracetochain convert`")
+        if no_audit:
+            raise typer.BadParameter("with --engine the audit runs in the same pass over the data; drop --no-audit")
+        if method == "bootstrap-full":
+            raise typer.BadParameter("--uncertainty bootstrap-full refits the states on every replicate and needs "
+                                     "the traces in memory; use posterior or bootstrap with --engine")
     with console.status("reading traces") as status:
-        table = read_traces(traces, reader)
 
         def progress(stage: str) -> None:
             status.update(stage)
 
         try:
-            doc = make_report(table, states=states,
-                              state_options=_state_options(states, features, vocabulary, k_min, k_max),
-                              pseudocount=pseudocount, horizon=horizon, ks=ks, audit=not no_audit,
-                              holdout=not in_sample, uncertainty=None if uncertainty == Uncertainty.none
-                              else uncertainty.value,  # type: ignore[arg-type]
-                              confidence=ci, samples=samples, seed=seed, progress=progress)
+            if engine is not None:
+                from tracetochain.engines import get_engine
+                from tracetochain.report._pipeline import make_partitioned_report
+
+                with get_engine(engine, scheduler=scheduler) as eng:
+                    doc = make_partitioned_report(
+                        traces, engine=eng, states=None if states == "label" and not state_options else states,
+                        state_options=state_options or None, pseudocount=pseudocount, horizon=horizon, ks=ks,
+                        holdout=not in_sample, uncertainty=method,  # type: ignore[arg-type]
+                        confidence=ci, samples=samples, seed=seed, progress=progress)
+            else:
+                table = read_traces(traces, reader)
+                doc = make_report(table, states=states, state_options=state_options, pseudocount=pseudocount,
+                                  horizon=horizon, ks=ks, audit=not no_audit, holdout=not in_sample,
+                                  uncertainty=method,  # type: ignore[arg-type]
+                                  confidence=ci, samples=samples, seed=seed, progress=progress)
         except ValueError as exc:
             from tracetochain.exceptions import TraceToChainError
 

@@ -149,13 +149,15 @@ def poisson_weights(hashes: NDArray[np.uint64], seed: int, replicates: range) ->
 class _AuditPartial:
     """The sufficient statistics of a run of consecutive partitions, in the vocabulary ``base.counts.state_names``.
 
-    ``fit``: counts of the fit half; ``success_times[h]``: histogram of success times of half h (0 fit, 1 test);
+    ``fit``: counts of the fit half; ``visits``: steps per state in usable traces; ``success_times[h]``: histogram of
+    success times of half h (0 fit, 1 test);
     ``n_usable``, ``n_success``, ``longest``: per half; ``triplets[h]``: order-test counts n[prev, cur, next] of
     half h; ``boot``: (B, m² + 3m) replicate counts of all usable traces (B = 0 when no bootstrap).
     """
 
     base: _Partial
     fit: TransitionCounts
+    visits: NDArray[np.int64]
     success_times: NDArray[np.int64]
     n_usable: NDArray[np.int64]
     n_success: NDArray[np.int64]
@@ -202,6 +204,7 @@ def _audit_partition(part: Partition, *, on_error: OnError, model: StateModel | 
         c_h, o_h = _subset(codes, offsets, h)
         obs = order_observations_from_codes(c_h, o_h, outcomes[h], m, include_outcomes=include_outcomes)
         triplets[k] = order_triplets(obs)
+    visits = np.bincount(codes[np.repeat(usable, lengths)], minlength=m).astype(np.int64)
     n_usable = np.array([int(np.count_nonzero(h & usable)) for h in halves], np.int64)
     n_success = np.array([int(np.count_nonzero(h & (outcomes == _SUCCESS))) for h in halves], np.int64)
     boot = np.zeros((n_resamples, m * m + 3 * m))
@@ -212,7 +215,7 @@ def _audit_partition(part: Partition, *, on_error: OnError, model: StateModel | 
         for start in range(0, n_resamples, _WEIGHT_BLOCK):
             stop = min(n_resamples, start + _WEIGHT_BLOCK)
             boot[start:stop] = np.asarray(P_T @ poisson_weights(h_u, seed, range(start, stop))).T
-    return _AuditPartial(base, fit, times, n_usable, n_success, longest, triplets, boot)
+    return _AuditPartial(base, fit, visits, times, n_usable, n_success, longest, triplets, boot)
 
 
 # ---------------------------------------------------------------------------------------------------- merging
@@ -256,7 +259,9 @@ def _reindexed(a: _AuditPartial, names: tuple[str, ...], include_outcomes: bool)
     idx = _positions(a.names, names)
     M = len(names)
     base = replace(a.base, counts=_pad_counts(a.base.counts, names))
-    return replace(a, base=base, fit=_pad_counts(a.fit, names),
+    visits = np.zeros(M, np.int64)
+    visits[idx] = a.visits
+    return replace(a, base=base, fit=_pad_counts(a.fit, names), visits=visits,
                    triplets=_remap_triplets(a.triplets, idx, M, include_outcomes),
                    boot=_remap_layout(a.boot, idx, M))
 
@@ -277,7 +282,8 @@ def _merge_audit(a: _AuditPartial, b: _AuditPartial, *, include_outcomes: bool) 
     fit = TransitionCounts(names, a.fit.transitions + b.fit.transitions, a.fit.exits_success + b.fit.exits_success,
                            a.fit.exits_failure + b.fit.exits_failure, a.fit.initial + b.fit.initial,
                            {k: a.fit.n_traces[k] + b.fit.n_traces[k] for k in a.fit.n_traces})
-    return _AuditPartial(base, fit, _add_hist(a.success_times, b.success_times), a.n_usable + b.n_usable,
+    return _AuditPartial(base, fit, a.visits + b.visits, _add_hist(a.success_times, b.success_times),
+                         a.n_usable + b.n_usable,
                          a.n_success + b.n_success, np.maximum(a.longest, b.longest), a.triplets + b.triplets,
                          a.boot + b.boot)
 
@@ -292,7 +298,8 @@ class PartitionedAudit:
     in-sample when ``holdout=False``); ``ensemble`` holds the replicate chains behind the intervals of ``chain``
     (None with ``intervals="none"``); ``counts`` the merged counts and ingest report; ``timings`` the wall seconds
     of the pass over the partitions (read, label, count: ``"partitions"``), of the certificate layers
-    (``"audit"``) and of the ensemble (``"intervals"``).
+    (``"audit"``) and of the ensemble (``"intervals"``); ``success_time_counts[k]`` the number of successful
+    traces of k steps and ``state_visits`` the steps per state, over all usable traces.
     """
 
     chain: AbsorbingChain
@@ -301,6 +308,22 @@ class PartitionedAudit:
     counts: PartitionedCounts
     settings: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    success_time_counts: NDArray[np.int64] = field(default_factory=lambda: np.zeros(1, np.int64), repr=False)
+    state_visits: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+
+    @property
+    def n_usable(self) -> int:
+        """Traces that count (success, failure, censored; invalid ones excluded)."""
+        return int(self.counts.counts.n_fitted_traces)
+
+    def empirical_rdc(self, horizon: int) -> NDArray[np.float64]:
+        """R̂(d), d = 0..horizon: successes within d steps over all usable traces (as :func:`~tracetochain.metrics.
+        empirical_rdc` on the whole table)."""
+        c = np.zeros(horizon + 1, np.int64)
+        k = min(horizon + 1, self.success_time_counts.size)
+        c[:k] = self.success_time_counts[:k]
+        out: NDArray[np.float64] = np.cumsum(c) / max(1, self.n_usable)
+        return out
 
     def interval_summary(self, **options: Any) -> dict[str, Any]:
         """:func:`~tracetochain.uncertainty.interval_summary` of the ensemble (every metric with its interval)."""
@@ -486,7 +509,7 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
         keep = acc.boot[:, m * m + 2 * m:].sum(axis=1) > 0
         info = {"weights": "poisson (by trace id)", "n_resamples": n_resamples, "n_dropped": int((~keep).sum()),
                 "n_traces": int(all_counts.n_fitted_traces), "pseudocount": a, "unvisited_policy": policy,
-                "initial": initial, "seed": seed, "partitions": len(parts),
+                "initial": initial, "seed": seed,
                 "point_estimator": f"ChainEstimator(pseudocount={a!r}, unvisited={policy!r}, initial={initial!r}) "
                                    f"on all {all_counts.n_fitted_traces} usable traces"}
         ensemble = ChainEnsemble(chain, {k: v[keep] for k, v in arr.items()}, method="bootstrap",
@@ -498,7 +521,8 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
     settings["intervals"] = intervals
     settings["n_resamples"] = n_resamples if intervals != "none" else None
     timings = {"partitions": t1 - t0, "audit": t2 - t1, "intervals": time.perf_counter() - t2}
-    return PartitionedAudit(chain, certificate, ensemble, counts_result, settings, timings)
+    return PartitionedAudit(chain, certificate, ensemble, counts_result, settings, timings,
+                            acc.success_times.sum(axis=0), acc.visits)
 
 
 

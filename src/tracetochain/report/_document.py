@@ -9,8 +9,12 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from tracetochain._version import __version__
-from tracetochain.metrics import ReliabilitySummary, empirical_rdc, success_lengths, summarize
+from tracetochain.chain import AbsorbingChain
+from tracetochain.metrics import ReliabilitySummary, success_lengths, summarize
 from tracetochain.pipeline import FitResult
 from tracetochain.whatif import bottlenecks
 
@@ -43,32 +47,58 @@ def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1,
                  certificate: dict[str, Any] | None = None, intervals: dict[str, Any] | None = None,
                  settings: dict[str, Any] | None = None, fallback_fraction: float = 0.1) -> Report:
     """Assemble the report document from a fit (and, when run, the certificate and intervals)."""
-    chain = fit.chain
     traces = fit.labelled
+    lengths = success_lengths(traces)
+    outcomes = traces.outcome_counts()
+    source = {"path": traces.report.source, "format": traces.report.format, "ingest": traces.report.to_dict(),
+              "outcomes": outcomes, "n_traces": traces.n_traces, "n_steps": traces.n_steps}
+    return assemble_report(fit.chain, fit.states.to_dict(), source,
+                           success_length_counts=np.bincount(lengths) if lengths.size else np.zeros(1, np.int64),
+                           n_usable=traces.n_traces - outcomes["invalid"],
+                           success_lengths=[int(x) for x in lengths], horizon=horizon, ks=ks,
+                           certificate=certificate, intervals=intervals, settings=settings,
+                           fallback_fraction=fallback_fraction)
+
+
+def assemble_report(chain: AbsorbingChain, states: dict[str, Any], source: dict[str, Any], *,
+                    success_length_counts: NDArray[np.int64], n_usable: int,
+                    success_lengths: list[int] | None = None, horizon: int = 50,
+                    ks: tuple[int, ...] = (1, 2, 3, 4, 5), certificate: dict[str, Any] | None = None,
+                    intervals: dict[str, Any] | None = None, settings: dict[str, Any] | None = None,
+                    fallback_fraction: float = 0.1) -> Report:
+    """The report document from its parts: what :func:`build_report` (traces in memory) and
+    :func:`build_partitioned_report` (a partitioned corpus: only counts) both call.
+
+    ``success_length_counts[k]`` is the number of successful traces of k steps; ``n_usable`` the traces that count
+    (invalid ones excluded), the denominator of the empirical RDC and pass rate. ``success_lengths`` (one entry per
+    successful trace) is kept in documents of traces read in memory and is None for partitioned corpora.
+    """
     summary: ReliabilitySummary = summarize(chain, horizon=horizon, ks=ks)
-    lengths = [int(x) for x in success_lengths(traces)]
-    pmf = chain.success_pmf(max([*lengths, horizon])) if chain.r_inf > 0 else None
+    counts = np.asarray(success_length_counts, dtype=np.int64)
+    top = int(np.flatnonzero(counts)[-1]) if counts.any() else 0
+    pmf = chain.success_pmf(max(top, horizon)) if chain.r_inf > 0 else None
     withheld = list(certificate.get("withheld", [])) if certificate else []
     reason = None
     if certificate and any(w in withheld for w in TIMING_OUTPUTS):
         reasons = [str(r) for r in certificate.get("reasons", []) if "success-time" in str(r) or "timing" in str(r)]
         reason = reasons[0] if reasons else "the timing audit rejected the chain's first-passage distribution"
-    ingest = traces.report.to_dict()
+    within = np.zeros(horizon + 1, np.int64)
+    within[: min(horizon + 1, counts.size)] = counts[: horizon + 1]
+    rdc = [float(x) for x in np.cumsum(within) / n_usable] if n_usable else [0.0] * (horizon + 1)
     return Report({
         "kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
         "tracetochain_version": __version__,
         "generated_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "source": {"path": traces.report.source, "format": traces.report.format, "ingest": ingest,
-                   "outcomes": traces.outcome_counts(), "n_traces": traces.n_traces, "n_steps": traces.n_steps},
+        "source": source,
         "settings": dict(settings or {}),
-        "states": fit.states.to_dict(),
+        "states": states,
         "chain": {k: v for k, v in chain.to_dict().items() if k != "metadata"},
         "metrics": summary.to_dict(),
         "intervals": intervals,
-        "empirical": {"rdc": empirical_rdc(traces, horizon), "success_lengths": lengths,
-                      "pass_rate": (traces.outcome_counts()["success"] / max(1, traces.n_traces
-                                                                              - traces.outcome_counts()["invalid"]))},
+        "empirical": {"rdc": rdc, "success_lengths": success_lengths,
+                      "success_length_counts": [int(x) for x in counts[: top + 1]],
+                      "pass_rate": int(counts.sum()) / max(1, n_usable)},
         "model_success_pmf": ([float(p) / chain.r_inf for p in pmf] if pmf is not None else None),
         "certificate": certificate,
         "withheld": withheld,

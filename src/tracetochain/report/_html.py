@@ -88,7 +88,12 @@ def render_html(doc: dict[str, Any]) -> str:
              "lower": band.get("lower") if has_band and isinstance(band, dict) else None,
              "upper": band.get("upper") if has_band and isinstance(band, dict) else None, "level": level or 0.95}
     rd = reliability_svg(curve, doc["empirical"]["rdc"], withheld_reason=None if timing_ok else (reason or "rejected"))
-    fpt = fpt_svg(doc["empirical"]["success_lengths"], doc.get("model_success_pmf"),
+    emp = doc["empirical"]
+    counts = emp.get("success_length_counts")  # documents before 0.1.x carry the lengths only
+    if counts is None:
+        lengths = emp.get("success_lengths") or []
+        counts = [lengths.count(k) for k in range(max(lengths) + 1)] if lengths else []
+    fpt = fpt_svg(counts, doc.get("model_success_pmf"),
                   withheld_reason=None if timing_ok else (reason or "rejected"))
     visits = [s["expected_visits"] for s in m["states"]]
     graph = chain_svg(doc["chain"], visits)

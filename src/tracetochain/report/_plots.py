@@ -54,20 +54,21 @@ def reliability_svg(curve: dict[str, Any], empirical: list[float] | None, *, wit
         return _svg(fig)
 
 
-def fpt_svg(observed: list[int], model_pmf: list[float] | None, *, withheld_reason: str | None) -> str:
-    """Histogram of success lengths, with the model's success-conditional PMF scaled to the same count."""
+def fpt_svg(counts: list[int], model_pmf: list[float] | None, *, withheld_reason: str | None) -> str:
+    """Histogram of success lengths (``counts[k]`` successful traces of k steps), with the model's
+    success-conditional PMF scaled to the same count."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    n = int(sum(counts))
     with plt.rc_context(_STYLE):
         fig, ax = plt.subplots()
-        if observed:
-            top = max(observed)
-            ax.hist(observed, bins=range(0, top + 2), color="#1a7f37", alpha=0.55, label="observed successes")
-        if model_pmf is not None and withheld_reason is None and observed:
-            n = len(observed)
+        if n:
+            ax.bar(range(len(counts)), counts, width=1.0, align="edge", color="#1a7f37", alpha=0.55,
+                   label="observed successes")
+        if model_pmf is not None and withheld_reason is None and n:
             ax.plot(range(len(model_pmf)), [p * n for p in model_pmf], color="#0969da", label="model (scaled)")
         if withheld_reason is not None:
             ax.set_title(f"model timing withheld: {_short(withheld_reason)}", color="#9a6700", fontsize=9,

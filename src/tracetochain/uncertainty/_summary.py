@@ -58,7 +58,8 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
     Parameters
     ----------
     source
-        What the chain was fitted from; what each method needs:
+        What the chain was fitted from, or a :class:`ChainEnsemble` already drawn (summarized as it is: ``method``,
+        ``samples`` and ``confidence`` come from it). What each method needs:
 
         * ``"posterior"`` — the transition counts: an :class:`AbsorbingChain` fitted by ``ChainEstimator`` /
           ``fit_chain`` / ``tracetochain fit`` (they keep the counts in ``metadata["counts"]``), a ``FitResult``,
@@ -89,6 +90,9 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
         "n_excluded", "excluded", "point_undefined"}`` (arrays for R(d)); undefined values are ``None``, never NaN.
     """
     level = check_confidence(confidence)
+    if isinstance(source, ChainEnsemble):  # already drawn (e.g. by a partitioned audit): summarize it as it is
+        return _summary(source, source.entry_intervals(), source.method, source.n_samples, source.confidence,
+                        horizon, ks, delta)
     if method not in DEFAULT_SAMPLES:
         raise ValueError(f"method must be 'posterior', 'bootstrap' or 'bootstrap-full', got {method!r}")
     n = DEFAULT_SAMPLES[method] if samples is None else int(samples)
@@ -124,7 +128,11 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
                                   unvisited=policy, initial=initial, confidence=level, seed=seed)
         ensemble = boot.fit(labelled).fetch_model()
         entries = ensemble.entry_intervals()
+    return _summary(ensemble, entries, method, n, level, horizon, ks, delta)
 
+
+def _summary(ensemble: ChainEnsemble, entries: EntryIntervals, method: str, n: int, level: float, horizon: int,
+             ks: Sequence[int], delta: float) -> dict[str, Any]:
     def q(name: str, **kw: Any) -> QuantityStats:
         return ensemble.stats(name, **kw)
 
