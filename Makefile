@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := src/tracetochain/datasets/data/tau_airline_sample.jsonl
 
-.PHONY: demo test test-fast lint typecheck bench bench-scale clean install
+.PHONY: demo test test-fast lint typecheck bench bench-more bench-scale clean install
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,12 +35,31 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
-	$(PY) benchmarks/bench_fit.py
-	$(PY) benchmarks/bench_horizon.py
+# The benchmarks of the README's performance section (~15 min on 2 cores, data generation included), then the
+# section itself, regenerated from benchmarks/results/*.json. Each script also runs alone (benchmarks/README.md).
+BENCH_STAMP := $(VENV)/.bench-stamp
+$(BENCH_STAMP): pyproject.toml | $(STAMP)
+	$(PIP) install --quiet -e ".[bench]"
+	touch $(BENCH_STAMP)
 
-# Partitioned ingest + fit on the local engine and a 2-worker Dask local cluster, 1M and 10M traces (~10 min).
-bench-scale: $(STAMP)
+bench: $(BENCH_STAMP)
+	$(PY) benchmarks/bench_scale.py
+	$(PY) benchmarks/bench_protocols.py
+	$(PY) benchmarks/bench_peers.py
+	$(PY) benchmarks/bench_horizon.py
+	$(PY) benchmarks/render_readme.py
+
+# The single-process benchmarks behind the README's last table (fit, states, audit, intervals, OTLP streaming).
+bench-more: $(BENCH_STAMP)
+	$(PY) benchmarks/bench_fit.py
+	$(PY) benchmarks/bench_states.py
+	$(PY) benchmarks/bench_audit.py
+	$(PY) benchmarks/bench_uncertainty.py
+	$(PY) benchmarks/bench_otlp_stream.py
+	$(PY) benchmarks/render_readme.py
+
+# Partitioned ingest + fit (+ audit + intervals) on the local engine and a 2-worker Dask local cluster.
+bench-scale: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_scale.py
 
 clean:

@@ -73,6 +73,39 @@ def make_chain(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     return Q, e * success_share, e * (1.0 - success_share), pi0
 
 
+def chain_cdfs(seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The cumulative row distributions of ``make_chain(seed)`` over next state 0..m−1, m = success, m + 1 = failure,
+    the cumulative π0, and m."""
+    Q, rs, rf, pi0 = make_chain(seed)
+    cum = np.cumsum(np.column_stack([Q, rs, rf]), axis=1)
+    cum[:, -1] = 1.0
+    cum_pi0 = np.cumsum(pi0)
+    cum_pi0[-1] = 1.0
+    return cum, cum_pi0, Q.shape[0]
+
+
+def simulate_chunk(cum: np.ndarray, cum_pi0: np.ndarray, n: int,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` traces, all stepped together: (n × MAX_STEPS) int8 states (−1 after the end) and outcome codes
+    (0 success, 1 failure, 2 censored: still running after MAX_STEPS steps)."""
+    m = cum.shape[0]
+    states = np.full((n, MAX_STEPS), -1, dtype=np.int8)
+    cur = np.searchsorted(cum_pi0, rng.random(n), side="right").astype(np.int64)
+    outcome = np.full(n, 2, dtype=np.int8)  # censored unless an exit is drawn
+    active = np.arange(n)
+    for t in range(MAX_STEPS):
+        if active.size == 0:
+            break
+        states[active, t] = cur
+        u = rng.random(active.size)
+        nxt = (u[:, None] >= cum[cur]).sum(axis=1)
+        outcome[active[nxt == m]] = 0
+        outcome[active[nxt == m + 1]] = 1
+        keep = nxt < m
+        active, cur = active[keep], nxt[keep]
+    return states, outcome
+
+
 # ---------------------------------------------------------------------------------------------------- data
 def data_path(n_traces: int, seed: int) -> Path:
     return DATA_DIR / f"traces_v{DATA_VERSION}_n{n_traces}_seed{seed}.parquet"
@@ -90,13 +123,8 @@ def generate(n_traces: int, seed: int) -> dict[str, Any]:
 
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    Q, rs, rf, pi0 = make_chain(seed)
-    m = Q.shape[0]
-    # Cumulative row distribution over the m + 2 outcomes: next state 0..m-1, m = success, m + 1 = failure.
-    cum = np.cumsum(np.column_stack([Q, rs, rf]), axis=1)
-    cum[:, -1] = 1.0
-    cum_pi0 = np.cumsum(pi0)
-    cum_pi0[-1] = 1.0
+    Q, rs, _, pi0 = make_chain(seed)
+    cum, cum_pi0, m = chain_cdfs(seed)
     state_names = pa.array([f"state_{i:02d}" for i in range(m)])
     outcome_names = pa.array(OUTCOMES)
     width = max(7, len(str(n_traces - 1)))
@@ -112,20 +140,7 @@ def generate(n_traces: int, seed: int) -> dict[str, Any]:
             rng = np.random.default_rng(ss)
             first = chunk_no * CHUNK_TRACES
             n = min(CHUNK_TRACES, n_traces - first)
-            states = np.full((n, MAX_STEPS), -1, dtype=np.int8)
-            cur = np.searchsorted(cum_pi0, rng.random(n), side="right").astype(np.int64)
-            outcome = np.full(n, 2, dtype=np.int8)  # censored unless an exit is drawn
-            active = np.arange(n)
-            for t in range(MAX_STEPS):
-                if active.size == 0:
-                    break
-                states[active, t] = cur
-                u = rng.random(active.size)
-                nxt = (u[:, None] >= cum[cur]).sum(axis=1)
-                outcome[active[nxt == m]] = 0
-                outcome[active[nxt == m + 1]] = 1
-                keep = nxt < m
-                active, cur = active[keep], nxt[keep]
+            states, outcome = simulate_chunk(cum, cum_pi0, n, rng)
             outcome[rng.random(n) < INVALID_RATE] = 3
             outcome_totals += np.bincount(outcome, minlength=4)
 

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
+import tracetochain as tt
 from tracetochain import AbsorbingChain
 
 PROPERTY_SETTINGS = settings(
@@ -426,3 +427,43 @@ def test_record_paths_consistent(name: str) -> None:
         for j in range(m):
             observed = float(np.sum((src == s) & (dst == j))) / leaving
             _within_5se(observed, float(Qa[s, j]), leaving, f"Q[{s},{j}]")
+
+
+def _simulate_by_counting(Q: np.ndarray, rs: np.ndarray, rf: np.ndarray, pi0: np.ndarray, n: int,
+                          rng: np.random.Generator, max_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """The reference inverse-CDF draw: count the cumulative entries ≤ u (the simulator's former inner step)."""
+    m = Q.shape[0]
+    cum = np.cumsum(np.column_stack([Q, rs, rf]), axis=1)
+    cum[:, -1] = 1.0
+    c0 = np.cumsum(pi0)
+    c0[-1] = 1.0
+    state = np.searchsorted(c0, rng.random(n), side="right")
+    length, outcome, active = np.zeros(n, np.int64), np.full(n, 2, np.int8), np.arange(n)
+    for _ in range(max_steps):
+        if active.size == 0:
+            break
+        cur = state[active]
+        length[active] += 1
+        nxt = (rng.random(active.size)[:, None] >= cum[cur]).sum(axis=1)
+        absorbed = nxt >= m
+        outcome[active[absorbed]] = np.where(nxt[absorbed] == m, 0, 1)
+        active = active[~absorbed]
+        state[active] = nxt[~absorbed]
+    return length, outcome
+
+
+@pytest.mark.parametrize(("m", "seed"), [(1, 0), (3, 1), (7, 2), (30, 3), (130, 4)])
+def test_simulator_binary_search_draws_exactly_what_counting_draws(m: int, seed: int) -> None:
+    """The vectorised binary search makes the same comparisons as counting, so the same seed gives the same traces
+    (zero-probability columns, i.e. repeated cumulative values, included)."""
+    from tracetochain.numerics import simulate_traces
+
+    chain = tt.datasets.random_chain(m, seed=seed, rho=0.9) if m > 1 else tt.datasets.notation_chain()
+    Q = chain.Q.copy()
+    if m > 3:
+        Q[:, ::3] = 0.0  # structural zeros: ties in the cumulative rows
+        Q *= (1.0 - chain.R_success - chain.R_failure)[:, None] / Q.sum(axis=1, keepdims=True)
+    args = (Q, chain.R_success, chain.R_failure, chain.pi0)
+    got = simulate_traces(*args, 20_000, np.random.default_rng(seed), max_steps=60)
+    ref_len, ref_out = _simulate_by_counting(*args, 20_000, np.random.default_rng(seed), 60)
+    assert np.array_equal(got.length, ref_len) and np.array_equal(got.outcome, ref_out)

@@ -49,6 +49,9 @@ def simulate_traces(
     # Columns 0..m-1 transient, m = success, m + 1 = failure.
     cum = np.cumsum(np.column_stack([Q, r_success, r_failure]), axis=1)
     cum[:, -1] = 1.0  # guard against rounding: every draw lands in some column
+    width = m + 2
+    flat = cum.ravel()
+    n_halvings = int(width).bit_length()  # enough halvings to shrink [0, width] to one point
     cum_pi0 = np.cumsum(pi0)
     cum_pi0[-1] = 1.0
 
@@ -67,8 +70,17 @@ def simulate_traces(
             path_state.append(cur)
         length[active] += 1
         u = rng.random(active.size)
-        # Row-wise inverse CDF: the number of cumulative entries ≤ u is the sampled column.
-        nxt = (u[:, None] >= cum[cur]).sum(axis=1)
+        # Row-wise inverse CDF: the sampled column is the number of cumulative entries ≤ u, found by a binary
+        # search run on all rows at once (the same comparisons as counting them, in O(log m) per trace).
+        base = cur * width
+        lo = np.zeros(cur.size, dtype=np.int64)
+        hi = np.full(cur.size, width, dtype=np.int64)
+        for _ in range(n_halvings):
+            mid = (lo + hi) >> 1
+            below = flat[base + np.minimum(mid, width - 1)] <= u
+            lo = np.where(below, mid + 1, lo)
+            hi = np.where(below, hi, mid)
+        nxt = lo
         absorbed = nxt >= m
         done = active[absorbed]
         outcome[done] = np.where(nxt[absorbed] == m, SUCCESS, FAILURE)
