@@ -26,8 +26,10 @@ from tracetochain.cli._commands import (
 )
 
 REPORT_EXAMPLE = ('Example: tracetochain report runs.json -o report.html --fail-under "pass^3>=0.6"   '
-                  "(τ-bench results; --format md prints a pull-request comment)")
-AUDIT_EXAMPLE = "Example: tracetochain audit corpus.json --vocabulary shell --json > certificate.json"
+                  "(τ-bench results; --format md prints a pull-request comment; a Parquet folder of any size: "
+                  "--engine dask)")
+AUDIT_EXAMPLE = ("Example: tracetochain audit corpus.json --vocabulary shell --json > certificate.json   "
+                 "(millions of traces: tracetochain audit traces/ --engine dask)")
 REJECT_EXIT_CODE = 4
 
 
@@ -83,8 +85,7 @@ def report(
 ) -> None:
     """Read traces, discover states, fit and audit the chain, attach intervals, and write a report.
 
-    With --engine the corpus (canonical Parquet/JSONL) is read partition by partition, so it may be of any size:
-    the same report, built from counts (traces split by id for the audit; no trials check)."""
+    With --engine a canonical Parquet/JSONL corpus of any size is read partition by partition (no trials check)."""
     from rich.console import Console
 
     from tracetochain import read_traces
@@ -193,8 +194,7 @@ def audit(
 ) -> None:
     """Audit whether the chain fits the traces: timing (KS), Markov order, held-out R∞, i.i.d. trials.
 
-    With --engine the corpus is read partition by partition, so it may be of any size: the traces are split by
-    id, the trials check is skipped, and an R∞ interval from the Poisson bootstrap is printed first."""
+    With --engine a corpus of any size is read partition by partition, with a Poisson-bootstrap R∞ interval."""
     from tracetochain.exceptions import TraceToChainError
 
     options = _state_options(states, features, vocabulary, k_min, k_max) or None
