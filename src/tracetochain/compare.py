@@ -143,18 +143,31 @@ def compare(a: TraceTable, b: TraceTable, *, names: tuple[str, str] = ("A", "B")
 
     ra, ca = draws(la, seeds[0])
     rb, cb = draws(lb, seeds[1])
+    homog = homogeneity_test(la, lb, states=vocab, n_permutations=n_permutations,
+                             seed=int(seeds[2].generate_state(1)[0]))
+    return comparison_from_draws(names, chain_a, chain_b, (ra, ca), (rb, cb), homog, horizon=horizon,
+                                 confidence=confidence, samples=samples, seed=seed, min_row_count=min_row_count,
+                                 top=top)
+
+
+def comparison_from_draws(names: tuple[str, str], chain_a: AbsorbingChain, chain_b: AbsorbingChain,
+                          draws_a: tuple[np.ndarray, np.ndarray], draws_b: tuple[np.ndarray, np.ndarray],
+                          homogeneity: HomogeneityResult, *, horizon: int, confidence: float, samples: int,
+                          seed: int, min_row_count: int = 5, top: int = 5) -> Comparison:
+    """The :class:`Comparison` of two chains on one vocabulary, given each one's independent replicate draws of R∞
+    and of the R(0..horizon) curve (paired by index), and their homogeneity test."""
+    (ra, ca), (rb, cb) = draws_a, draws_b
     n = min(ra.size, rb.size)
     alpha = (1 - confidence) / 2
     diff = rb[:n] - ra[:n]
     curve_diff = cb[:n] - ca[:n]
-    homog = homogeneity_test(la, lb, states=vocab, n_permutations=n_permutations,
-                             seed=int(seeds[2].generate_state(1)[0]))
+    vocab = chain_a.state_names
     Pa, Pb = _rows(chain_a), _rows(chain_b)
     counts_a = np.asarray(chain_a.metadata["counts"]["transitions"], float).sum(axis=1)
     counts_b = np.asarray(chain_b.metadata["counts"]["transitions"], float).sum(axis=1)
     support = (counts_a >= min_row_count) & (counts_b >= min_row_count)
     targets = [*vocab, "success", "failure"]
-    moves = []
+    moves: list[dict[str, Any]] = []
     for i in np.flatnonzero(support):
         for j in range(Pa.shape[1]):
             moves.append({"from": vocab[i], "to": targets[j], "a": float(Pa[i, j]), "b": float(Pb[i, j]),
@@ -164,5 +177,5 @@ def compare(a: TraceTable, b: TraceTable, *, names: tuple[str, str] = ("A", "B")
                       (float(np.quantile(diff, alpha)), float(np.quantile(diff, 1 - alpha))), horizon,
                       [float(x) for x in chain_b.reliability(horizon) - chain_a.reliability(horizon)],
                       [float(x) for x in np.quantile(curve_diff, alpha, axis=0)],
-                      [float(x) for x in np.quantile(curve_diff, 1 - alpha, axis=0)], homog,
+                      [float(x) for x in np.quantile(curve_diff, 1 - alpha, axis=0)], homogeneity,
                       tuple(moves[:top]), confidence, samples, seed)

@@ -147,7 +147,7 @@ def monitor(traces: TraceTable, *, window: float = 100, by: Literal["order", "ti
         if not is_baseline:
             h = homogeneity_test(base_labelled, labelled, states=vocab, n_permutations=n_permutations,
                                  level=threshold, seed=int(seeds[i].generate_state(2)[1]))
-            p, differing = h.p_permutation, h.differing
+            p, differing = h.p_value, h.differing
         alert = p is not None and p <= threshold
         lower, upper = float(r.lower), float(r.upper)  # type: ignore[arg-type]  # scalar quantity
         out.append(WindowStat(i, label, part.n_traces, chain.r_inf, lower, upper,

@@ -84,3 +84,11 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             fh.write(json.dumps(rec) + "\n")
     assert TraceTable.read(parquet).n_traces == TraceTable.read(jsonl).n_traces
     return {"parquet": parquet, "jsonl": jsonl}
+
+
+@pytest.fixture(scope="session")
+def second_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another corpus of the same kind (different seed, 500 traces) as Parquet: the B of comparisons."""
+    path = tmp_path_factory.mktemp("second") / "b.parquet"
+    pq.write_table(simulated_table(n_traces=500, seed=23), path, row_group_size=97)
+    return path

@@ -45,7 +45,7 @@ from tracetochain.audit._holdout import (
     split_traces,
     wilson_interval,
 )
-from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_test
+from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts, homogeneity_test
 from tracetochain.audit._order import (
     OrderObservations,
     OrderResult,
@@ -101,6 +101,7 @@ __all__ = [
     "empirical_rdc",
     "fit_states_and_chain",
     "holdout_audit",
+    "homogeneity_from_counts",
     "homogeneity_test",
     "kolmogorov_asymptotic_pvalue",
     "ks_calibrated",

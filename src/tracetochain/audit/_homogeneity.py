@@ -52,21 +52,32 @@ class HomogeneityResult:
     differing: tuple[str, ...]
     seed: int
     n_traces: tuple[int, int] = field(default=(0, 0))
+    method: str = "permutation"  # or "chi2" (from counts only: partitioned corpora)
+
+    @property
+    def p_value(self) -> float:
+        """The p-value the decision uses: the permutation p, or the χ² p when only counts were available."""
+        if self.method == "chi2":
+            return 1.0 if self.p_chi2 is None else self.p_chi2
+        return self.p_permutation
 
     @property
     def rejects(self) -> bool:
-        return self.p_permutation <= self.level
+        return self.p_value <= self.level
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "tracetochain.homogeneity", "schema_version": 1, "g2": self.g2, "df": self.df,
-                "p_chi2": self.p_chi2, "p_permutation": self.p_permutation, "n_permutations": self.n_permutations,
+                "method": self.method, "p_value": self.p_value,
+                "p_chi2": self.p_chi2, "p_permutation": self.p_permutation if self.method == "permutation" else None,
+                "n_permutations": self.n_permutations,
                 "level": self.level, "rejects": self.rejects, "differing_states": list(self.differing),
                 "per_state": list(self.per_state), "seed": self.seed, "n_traces": list(self.n_traces)}
 
     def __str__(self) -> str:
         verdict = "the groups differ" if self.rejects else "no evidence that the groups differ"
-        text = (f"Homogeneity: G² = {self.g2:.1f} (df {self.df}), permutation p = {self.p_permutation:.4f} "
-                f"(B = {self.n_permutations}) — {verdict}")
+        how = (f"permutation p = {self.p_permutation:.4f} (B = {self.n_permutations})" if self.method == "permutation"
+               else f"χ² p = {self.p_value:.4g}")
+        text = f"Homogeneity: G² = {self.g2:.1f} (df {self.df}), {how} — {verdict}"
         if self.differing:
             text += "; states that differ: " + ", ".join(self.differing)
         return text
@@ -133,3 +144,37 @@ def homogeneity_test(a: TraceTable, b: TraceTable, *, states: list[str] | tuple[
     differing = tuple(vocab[i] for i in order if adjusted[i] <= level)
     return HomogeneityResult(tuple(vocab), g2, df, p_chi2, float(p_perm), n_permutations, per_state, level,
                              differing, seed, (n_a, n_b))
+
+
+def homogeneity_from_counts(a: NDArray[np.float64], b: NDArray[np.float64], states: list[str] | tuple[str, ...], *,
+                            level: float = 0.05, n_traces: tuple[int, int] = (0, 0)) -> HomogeneityResult:
+    """:func:`homogeneity_test` from the two groups' row counts alone (m × (m + 2): transitions, then the success
+    and failure exits, on the same vocabulary ``states``): what partitioned corpora provide.
+
+    Without the traces there is no permutation test; the χ² reference decides (``method="chi2"``), per state with
+    Holm's step-down. Under the chain both groups' rows are multinomial given the visits, so G²_i → χ² with its df
+    (Anderson & Goodman 1957); with the large counts of partitioned corpora the approximation is good.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    m = len(states)
+    if a.shape != (m, m + 2) or b.shape != (m, m + 2):
+        raise ValueError(f"row counts must have shape (m, m + 2) = {(m, m + 2)}, got {a.shape} and {b.shape}")
+    g2_rows, df_rows = _row_g2(a, b)
+    g2, df = float(g2_rows.sum()), int(df_rows.sum())
+    p_chi2 = float(scipy.stats.chi2.sf(g2, df)) if df > 0 else None
+    tested = np.flatnonzero(df_rows > 0)
+    p_rows = np.ones(m)
+    p_rows[tested] = scipy.stats.chi2.sf(g2_rows[tested], df_rows[tested])
+    adjusted = np.ones(m)
+    order = tested[np.argsort(p_rows[tested], kind="stable")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p_rows[i]))
+        adjusted[i] = running
+    per_state = tuple({"state": states[i], "g2": float(g2_rows[i]), "df": int(df_rows[i]),
+                       "p_chi2": float(p_rows[i]) if df_rows[i] > 0 else None,
+                       "p_holm": float(adjusted[i]) if df_rows[i] > 0 else None} for i in range(m))
+    differing = tuple(states[i] for i in order if adjusted[i] <= level)
+    return HomogeneityResult(tuple(states), g2, df, p_chi2, 1.0, 0, per_state, level, differing, 0, n_traces,
+                             method="chi2")

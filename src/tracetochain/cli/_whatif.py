@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from tracetochain.cli._commands import EngineOpt, SchedulerOpt
+
 WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --retry "tool:search=0.2"   '
                   "(a fallback that rescues 10% of every state's failures, and fewer retries of tool:search)")
 EXPORT_EXAMPLE = "Example: tracetochain export chain.json --to mermaid -o chain.mmd"
@@ -111,20 +113,35 @@ def compare(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown pull-request comment.")] = False,
     fail_if_worse: Annotated[bool, typer.Option(
         "--fail-if-worse", help="Exit 3 when B is significantly less reliable than A.")] = False,
+    engine: EngineOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
-    """Compare two trace sets: is B more or less reliable than A, and where do they differ?"""
+    """Compare two trace sets: is B more or less reliable than A, and where do they differ?
+
+    With --engine two canonical Parquet/JSONL corpora of any size are compared partition by partition (χ² test)."""
     import sys
 
-    from tracetochain import read_traces
-    from tracetochain.compare import compare as run_compare
-
-    ta, tb = read_traces(a), read_traces(b)
     options: dict[str, object] = {"vocabulary": vocabulary} if vocabulary else {}
     if states == "ward":
         options["features"] = features
     try:
-        result = run_compare(ta, tb, names=(a.name, b.name), states=states, state_options=options,
-                             pseudocount=pseudocount, horizon=horizon, samples=samples, confidence=ci, seed=seed)
+        if engine is not None:
+            from tracetochain.engines import get_engine
+            from tracetochain.partitioned import compare_partitioned
+
+            with get_engine(engine, scheduler=scheduler) as eng:
+                result = compare_partitioned(
+                    a, b, names=(a.name, b.name), engine=eng,
+                    states=None if states == "label" and not options else states, state_options=options or None,
+                    pseudocount=pseudocount, horizon=horizon, samples=samples, confidence=ci, seed=seed)
+        else:
+            from tracetochain import read_traces
+            from tracetochain.compare import compare as run_compare
+
+            ta, tb = read_traces(a), read_traces(b)
+            result = run_compare(ta, tb, names=(a.name, b.name), states=states, state_options=options,
+                                 pseudocount=pseudocount, horizon=horizon, samples=samples, confidence=ci,
+                                 seed=seed)
     except ValueError as exc:
         from tracetochain.exceptions import TraceToChainError
 

@@ -40,6 +40,7 @@ the driver), then used as a StateModel; to fit the states on another sample, fit
 """
 
 from tracetochain.partitioned._audit import PartitionedAudit, audit_partitioned, holdout_mask, poisson_weights
+from tracetochain.partitioned._compare import compare_partitioned
 from tracetochain.partitioned._counts import PartitionedCounts, count_partitioned, fit_partitioned
 from tracetochain.partitioned._ingest import (
     DEFAULT_BYTES_PER_PARTITION,
@@ -58,6 +59,7 @@ __all__ = [
     "PartitionedAudit",
     "PartitionedCounts",
     "audit_partitioned",
+    "compare_partitioned",
     "count_partitioned",
     "fit_partitioned",
     "holdout_mask",

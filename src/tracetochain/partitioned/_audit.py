@@ -290,6 +290,30 @@ def _merge_audit(a: _AuditPartial, b: _AuditPartial, *, include_outcomes: bool) 
                          a.boot + b.boot)
 
 
+def summarize_partitions(parts: list[Partition], engine: Engine, *, model: StateModel | None,
+                         vocab: tuple[str, ...] | None, source: str, on_error: OnError, holdout: bool,
+                         test_fraction: float, seed: int, n_resamples: int, include_outcomes: bool,
+                         check_traces: bool) -> _AuditPartial:
+    """One pass over ``parts`` on ``engine``: the merged sufficient statistics, in the fixed vocabulary ``vocab``
+    when given (else the states in order of first appearance), with every trace checked to be in one partition."""
+    fn = functools.partial(_audit_partition, on_error=on_error, model=model, holdout=holdout,
+                           test_fraction=test_fraction, seed=seed, n_resamples=n_resamples,
+                           include_outcomes=include_outcomes)
+    acc: _AuditPartial = engine.map_reduce(fn, parts, functools.partial(_merge_audit,
+                                                                        include_outcomes=include_outcomes))
+    if check_traces:
+        _check_unique_traces(acc.base, parts, on_error)
+    if vocab is not None:
+        missing = [s for s in acc.names if s not in set(vocab)]
+        if missing:
+            raise TraceValidationError(f"state {missing[0]!r} occurs in the traces but is not in the given states",
+                                       source=source, field="state",
+                                       hint=f"add it to the state list ({len(missing)} label(s) missing) or relabel "
+                                            "those steps")
+        acc = _reindexed(acc, tuple(vocab), include_outcomes)
+    return acc
+
+
 # ---------------------------------------------------------------------------------------------------- result
 @dataclass(frozen=True, eq=False)
 class PartitionedAudit:
@@ -416,28 +440,16 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
     n_boot = n_resamples if intervals == "bootstrap" else 0
     owns = not isinstance(engine, Engine)
     eng: Engine = get_engine(engine) if owns else engine  # type: ignore[assignment]
+    src = source_name(source)
     t0 = time.perf_counter()
     try:
-        fn = functools.partial(_audit_partition, on_error=on_error, model=model, holdout=holdout,
-                               test_fraction=test_fraction, seed=seed, n_resamples=n_boot,
-                               include_outcomes=order.include_outcomes)
-        acc: _AuditPartial = eng.map_reduce(fn, parts, functools.partial(
-            _merge_audit, include_outcomes=order.include_outcomes))
+        acc = summarize_partitions(parts, eng, model=model, vocab=vocab, source=src, on_error=on_error,
+                                   holdout=holdout, test_fraction=test_fraction, seed=seed, n_resamples=n_boot,
+                                   include_outcomes=order.include_outcomes, check_traces=check_traces)
     finally:
         if owns:
             eng.close()
-    src = source_name(source)
-    if check_traces:
-        _check_unique_traces(acc.base, parts, on_error)
     t1 = time.perf_counter()
-    if vocab is not None:
-        missing = [s for s in acc.names if s not in set(vocab)]
-        if missing:
-            raise TraceValidationError(f"state {missing[0]!r} occurs in the traces but is not in the given states",
-                                       source=src, field="state",
-                                       hint=f"add it to the state list ({len(missing)} label(s) missing) or relabel "
-                                            "those steps")
-        acc = _reindexed(acc, tuple(vocab), order.include_outcomes)
     names = acc.names
     all_counts = acc.base.counts
     if sum(all_counts.n_traces[k] for k in ("success", "failure", "censored")) == 0:
