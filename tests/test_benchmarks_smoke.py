@@ -1,0 +1,35 @@
+"""The benchmark scripts keep running (tiny configurations, nothing saved): timings are measured in benchmarks/,
+never asserted here; what is asserted is that every engine and repeat gives the same result."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def run(script: str, *args: str) -> str:
+    r = subprocess.run([sys.executable, str(BENCH / script), *args, "--no-save"], capture_output=True, text=True,
+                       timeout=600, cwd=BENCH.parent)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+@pytest.mark.slow
+def test_bench_scale_runs_both_tasks_and_engines_agree() -> None:
+    pytest.importorskip("psutil")
+    out = run("bench_scale.py", "--sizes", "10000", "--repeats", "1", "--fit-engines", "in-memory,local",
+              "--audit-engines", "local")
+    assert "### ingest + fit + audit + uncertainty" in out and "|NO|" not in out.replace(" ", "")
+    assert out.count("yes") >= 3
+
+
+@pytest.mark.slow
+def test_bench_peers_runs_and_its_checks_pass() -> None:
+    out = run("bench_peers.py", "--sizes", "10000", "--repeats", "1", "--horizon-repeats", "1",
+              "--curve-repeats", "0")
+    assert "correctness: all checks passed" in out
