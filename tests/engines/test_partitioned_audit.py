@@ -87,7 +87,7 @@ def test_equals_the_in_memory_layers_on_the_same_split(corpus: dict[str, Path]) 
     assert (cert.timing.statistic, cert.timing.p_value, cert.timing.n_times) == (ks.statistic, ks.p_value,
                                                                                  ks.n_times)
     order = order_test(fit_t, chain_fit, n_permutations=0)
-    for name in ("loglik1", "loglik2", "g2", "df", "delta_aic", "delta_bic", "p_chi2", "n_observations"):
+    for name in ("loglik1", "loglik2", "g2", "df", "delta_aic", "delta_bic", "p_chi2", "n_observations", "n_traces"):
         assert getattr(cert.order, name) == pytest.approx(getattr(order, name), rel=1e-12, abs=1e-9), name
     rinf = r_inf_check(chain_fit.r_inf, test_t)
     assert (cert.r_inf_check.successes, cert.r_inf_check.n, cert.r_inf_check.lower) == (rinf.successes, rinf.n,

@@ -483,7 +483,7 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
         n_fit_traces=int(acc.n_usable[_FIT]) if holdout else None, n_bootstrap=timing.n_bootstrap, seed=ks_seed,
         max_steps=timing.max_steps, max_simulated_traces=timing.max_simulated_traces)
     order_res = order_test_counts(
-        acc.triplets[_FIT], names, n_traces=int(acc.n_usable[_FIT]) + int(acc.fit.n_traces["invalid"]),
+        acc.triplets[_FIT], names, n_traces=int(acc.n_usable[_FIT]),
         include_outcomes=order.include_outcomes, parameter_count=order.parameter_count, criterion=order.criterion,
         level=order.level, n_permutations=order.n_permutations, seed=order_seed)
     rinf = r_inf_check_counts(audited.r_inf, int(acc.n_success[h_aud]), n_aud, method=interval,
