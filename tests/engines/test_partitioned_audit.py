@@ -255,3 +255,32 @@ def test_audit_cli_on_engines(tmp_path: Path) -> None:
     assert "R∞ = " in r.stdout and "(bootstrap, 50 replicates)" in r.stdout and "Audit certificate" in r.stdout
     r = run("--engine", "local", "--reader", "tau-bench")
     assert r.returncode == 2 and "convert other formats" in r.stderr
+
+
+def test_bootstrap_partitioned_is_the_audits_ensemble(engine: Engine, corpus: dict[str, Path]) -> None:
+    from tracetochain.partitioned import bootstrap_partitioned
+
+    chain, ens = bootstrap_partitioned(corpus["jsonl"], engine=engine, bytes_per_partition=20_000, n_resamples=40,
+                                       seed=3)
+    res = audit_partitioned(corpus["parquet"], seed=3, n_resamples=40, n_bootstrap=19, n_permutations=0)
+    assert json.dumps(chain.to_dict()) == json.dumps(res.chain.to_dict())
+    assert np.array_equal(ens.Q, res.ensemble.Q) and ens.method == "bootstrap"
+    with pytest.raises(ValueError, match="n_resamples"):
+        bootstrap_partitioned(corpus["parquet"], n_resamples=0)
+
+
+def test_fit_cli_bootstrap_intervals_on_an_engine(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "sim.parquet"
+    tt.datasets.simulate_traces(tt.datasets.notation_chain(), 2000, 5).write(path)
+    r = subprocess.run([sys.executable, "-m", "tracetochain", "fit", str(path), "--engine", "local", "--json",
+                        "--uncertainty", "bootstrap", "--samples", "60"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    iv = doc["intervals"]["metrics"]["r_inf"]
+    assert doc["intervals"]["method"] == "bootstrap" and iv["lower"] < doc["r_inf"] < iv["upper"]
+    r = subprocess.run([sys.executable, "-m", "tracetochain", "fit", str(path), "--engine", "local",
+                        "--uncertainty", "bootstrap-full"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "states are fixed" in r.stderr

@@ -168,24 +168,40 @@ def _fit_on_engine(traces: Path, engine: str, scheduler: str | None, output: Pat
     from tracetochain.engines import get_engine
     from tracetochain.partitioned import fit_partitioned
 
-    if uncertainty not in ("posterior", "none"):
-        raise typer.BadParameter("with --engine, `fit` takes intervals from the counts: use --uncertainty "
-                                 "posterior or none (`tracetochain audit --engine` adds the Poisson bootstrap)")
+    if uncertainty not in ("posterior", "bootstrap", "none"):
+        raise typer.BadParameter("with --engine the states are fixed: use --uncertainty posterior (from the counts), "
+                                 "bootstrap (Poisson, by trace id) or none")
     options: dict[str, Any] = {}
     if states == "ward":
         options = {"features": features, "vocabulary": vocabulary, "k_min": k_min, "k_max": k_max, "seed": seed}
     elif vocabulary:
         options = {"vocabulary": vocabulary}
+    spec = None if states == "label" and not vocabulary else states
+    ensemble = None
     with get_engine(engine, scheduler=scheduler) as eng:
-        chain = fit_partitioned(traces, engine=eng, pseudocount=pseudocount, unvisited=unvisited, initial=initial,
-                                states=None if states == "label" and not vocabulary else states,
-                                on_error=on_error, **options)  # type: ignore[arg-type]
+        if uncertainty == "bootstrap":
+            from tracetochain.partitioned import bootstrap_partitioned
+
+            chain, ensemble = bootstrap_partitioned(traces, engine=eng, states=spec, state_options=options or None,
+                                                    pseudocount=pseudocount, unvisited=unvisited, initial=initial,
+                                                    n_resamples=samples, seed=seed, confidence=ci,
+                                                    on_error=on_error)  # type: ignore[arg-type]
+        else:
+            chain = fit_partitioned(traces, engine=eng, pseudocount=pseudocount, unvisited=unvisited,
+                                    initial=initial, states=spec, on_error=on_error,  # type: ignore[arg-type]
+                                    **options)
     if output is not None:
         _write_chain(chain, output, {"source": str(traces), "engine": engine})
     if quiet:
         return
     summary = summarize(chain, horizon=horizon, ks=ks)
-    intervals = _intervals(chain, uncertainty, ci, samples, seed, horizon, ks)
+    intervals: dict[str, Any] | None
+    if ensemble is not None:
+        from tracetochain.uncertainty import interval_summary
+
+        intervals = interval_summary(ensemble, horizon=horizon, ks=ks)
+    else:
+        intervals = _intervals(chain, uncertainty, ci, samples, seed, horizon, ks)
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals

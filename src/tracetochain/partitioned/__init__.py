@@ -39,7 +39,13 @@ with ``predict``. A state estimator (``WardStates(...)``, ``CategoricalStates(..
 the driver), then used as a StateModel; to fit the states on another sample, fit them yourself and pass the model.
 """
 
-from tracetochain.partitioned._audit import PartitionedAudit, audit_partitioned, holdout_mask, poisson_weights
+from tracetochain.partitioned._audit import (
+    PartitionedAudit,
+    audit_partitioned,
+    bootstrap_partitioned,
+    holdout_mask,
+    poisson_weights,
+)
 from tracetochain.partitioned._compare import compare_partitioned
 from tracetochain.partitioned._counts import PartitionedCounts, count_partitioned, fit_partitioned
 from tracetochain.partitioned._ingest import (
@@ -59,6 +65,7 @@ __all__ = [
     "PartitionedAudit",
     "PartitionedCounts",
     "audit_partitioned",
+    "bootstrap_partitioned",
     "compare_partitioned",
     "count_partitioned",
     "fit_partitioned",

@@ -518,16 +518,7 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
     t2 = time.perf_counter()
     ensemble: ChainEnsemble | None = None
     if intervals == "bootstrap":
-        m = len(names)
-        arr = estimate_batch(acc.boot, m, a, policy, initial)
-        keep = acc.boot[:, m * m + 2 * m:].sum(axis=1) > 0
-        info = {"weights": "poisson (by trace id)", "n_resamples": n_resamples, "n_dropped": int((~keep).sum()),
-                "n_traces": int(all_counts.n_fitted_traces), "pseudocount": a, "unvisited_policy": policy,
-                "initial": initial, "seed": seed,
-                "point_estimator": f"ChainEstimator(pseudocount={a!r}, unvisited={policy!r}, initial={initial!r}) "
-                                   f"on all {all_counts.n_fitted_traces} usable traces"}
-        ensemble = ChainEnsemble(chain, {k: v[keep] for k, v in arr.items()}, method="bootstrap",
-                                 confidence=confidence, seed=seed, info=info)
+        ensemble = _bootstrap_ensemble(chain, acc, a, policy, initial, n_resamples, seed, confidence)
     elif intervals == "posterior":
         post = DirichletPosterior(pseudocount=a, confidence=confidence, n_samples=n_resamples, seed=seed,
                                   unvisited=unvisited).fit(chain).fetch_model()  # type: ignore[arg-type]
@@ -540,4 +531,56 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
 
 
 
-__all__ = ["PartitionedAudit", "audit_partitioned", "holdout_mask", "poisson_weights"]
+def bootstrap_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engine | str | None = None,
+                          states: Any = None, state_options: dict[str, Any] | None = None, pseudocount: float = 1.0,
+                          unvisited: str = "auto", initial: str = "empirical", n_resamples: int = 200, seed: int = 0,
+                          confidence: float = 0.95, on_error: OnError = "raise", format: str | None = None,
+                          by: PartitionBy = "range", rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
+                          bytes_per_partition: int = DEFAULT_BYTES_PER_PARTITION,
+                          check_traces: bool = True) -> tuple[AbsorbingChain, ChainEnsemble]:
+    """The chain of a partitioned corpus and its Poisson bootstrap over trace ids (module docstring), without the
+    audit: ``(chain, ensemble)``; ``interval_summary(ensemble)`` gives every metric with its interval. The same
+    numbers as ``audit_partitioned(..., intervals="bootstrap")``'s chain and ensemble."""
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    parts = plan_partitions(source, format=format, by=by, rows_per_partition=rows_per_partition,
+                            bytes_per_partition=bytes_per_partition)
+    model, vocab = _resolve_states(states, parts, on_error, dict(state_options or {}))
+    owns = not isinstance(engine, Engine)
+    eng: Engine = get_engine(engine) if owns else engine  # type: ignore[assignment]
+    src = source_name(source)
+    try:
+        acc = summarize_partitions(parts, eng, model=model, vocab=vocab, source=src, on_error=on_error,
+                                   holdout=False, test_fraction=0.0, seed=seed, n_resamples=n_resamples,
+                                   include_outcomes=True, check_traces=check_traces)
+    finally:
+        if owns:
+            eng.close()
+    counts = acc.base.counts
+    if counts.n_fitted_traces == 0:
+        raise EmptyTraceSetError(f"no usable traces in {src}: every trace is invalid or there are none")
+    a = float(pseudocount)
+    policy = resolve_unvisited(unvisited, a)
+    chain = estimate_chain(counts, a, policy, initial)  # type: ignore[arg-type]
+    if model is not None:
+        chain = chain.with_metadata(states=model.to_dict())
+    return chain, _bootstrap_ensemble(chain, acc, a, policy, initial, n_resamples, seed, confidence)
+
+
+def _bootstrap_ensemble(chain: AbsorbingChain, acc: _AuditPartial, a: float, policy: str, initial: str,
+                        n_resamples: int, seed: int, confidence: float) -> ChainEnsemble:
+    """The ensemble of the replicate counts in ``acc`` (replicates that drew no trace are dropped and counted)."""
+    m = chain.n_states
+    counts = acc.base.counts
+    arr = estimate_batch(acc.boot, m, a, policy, initial)
+    keep = acc.boot[:, m * m + 2 * m:].sum(axis=1) > 0
+    info = {"weights": "poisson (by trace id)", "n_resamples": n_resamples, "n_dropped": int((~keep).sum()),
+            "n_traces": int(counts.n_fitted_traces), "pseudocount": a, "unvisited_policy": policy,
+            "initial": initial, "seed": seed,
+            "point_estimator": f"ChainEstimator(pseudocount={a!r}, unvisited={policy!r}, initial={initial!r}) "
+                               f"on all {counts.n_fitted_traces} usable traces"}
+    return ChainEnsemble(chain, {k: v[keep] for k, v in arr.items()}, method="bootstrap", confidence=confidence,
+                         seed=seed, info=info)
+
+
+__all__ = ["PartitionedAudit", "audit_partitioned", "bootstrap_partitioned", "holdout_mask", "poisson_weights"]

@@ -23,7 +23,7 @@ from tracetochain.chain import AbsorbingChain, TransitionCounts, estimate_chain
 from tracetochain.compare import Comparison, comparison_from_draws
 from tracetochain.engines import Engine, get_engine
 from tracetochain.exceptions import EmptyTraceSetError
-from tracetochain.partitioned._audit import _AuditPartial, _reindexed, summarize_partitions
+from tracetochain.partitioned._audit import _AuditPartial, _bootstrap_ensemble, _reindexed, summarize_partitions
 from tracetochain.partitioned._counts import _resolve_states, source_name
 from tracetochain.partitioned._ingest import (
     DEFAULT_BYTES_PER_PARTITION,
@@ -32,8 +32,6 @@ from tracetochain.partitioned._ingest import (
     PartitionBy,
     plan_partitions,
 )
-from tracetochain.uncertainty import ChainEnsemble
-from tracetochain.uncertainty._bootstrap import estimate_batch
 from tracetochain.uncertainty._dirichlet import resolve_unvisited
 
 
@@ -42,13 +40,10 @@ def _row_table(c: TransitionCounts) -> NDArray[np.float64]:
     return out
 
 
-def _draws(chain: AbsorbingChain, acc: _AuditPartial, pseudocount: float, policy: str,
-           horizon: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def _draws(chain: AbsorbingChain, acc: _AuditPartial, pseudocount: float, policy: str, horizon: int, samples: int,
+           seed: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """R∞ and R(0..horizon) of every bootstrap replicate (replicates that drew no trace are dropped)."""
-    m = chain.n_states
-    arrays = estimate_batch(acc.boot, m, pseudocount, policy, "empirical")
-    keep = acc.boot[:, m * m + 2 * m:].sum(axis=1) > 0
-    ens = ChainEnsemble(chain, {k: v[keep] for k, v in arrays.items()}, method="bootstrap")
+    ens = _bootstrap_ensemble(chain, acc, pseudocount, policy, "empirical", samples, seed, 0.95)
     r = ens.stats("r_inf", return_samples=True).samples
     curve = ens.stats("reliability", horizon=horizon, return_samples=True).samples
     assert r is not None and curve is not None
@@ -104,8 +99,10 @@ def compare_partitioned(a: str | Path | Sequence[str | Path], b: str | Path | Se
     homog = homogeneity_from_counts(_row_table(acc_a.base.counts), _row_table(acc_b.base.counts), list(union),
                                     level=level, n_traces=(acc_a.base.counts.n_fitted_traces,
                                                            acc_b.base.counts.n_fitted_traces))
-    return comparison_from_draws(names, chain_a, chain_b, _draws(chain_a, acc_a, alpha, policy, horizon),
-                                 _draws(chain_b, acc_b, alpha, policy, horizon), homog, horizon=horizon,
+    return comparison_from_draws(names, chain_a, chain_b, _draws(chain_a, acc_a, alpha, policy, horizon, samples,
+                                                                  seed_a),
+                                 _draws(chain_b, acc_b, alpha, policy, horizon, samples, seed_b), homog,
+                                 horizon=horizon,
                                  confidence=confidence, samples=samples, seed=seed, min_row_count=min_row_count,
                                  top=top)
 
