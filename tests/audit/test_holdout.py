@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +21,11 @@ from tracetochain.audit import (
     l_inf_distance,
     label_traces,
     r_inf_check,
+    r_inf_check_counts,
+    simulate_memory_traces,
     split_indices,
     split_traces,
+    ss7_chain,
     wilson_interval,
 )
 from tracetochain.states import CategoricalStates
@@ -198,3 +202,33 @@ def test_states_can_be_an_estimator_a_fitted_model_or_a_callable() -> None:
     assert results[2].settings["states"] == "callable discover"
     with pytest.raises(TypeError):
         holdout_audit(traces, states=42, timing=settings)
+
+
+def test_held_out_r_inf_check_counts_the_noise_of_both_halves() -> None:
+    """MOVER interval of R∞ − p̂ from the Wilson limits of both sides; in-sample the paper's rule is unchanged."""
+    chk = r_inf_check_counts(0.60, 270, 500, n_fit=500)
+    l1, u1 = wilson_interval(0.60 * 500, 500)
+    l2, u2 = wilson_interval(270, 500)
+    d = 0.60 - 0.54
+    assert chk.difference_lower == pytest.approx(d - math.sqrt((0.60 - l1) ** 2 + (u2 - 0.54) ** 2))
+    assert chk.difference_upper == pytest.approx(d + math.sqrt((u1 - 0.60) ** 2 + (0.54 - l2) ** 2))
+    # 0.60 is outside the held-out interval [0.496, 0.583] but within the reach of both halves' noise.
+    assert not (chk.lower <= 0.60 <= chk.upper) and chk.holds
+    assert "consistent" in chk.describe() and chk.to_dict()["difference_interval"] is not None
+    assert not r_inf_check_counts(0.70, 270, 500, n_fit=500).holds
+    same = r_inf_check_counts(0.60, 270, 500, n_fit=500, in_sample=True)
+    assert same.difference_lower is None and not same.holds
+
+
+def test_held_out_r_inf_check_keeps_its_level_on_sound_chains() -> None:
+    """SS7 truth, 600 traces split 50/50: the old rule (R∞ in the held-out interval) failed 20% of sound chains."""
+    chain = ss7_chain()
+    old = new = 0
+    for i in range(150):
+        t = simulate_memory_traces(chain, 600, memory=0.0, seed=i, max_steps=200)
+        f, te = split_indices(t, 0.5, seed=i)
+        fit, test = t.select_traces(f), t.select_traces(te)
+        r = tt.ChainEstimator(states=chain.state_names).fit(fit).fetch_model().r_inf
+        old += not r_inf_check(r, test).holds
+        new += not r_inf_check(r, test, n_fit=fit.n_traces).holds
+    assert old / 150 > 0.12 and new / 150 < 0.10

@@ -231,9 +231,16 @@ def certify(timing: TimingResult, order: OrderResult, rinf: RInfCheck, *, ks_lev
             "chi2": f"χ² p = {fmt(order.p_chi2, 4)}"}[order.criterion]
     reasons.append(f"The order layer {'keeps' if order_ok else 'rejects'} first order ({crit}).")
     where = "in-sample" if rinf.in_sample else "held-out"
-    reasons.append(f"R∞ = {fmt(rinf.r_inf)} is {'inside' if rinf.holds else 'outside'} the {rinf.confidence:.0%} "
-                   f"interval of the {where} pass rate {fmt(rinf.pass_rate)} [{fmt(rinf.lower)}, {fmt(rinf.upper)}]"
-                   + (" (in-sample this is close to an identity, weak evidence)." if rinf.in_sample else "."))
+    if rinf.difference_lower is not None and rinf.difference_upper is not None:
+        reasons.append(f"R∞ = {fmt(rinf.r_inf)} is {'consistent' if rinf.holds else 'inconsistent'} with the "
+                       f"{where} pass rate {fmt(rinf.pass_rate)} (difference {rinf.r_inf - rinf.pass_rate:+.3f}, "
+                       f"{rinf.confidence:.0%} interval [{rinf.difference_lower:+.3f}, {rinf.difference_upper:+.3f}] "
+                       "counting the noise of both halves).")
+    else:
+        reasons.append(f"R∞ = {fmt(rinf.r_inf)} is {'inside' if rinf.holds else 'outside'} the {rinf.confidence:.0%} "
+                       f"interval of the {where} pass rate {fmt(rinf.pass_rate)} [{fmt(rinf.lower)}, "
+                       f"{fmt(rinf.upper)}]"
+                       + (" (in-sample this is close to an identity, weak evidence)." if rinf.in_sample else "."))
     if timing_ok and order_ok:
         decision: Decision = "accept"
         certified, withheld = list(ALL_OUTPUTS), []

@@ -487,7 +487,8 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
         include_outcomes=order.include_outcomes, parameter_count=order.parameter_count, criterion=order.criterion,
         level=order.level, n_permutations=order.n_permutations, seed=order_seed)
     rinf = r_inf_check_counts(audited.r_inf, int(acc.n_success[h_aud]), n_aud, method=interval,
-                              confidence=confidence, in_sample=not holdout)
+                              confidence=confidence, in_sample=not holdout,
+                              n_fit=int(acc.n_usable[_FIT]) if holdout else None)
     D = int(acc.longest[h_aud]) if horizon is None else int(horizon)
     model_rdc = audited.reliability(D)
     padded = np.zeros(D + 1, np.int64)
