@@ -49,7 +49,9 @@ def in_order(labelled: tt.TraceTable, rows: list[int]) -> tt.TraceTable:
 def _cert_row(cert: Any) -> dict[str, Any]:
     o, t, r = cert.order, cert.timing, cert.r_inf_check
     return {"decision": cert.decision, "m": cert.chain.n_states, "R_inf": cert.chain.r_inf,
-            "held_out_pass_rate": r.pass_rate, "r_inf_in_interval": r.holds, "KS_D": t.statistic, "KS_p": t.p_value,
+            "held_out_pass_rate": r.pass_rate,
+            "r_inf_in_interval": r.lower <= r.r_inf <= r.upper, "r_inf_check_holds": r.holds,
+            "KS_D": t.statistic, "KS_p": t.p_value,
             "delta_aic": o.delta_aic, "keeps_order1": o.keeps_order1, "order_p": getattr(o, "p_permutation", None),
             "L_inf": cert.l_inf, "certified": list(cert.certified), "withheld": list(cert.withheld)}
 

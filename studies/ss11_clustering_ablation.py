@@ -75,7 +75,8 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
             h = holdout_audit(raw, states="ward", state_options=opts, seed=seed, horizon=HORIZON,
                               timing=TimingSettings(n_bootstrap=n_boot), order=OrderSettings(n_permutations=n_boot))
             full[key] = {"m": h.chain.n_states, "R_inf": h.chain.r_inf, "held_out_pass_rate": h.r_inf_check.pass_rate,
-                         "r_inf_inside": h.r_inf_check.holds, "KS_p": h.timing.p_value, "KS_D": h.timing.statistic,
+                         "r_inf_inside": h.r_inf_check.lower <= h.r_inf_check.r_inf <= h.r_inf_check.upper,
+                         "r_inf_check_holds": h.r_inf_check.holds, "KS_p": h.timing.p_value, "KS_D": h.timing.statistic,
                          "order_delta_aic": h.order.delta_aic, "order_keeps_order1": h.order.keeps_order1,
                          "order_p": h.order.p_permutation, "L_inf": h.l_inf}
 
