@@ -1,4 +1,6 @@
-"""Partitioned ingest and counting: corpora larger than memory, counted on any engine.
+"""The pipeline for corpora larger than memory, partition by partition on any engine: ingest and counting
+(:func:`count_partitioned`, :func:`fit_partitioned`), the audit with its intervals (:func:`audit_partitioned`,
+:func:`bootstrap_partitioned`, module ``_audit``) and the comparison of two corpora (:func:`compare_partitioned`).
 
 A corpus (a Parquet file, a JSONL file, a directory of them, or a ``scheme://`` Parquet URI that pyarrow can open)
 is cut into *partitions*: small descriptors (a file and a range in it) that an engine ships to wherever the data
