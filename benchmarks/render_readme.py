@@ -102,9 +102,9 @@ def scale_section(doc: dict[str, Any]) -> str:
                     "`TraceBootstrap`):", "",
                 _table(["engine", "traces", "partitions", "time", "pass + layers + intervals (s)", "peak memory",
                         "decision", "R∞ 95% interval ∋ true R∞", "same result"], rows),
-                "", "The corpora are simulated from a first-order chain, so every layer's null holds: each decision "
-                    "is one draw of a 5%-level audit (a REJECT here is the held-out split of that corpus landing in "
-                    "both layers' tails; `benchmarks/README.md` shows other seeds)."]
+                "", "The corpora are simulated from a first-order chain, so every layer's null holds and each "
+                    "decision is one draw of 5%-level tests: a PARTIAL or REJECT here is a false alarm of that size "
+                    "(`benchmarks/README.md` re-runs it with other seeds)."]
     notes = []
     for a in doc.get("acceptance") or []:
         if isinstance(a, dict):
