@@ -39,6 +39,18 @@ def _row_g2(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[NDArray[np.
     return np.where(both, np.maximum(g2, 0.0), 0.0), df.astype(np.int64)
 
 
+def _holm(p: NDArray[np.float64], tested: NDArray[np.intp]) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    """Holm's step-down adjustment of the p-values ``p[tested]`` (the others stay 1), and the tested indices in
+    increasing order of p: adjusted_(r) = max_{k ≤ r} min(1, (n − k) p_(k)) (Holm 1979)."""
+    adjusted = np.ones(p.size)
+    order = tested[np.argsort(p[tested], kind="stable")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * float(p[i])))
+        adjusted[i] = running
+    return adjusted, order
+
+
 @dataclass(frozen=True)
 class HomogeneityResult:
     state_names: tuple[str, ...]
@@ -131,13 +143,7 @@ def homogeneity_test(a: TraceTable, b: TraceTable, *, states: list[str] | tuple[
     p_perm = (1 + exceed_total) / (n_permutations + 1)
     p_rows = (1 + exceed_rows) / (n_permutations + 1)
     tested = np.flatnonzero(df_rows > 0)
-    # Holm step-down over the states that could be tested.
-    adjusted = np.ones(m)
-    order = tested[np.argsort(p_rows[tested], kind="stable")]
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * p_rows[i]))
-        adjusted[i] = running
+    adjusted, order = _holm(p_rows, tested)
     per_state = tuple({"state": vocab[i], "g2": float(g2_rows[i]), "df": int(df_rows[i]),
                        "p_permutation": float(p_rows[i]) if df_rows[i] > 0 else None,
                        "p_holm": float(adjusted[i]) if df_rows[i] > 0 else None} for i in range(m))
@@ -166,12 +172,7 @@ def homogeneity_from_counts(a: NDArray[np.float64], b: NDArray[np.float64], stat
     tested = np.flatnonzero(df_rows > 0)
     p_rows = np.ones(m)
     p_rows[tested] = scipy.stats.chi2.sf(g2_rows[tested], df_rows[tested])
-    adjusted = np.ones(m)
-    order = tested[np.argsort(p_rows[tested], kind="stable")]
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * p_rows[i]))
-        adjusted[i] = running
+    adjusted, order = _holm(p_rows, tested)
     per_state = tuple({"state": states[i], "g2": float(g2_rows[i]), "df": int(df_rows[i]),
                        "p_chi2": float(p_rows[i]) if df_rows[i] > 0 else None,
                        "p_holm": float(adjusted[i]) if df_rows[i] > 0 else None} for i in range(m))

@@ -52,6 +52,7 @@ from tracetochain.partitioned._counts import (
     PartitionedCounts,
     _check_unique_traces,
     _merge,
+    _pad_counts,
     _Partial,
     _resolve_states,
     ingest_report,
@@ -256,8 +257,6 @@ def _remap_layout(x: NDArray[np.float64], idx: NDArray[np.int64], M: int) -> NDA
 def _reindexed(a: _AuditPartial, names: tuple[str, ...], include_outcomes: bool) -> _AuditPartial:
     if a.names == names:
         return a
-    from tracetochain.partitioned._counts import _pad_counts
-
     idx = _positions(a.names, names)
     M = len(names)
     base = replace(a.base, counts=_pad_counts(a.base.counts, names))
