@@ -2,23 +2,93 @@
 
 >>> import tracetochain as tt
 >>> traces = tt.read_traces("runs.jsonl")                          # doctest: +SKIP
->>> chain = tt.ChainEstimator(pseudocount=1.0).fit(traces).fetch_model()   # doctest: +SKIP
+>>> chain = tt.ChainEstimator().fit(traces).fetch_model()          # doctest: +SKIP
 >>> chain.r_inf, chain.reliability(horizon=20)                     # doctest: +SKIP
+
+The public names below are imported on first use (PEP 562), so ``import tracetochain`` and the command line's
+``--help`` do not pay for scipy, pyarrow and friends until a name that needs them is touched. Type checkers and
+IDEs see the eager imports under ``TYPE_CHECKING``.
 """
 
-from tracetochain import datasets, engines, exceptions, featurize, report, states, uncertainty, whatif
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 from tracetochain._version import __version__
-from tracetochain.audit import Certificate, audit
-from tracetochain.chain import AbsorbingChain, ChainEstimator, TransitionCounts, count_transitions, estimate_chain
-from tracetochain.featurize import RuleFeaturizer, TextFeaturizer
-from tracetochain.metrics import ReliabilitySummary, summarize
-from tracetochain.partitioned import audit_partitioned, fit_partitioned
-from tracetochain.pipeline import FitResult, fit_chain
-from tracetochain.readers import read_traces, register_reader
-from tracetochain.states import CategoricalStates, MilestoneStates, WardStates
-from tracetochain.traces import IngestReport, Outcome, StepKind, TraceTable
-from tracetochain.uncertainty import ChainEnsemble, DirichletPosterior, QuantityStats, TraceBootstrap, interval_summary
-from tracetochain.whatif import bottlenecks, what_if
+
+if TYPE_CHECKING:
+    from tracetochain import (
+        datasets,
+        engines,
+        exceptions,
+        featurize,
+        report,
+        states,
+        uncertainty,
+        whatif,
+    )
+    from tracetochain.audit import Certificate, audit
+    from tracetochain.chain import (
+        AbsorbingChain,
+        ChainEstimator,
+        TransitionCounts,
+        count_transitions,
+        estimate_chain,
+    )
+    from tracetochain.featurize import RuleFeaturizer, TextFeaturizer
+    from tracetochain.metrics import ReliabilitySummary, summarize
+    from tracetochain.partitioned import audit_partitioned, fit_partitioned
+    from tracetochain.pipeline import FitResult, fit_chain
+    from tracetochain.readers import read_traces, register_reader
+    from tracetochain.states import CategoricalStates, MilestoneStates, WardStates
+    from tracetochain.traces import IngestReport, Outcome, StepKind, TraceTable
+    from tracetochain.uncertainty import (
+        ChainEnsemble,
+        DirichletPosterior,
+        QuantityStats,
+        TraceBootstrap,
+        interval_summary,
+    )
+    from tracetochain.whatif import bottlenecks, what_if
+
+# public name → the module that defines it (the name itself is looked up there).
+_ATTRIBUTES: dict[str, str] = {
+    "AbsorbingChain": "tracetochain.chain",
+    "CategoricalStates": "tracetochain.states",
+    "Certificate": "tracetochain.audit",
+    "ChainEnsemble": "tracetochain.uncertainty",
+    "ChainEstimator": "tracetochain.chain",
+    "DirichletPosterior": "tracetochain.uncertainty",
+    "FitResult": "tracetochain.pipeline",
+    "IngestReport": "tracetochain.traces",
+    "MilestoneStates": "tracetochain.states",
+    "Outcome": "tracetochain.traces",
+    "QuantityStats": "tracetochain.uncertainty",
+    "ReliabilitySummary": "tracetochain.metrics",
+    "RuleFeaturizer": "tracetochain.featurize",
+    "StepKind": "tracetochain.traces",
+    "TextFeaturizer": "tracetochain.featurize",
+    "TraceBootstrap": "tracetochain.uncertainty",
+    "TraceTable": "tracetochain.traces",
+    "TransitionCounts": "tracetochain.chain",
+    "WardStates": "tracetochain.states",
+    "audit_partitioned": "tracetochain.partitioned",
+    "bottlenecks": "tracetochain.whatif",
+    "count_transitions": "tracetochain.chain",
+    "estimate_chain": "tracetochain.chain",
+    "fit_chain": "tracetochain.pipeline",
+    "fit_partitioned": "tracetochain.partitioned",
+    "interval_summary": "tracetochain.uncertainty",
+    "read_traces": "tracetochain.readers",
+    "register_reader": "tracetochain.readers",
+    "summarize": "tracetochain.metrics",
+    "what_if": "tracetochain.whatif",
+}
+# public subpackages, imported on first attribute access.
+_SUBMODULES = frozenset({"datasets", "engines", "exceptions", "featurize", "report", "states", "uncertainty", "whatif"})
 
 __all__ = [
     "AbsorbingChain",
@@ -62,3 +132,40 @@ __all__ = [
     "what_if",
     "whatif",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ATTRIBUTES:
+        value = getattr(importlib.import_module(_ATTRIBUTES[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Package(types.ModuleType):
+    """``tracetochain.audit`` is both a subpackage and the name of its main function.
+
+    Importing the subpackage makes the import system set ``tracetochain.audit`` to the module object; eagerly, the
+    package's own ``from tracetochain.audit import audit`` ran afterwards and won. Lazily the order is up to the
+    user, so the attribute is a property: it always means the function, as it did before.
+    """
+
+    @property
+    def audit(self) -> Any:
+        return importlib.import_module("tracetochain.audit").audit
+
+    @audit.setter
+    def audit(self, value: Any) -> None:
+        # the import system binding the subpackage is the only expected setter; the property answers for it.
+        if not isinstance(value, types.ModuleType):
+            raise AttributeError("tracetochain.audit is the audit function; patch tracetochain.audit.audit instead")
+
+
+sys.modules[__name__].__class__ = _Package
