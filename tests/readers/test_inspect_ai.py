@@ -542,7 +542,55 @@ def test_sniff_does_not_claim_other_files(tmp_path: Path) -> None:
 
 def test_sniff_does_not_claim_real_data_of_other_formats(shared_data: Path) -> None:
     checked = 0
-    for path in sorted(shared_data.rglob("*.json"))[:300]:
+    others = sorted(p for p in shared_data.rglob("*.json") if "inspect-ai-logs" not in p.parts)
+    for path in others[:300]:
         assert not INSPECT_AI.sniff(path), path
         checked += 1
     assert checked > 0
+
+
+#: The shared logs written by inspect_ai itself, with the counts their README states: samples, steps of the one
+#: agent sample, scored outcomes.
+REAL_LOGS = {
+    "log_streaming.eval": {"traces": 4, "success": 3, "failure": 1},
+    "log_message_deduplication.eval": {"traces": 1, "success": 0, "failure": 1, "steps": 11},
+    "log_read_sample.eval": {"traces": 1},
+    "log_read_sample.json": {"traces": 1},
+    "log_formats.eval": {"traces": 1},
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_LOGS))
+def test_real_inspect_logs_are_detected_and_counted(shared_data: Path, name: str) -> None:
+    """Logs written by inspect_ai (its own test fixtures, copied byte for byte): detected, every sample kept,
+    outcomes as the README states."""
+    path = shared_data / "inspect-ai-logs" / name
+    assert detect_format(path) == "inspect-ai"
+    table = tt.read_traces(path)
+    expected = REAL_LOGS[name]
+    assert table.n_traces == expected["traces"]
+    assert table.report.n_traces_skipped == 0
+    counts = table.outcome_counts()
+    assert sum(counts.values()) == expected["traces"]
+    for outcome in ("success", "failure"):
+        if outcome in expected:
+            assert counts[outcome] == expected[outcome]
+    if "steps" in expected:
+        assert table.n_steps == expected["steps"]
+
+
+def test_real_log_in_both_formats_reads_the_same(shared_data: Path) -> None:
+    folder = shared_data / "inspect-ai-logs"
+    # The two files were written by separate runs of the same sample, so only the clock times differ.
+    a = tt.read_traces(folder / "log_read_sample.eval").to_arrow().drop_columns(["t_start", "t_end"])
+    b = tt.read_traces(folder / "log_read_sample.json").to_arrow().drop_columns(["t_start", "t_end"])
+    assert a.to_pylist() == b.to_pylist()
+
+
+def test_real_unscored_log_is_refused_or_skipped_and_counted(shared_data: Path) -> None:
+    path = shared_data / "inspect-ai-logs" / "log_tool_call_error.json"
+    with pytest.raises(TraceValidationError, match="no score"):
+        tt.read_traces(path)
+    table = tt.read_traces(path, on_error="skip")
+    assert table.n_traces == 0
+    assert table.report.n_traces_skipped == 1
