@@ -111,6 +111,11 @@ def test_real_mini_swe_agent_counts(real_run: Path) -> None:
     # usage from the API responses: tokens and cost on every assistant turn, t_start from `created`
     for col in ("tokens_in", "tokens_out", "cost_usd", "t_start"):
         assert arrow.column(col).null_count == 0, col
+    # info.model_stats: the episode totals, which the per-step usage adds up to (one step per API call)
+    frame = t.to_pandas().groupby("trace_id").agg(cost=("cost_usd", "sum"), total=("total_cost_usd", "first"),
+                                                 steps=("step_idx", "size"), calls=("total_api_calls", "first"))
+    assert np.allclose(frame.cost, frame.total, rtol=1e-12, atol=1e-12)
+    assert (frame.steps == frame.calls).all()
 
 
 def test_real_outcomes_match_results_summary(real_run: Path) -> None:
@@ -163,6 +168,11 @@ def test_swe_agent_fixture_skip_and_count() -> None:
     # unresolved but cut by the cost limit: censored, with the raw exit status kept
     assert {r["outcome"] for r in second} == {"censored"}
     assert {r["termination_reason"] for r in second} == {"submitted (exit_cost)"}
+    # SWE-agent steps carry no usage: the episode totals of info.model_stats are all there is
+    assert "cost_usd" not in t.columns
+    assert (first[0]["total_cost_usd"], first[0]["total_tokens_in"], first[0]["total_tokens_out"],
+            first[0]["total_api_calls"]) == (0.12, 1000, 100, 6)
+    assert t.trace_column("total_api_calls").to_pylist() == [6, 3]
 
 
 def test_swe_agent_explicit_verdicts_mapping_and_file(tmp_path: Path) -> None:

@@ -54,7 +54,10 @@ Field mapping (one canonical record per agent step)
     * ``t_start`` (mini) — the message's ``extra.timestamp`` (v2) or the API response's ``created`` time; ``t_end``
       — the observation's ``extra.timestamp`` (v2). ``tokens_in`` / ``tokens_out`` / ``cost_usd`` (mini) — the
       response ``usage`` (``prompt_tokens``, ``completion_tokens``, ``cost``) or ``extra.cost``, on the first step
-      of the turn.
+      of the turn. Episode totals from ``info.model_stats`` (``instance_cost``, ``tokens_sent``,
+      ``tokens_received``, ``api_calls``) go in the trace-level ``total_cost_usd``, ``total_tokens_in``,
+      ``total_tokens_out`` and ``total_api_calls`` (SWE-agent steps carry no usage, so the totals are all there is;
+      the cost model then estimates per-state costs from them).
     * ``termination_reason`` — ``info.exit_status`` as written (``Submitted``, ``LimitsExceeded``, ``submitted``,
       ``submitted (exit_cost)``, ``exit_context``, ``RetryError``, …).
     * ``outcome`` — from the verdict and the exit status, in this order:
@@ -526,6 +529,30 @@ def _num_or_none(value: Any) -> float | None:
     return finite_float(value)
 
 
+def model_stats_totals(data: Any) -> dict[str, Any]:
+    """Episode totals from ``info.model_stats`` as trace-level columns (``total_cost_usd`` ← ``instance_cost``,
+    ``total_tokens_in`` ← ``tokens_sent``, ``total_tokens_out`` ← ``tokens_received``, ``total_api_calls`` ←
+    ``api_calls``). SWE-agent's ``total_cost`` is the running cost of the whole batch, not of the episode, and is
+    not used. Values that are not non-negative numbers are left out (usage is optional metadata).
+
+    >>> model_stats_totals({"info": {"model_stats": {"instance_cost": 0.25, "api_calls": 20}}})
+    {'total_cost_usd': 0.25, 'total_api_calls': 20}
+    """
+    stats = _get(data, "info", "model_stats")
+    out: dict[str, Any] = {}
+    if not isinstance(stats, dict):
+        return out
+    cost = _num_or_none(stats.get("instance_cost"))
+    if cost is not None and cost >= 0:
+        out["total_cost_usd"] = cost
+    for key, column in (("tokens_sent", "total_tokens_in"), ("tokens_received", "total_tokens_out"),
+                        ("api_calls", "total_api_calls")):
+        value = _int_or_none(stats.get(key))
+        if value is not None and value >= 0:
+            out[column] = value
+    return out
+
+
 def _text(content: Any) -> str:
     """Message content as text: a string, or the text parts of an OpenAI content list."""
     if isinstance(content, str):
@@ -558,6 +585,7 @@ class _Episode:
     run: Path = field(default_factory=Path)
     trial: int = 0
     trace_id: str = ""
+    totals: dict[str, Any] = field(default_factory=dict)
 
 
 _RETURNCODE = re.compile(r"^\s*<returncode>\s*(-?[0-9]{1,18})\s*</returncode>")
@@ -797,7 +825,7 @@ class _TrajectoryReader:
                 problem(file, index, "trajectory has no steps", always_count=True)
                 continue
             episodes.append(_Episode(file, index, instance_id, status, steps, locations,
-                                     run=_run_folder(file, instance_id)))
+                                     run=_run_folder(file, instance_id), totals=model_stats_totals(data)))
 
         self._assign_trials(episodes, root, explicit is not None)
         verdict_cache: dict[Path, Verdicts | None] = {}
@@ -830,7 +858,7 @@ class _TrajectoryReader:
             else:
                 outcome = "failure"
             trace = {"trace_id": ep.trace_id, "task_id": ep.instance_id, "trial": ep.trial, "outcome": outcome,
-                     "termination_reason": ep.exit_status}
+                     "termination_reason": ep.exit_status, **ep.totals}
             for idx, (step, loc) in enumerate(zip(ep.steps, ep.locations, strict=True)):
                 builder.add_step({**trace, "step_idx": idx, **step}, loc)
         self._check_explicit_coverage(explicit, episodes)

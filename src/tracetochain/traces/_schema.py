@@ -61,7 +61,17 @@ COLUMNS: tuple[Column, ...] = (
     Column("tokens_in", pa.int64(), "step", "input tokens"),
     Column("tokens_out", pa.int64(), "step", "output tokens"),
     Column("cost_usd", pa.float64(), "step", "cost of the step in USD"),
+    # Episode totals as some sources report them (e.g. SWE-agent ``info.model_stats``). They stand in for the
+    # per-step columns when the steps carry none (per-state costs are then estimated from the totals) and check
+    # them when they do. Never copy a total onto a step column: that would charge one step for the whole episode.
+    Column("total_tokens_in", pa.int64(), "trace", "input tokens of the whole episode, as the source reports them"),
+    Column("total_tokens_out", pa.int64(), "trace", "output tokens of the whole episode, as the source reports them"),
+    Column("total_cost_usd", pa.float64(), "trace", "cost of the whole episode in USD, as the source reports it"),
+    Column("total_api_calls", pa.int64(), "trace", "model API calls of the whole episode, as the source reports them"),
 )
+#: Usage columns that must be finite and non-negative (steps and episode totals).
+USAGE_COLUMNS = ("tokens_in", "tokens_out", "cost_usd", "total_tokens_in", "total_tokens_out", "total_cost_usd",
+                 "total_api_calls")
 COLUMN_BY_NAME = {c.name: c for c in COLUMNS}
 REQUIRED = ("trace_id", "step_idx", "outcome")
 TRACE_LEVEL = tuple(c.name for c in COLUMNS if c.level == "trace")

@@ -27,6 +27,7 @@ from tracetochain.traces._schema import (
     STEP_KIND_VALUES,
     TRACE_LEVEL,
     TRACE_SCHEMA_VERSION,
+    USAGE_COLUMNS,
 )
 
 OnError = Literal["raise", "skip"]
@@ -490,6 +491,15 @@ class TraceTable:
         elif "step_kind" in cols:
             flag(_nulls(cols["step_kind"]), "step_kind", "step_kind is empty",
                  f"use one of {', '.join(STEP_KIND_VALUES)}")
+        for name in USAGE_COLUMNS:
+            # Tokens and dollars are costs: a negative or infinite one is a broken record, not a saving.
+            if name in cols and n:
+                values = np.asarray(cols[name].fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
+                broken = ~np.isfinite(values) | (values < 0)
+                if broken.any():
+                    flag(broken, name, f"{name} is {float(values[int(np.flatnonzero(broken)[0])])!r}; usage must be a "
+                         "finite number >= 0", "write it as a non-negative number, or leave it out when unknown",
+                         reason=f"{name} negative or not finite")
 
         # 3. Group by trace (codes in order of first appearance) and sort by (trace, step).
         keep_rows = ~lost
