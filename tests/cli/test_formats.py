@@ -59,7 +59,7 @@ def test_convert_round_trips_the_canonical_table(tmp_path: Path, suffix: str, ru
     out = tmp_path / f"traces{suffix}"
     r = run("convert", str(EXAMPLE), "-o", str(out))
     assert r.returncode == 0, r.stderr
-    assert "format: canonical (detected" in r.stdout and "200 traces" in r.stdout
+    assert "reader: canonical (detected" in r.stdout and "200 traces" in r.stdout
     assert f"wrote 200 traces, 2454 steps to {out}" in r.stdout
     back = tt.read_traces(out)
     src = tt.read_traces(EXAMPLE)
@@ -87,7 +87,7 @@ def test_convert_bad_output_and_bad_input(tmp_path: Path, run: Run) -> None:
     line = one_error_line(run("convert", str(EXAMPLE), "-o", str(tmp_path / "t.txt")))
     assert "cannot write .txt" in line and ".jsonl, .csv or .parquet" in line
     assert not (tmp_path / "t.txt").exists()
-    line = one_error_line(run("convert", str(EXAMPLE), "--format", "tau-bench", "-o", str(tmp_path / "t.csv")))
+    line = one_error_line(run("convert", str(EXAMPLE), "--reader", "tau-bench", "-o", str(tmp_path / "t.csv")))
     assert str(EXAMPLE) in line and not (tmp_path / "t.csv").exists()
     line = one_error_line(run("convert", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "t.csv")))
     assert "no such file" in line
@@ -96,11 +96,12 @@ def test_convert_bad_output_and_bad_input(tmp_path: Path, run: Run) -> None:
 def test_convert_skip_reports_and_reader_options(tmp_path: Path, run: Run) -> None:
     r = run("convert", str(SWE_RUN), "--on-error", "skip", "-o", str(tmp_path / "a.jsonl"))
     assert r.returncode == 0, r.stderr
-    assert "format: swe-agent (detected" in r.stdout and "skipped 1 records (1 traces dropped whole)" in r.stdout
+    assert "reader: swe-agent (detected" in r.stdout and "skipped 1 records (1 traces dropped whole)" in r.stdout
     assert "no SWE-bench verdict for this instance" in r.stdout and "wrote 2 traces" in r.stdout
     verdicts = tmp_path / "v.json"
     verdicts.write_text(json.dumps({"demo__pkg-101": True, "demo__pkg-202": False, "demo__pkg-303": True}))
-    r = run("convert", str(SWE_RUN), "-f", "swe-agent", "-O", f"verdicts={verdicts}", "-o", str(tmp_path / "b.csv"))
+    r = run("convert", str(SWE_RUN), "--reader", "swe-agent", "-O", f"verdicts={verdicts}",
+            "-o", str(tmp_path / "b.csv"))
     assert r.returncode == 0, r.stderr
     assert "detected" not in r.stdout and "wrote 3 traces" in r.stdout
     assert tt.read_traces(tmp_path / "b.csv").outcome_counts()["success"] == 2
@@ -134,8 +135,8 @@ def test_formats_lists_every_reader(run: Run) -> None:
 def test_fit_says_which_reader_it_detected(run: Run) -> None:
     r = run("fit", str(EXAMPLE))
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0].startswith("format: canonical (detected")
-    r = run("fit", str(EXAMPLE), "--format", "canonical")
+    assert r.stdout.splitlines()[0].startswith("reader: canonical (detected")
+    r = run("fit", str(EXAMPLE), "--reader", "canonical")
     assert r.returncode == 0, r.stderr
     assert "detected" not in r.stdout
 

@@ -57,11 +57,11 @@ def test_report_withholds_timing_on_swebench(shared_data: Path, tmp_path: Path) 
 
 
 def test_audit_command(tmp_path: Path) -> None:
-    r = run("audit", str(EXAMPLE), "--json", "--bootstrap", "49")
+    r = run("audit", str(EXAMPLE), "--json", "--ks-samples", "49")
     assert r.returncode == 0, r.stderr
     cert = json.loads(r.stdout)
     assert cert["decision"] in ("accept", "partial", "reject") and "withheld" in cert
-    r = run("audit", str(EXAMPLE), "--bootstrap", "49", "--fail-on-reject")
+    r = run("audit", str(EXAMPLE), "--ks-samples", "49", "--fail-on-reject")
     assert r.returncode in (0, 4)
     assert "Audit certificate" in r.stdout
 

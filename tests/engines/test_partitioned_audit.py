@@ -241,7 +241,7 @@ def test_audit_cli_on_engines(tmp_path: Path) -> None:
     tt.datasets.simulate_traces(tt.datasets.notation_chain(), 3000, 5).write(path)
 
     def run(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tracetochain", "audit", str(path), "--bootstrap", "49",
+        return subprocess.run([sys.executable, "-m", "tracetochain", "audit", str(path), "--ks-samples", "49",
                                *extra], capture_output=True, text=True, timeout=300)
 
     docs = []
@@ -252,7 +252,7 @@ def test_audit_cli_on_engines(tmp_path: Path) -> None:
         assert doc["settings"].pop("engine") == engine
         docs.append(doc)
     assert docs[0] == docs[1] and docs[0]["decision"] == "accept"
-    r = run("--engine", "local", "--resamples", "50")
+    r = run("--engine", "local", "--samples", "50")
     assert r.returncode == 0, r.stderr
     assert "R∞ = " in r.stdout and "(bootstrap, 50 replicates)" in r.stdout and "Audit certificate" in r.stdout
     r = run("--engine", "local", "--reader", "tau-bench")

@@ -9,6 +9,15 @@ from typing import Annotated, Any
 
 import typer
 
+from tracetochain.cli._input import (
+    LegacyFormatOpt,
+    ReaderOpt,
+    ReaderOptionOpt,
+    load_traces,
+    reader_name,
+    refuse_on_engine,
+)
+
 FIT_EXAMPLE = (
     "Example: tracetochain fit runs.jsonl -o chain.json --pseudocount 1 --horizon 30   "
     "(input: one JSON object per step with trace_id, step_idx, state or step_kind, outcome)"
@@ -79,8 +88,10 @@ def _intervals(source: Any, method: str, ci: float, samples: int, seed: int, hor
 
 
 def fit(
-    traces: Annotated[Path, typer.Argument(help="Trace file or folder, in any supported format (see `formats`).")],
-    format: Annotated[str | None, typer.Option("--format", "-f", help="Reader to use (default: detect).")] = None,
+    traces: Annotated[Path, typer.Argument(
+        help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
+    reader: ReaderOpt = None,
+    option: ReaderOptionOpt = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the fitted chain (JSON).")] = None,
     pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α per outcome (0 = MLE).")] = 1.0,
     unvisited: Annotated[UnvisitedChoice, typer.Option(help="Rows with no data: smoothed prior or failure.")] = (
@@ -105,18 +116,21 @@ def fit(
     scheduler: SchedulerOpt = None,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    legacy_format: LegacyFormatOpt = None,
 ) -> None:
     """Fit an absorbing Markov chain to agent traces and print its reliability summary with intervals."""
-    from tracetochain import read_traces, summarize
+    from tracetochain import summarize
     from tracetochain.pipeline import fit_chain
 
     ks = _parse_ks(k)
+    reader = reader_name(reader, legacy_format)
     if engine is not None:
+        refuse_on_engine([traces], reader, option)
         _fit_on_engine(traces, engine, scheduler, output, pseudocount, unvisited.value, initial.value, on_error.value,
                        states, features, vocabulary, k_min, k_max, seed, horizon, ks, ci, uncertainty, samples,
                        as_json, quiet)
         return
-    table = read_traces(traces, format, on_error=on_error.value)
+    table = load_traces(traces, reader, option, on_error=on_error.value, announce=False)
     try:
         result = fit_chain(table, states=states, pseudocount=pseudocount, unvisited=unvisited.value,
                            initial=initial.value, features=features, vocabulary=vocabulary, k_min=k_min,
@@ -149,7 +163,7 @@ def fit(
         return
     from tracetochain.cli._render import render_ingest, render_summary
 
-    render_ingest(table.report, table.outcome_counts(), detected=format is None)
+    render_ingest(table.report, table.outcome_counts(), detected=reader is None)
     if result.states.method != "categorical" or vocabulary is not None:
         typer.echo(result.states.describe())
     render_summary(summary, intervals)

@@ -14,9 +14,17 @@ from typing import Annotated, Any
 import typer
 
 from tracetochain.cli._commands import JsonOpt, OnErrorChoice
+from tracetochain.cli._input import (
+    LegacyFormatOpt,
+    ReaderOpt,
+    ReaderOptionOpt,
+    load_traces,
+    parse_reader_options,
+    reader_name,
+)
 
 CONVERT_EXAMPLE = (
-    "Example: tracetochain convert runs/ --format mini-swe-agent -O verdicts=results_summary.json -o traces.parquet"
+    "Example: tracetochain convert runs/ --reader mini-swe-agent -O verdicts=results_summary.json -o traces.parquet"
 )
 FORMATS_EXAMPLE = "Example: tracetochain formats --json > readers.json"
 
@@ -25,49 +33,24 @@ OUTPUT_TYPES = {".jsonl": "JSON Lines", ".ndjson": "JSON Lines", ".csv": "CSV", 
                 ".pq": "Parquet"}
 
 
-def parse_reader_options(items: list[str] | None) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs as reader options; a VALUE that parses as JSON (numbers, true/false, lists, objects) is
-    taken as that value, anything else as text.
-
-    >>> parse_reader_options(["verdicts=run/results.json", "success_threshold=0.5", "include_user=true"])
-    {'verdicts': 'run/results.json', 'success_threshold': 0.5, 'include_user': True}
-    """
-    options: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            raise typer.BadParameter(f"expected KEY=VALUE (e.g. verdicts=results.json), got {item!r}",
-                                     param_hint="'--option'")
-        if key in options:
-            raise typer.BadParameter(f"option {key!r} is given twice", param_hint="'--option'")
-        try:
-            value: Any = json.loads(raw)
-        except ValueError:
-            value = raw
-        options[key] = value
-    return options
-
-
 def convert(
-    source: Annotated[Path, typer.Argument(help="Trace file or folder, in any supported format (see `formats`).")],
+    source: Annotated[Path, typer.Argument(
+        help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
     output: Annotated[Path, typer.Option(
         "-o", "--output", help="Canonical table to write; the extension picks .jsonl, .csv or .parquet.")],
-    format: Annotated[str | None, typer.Option("--format", "-f", help="Reader to use (default: detect).")] = None,
+    reader: ReaderOpt = None,
     on_error: Annotated[OnErrorChoice, typer.Option(
         "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
         OnErrorChoice.raise_),
-    option: Annotated[list[str] | None, typer.Option(
-        "--option", "-O", metavar="KEY=VALUE",
-        help="Reader option, repeatable (e.g. -O verdicts=results.json, -O outcome_attribute=eval.passed); "
-             "see `formats` for what each reader needs.")] = None,
+    option: ReaderOptionOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite OUTPUT if it exists.")] = False,
     as_json: JsonOpt = False,
+    legacy_format: LegacyFormatOpt = None,
 ) -> None:
     """Read traces in any supported format and write the canonical long table (one row per step)."""
     from tracetochain.exceptions import TraceToChainError, TraceValidationError
-    from tracetochain.readers import read_traces
 
+    reader = reader_name(reader, legacy_format)
     suffix = output.suffix.lower()
     if suffix not in OUTPUT_TYPES:
         raise TraceValidationError(f"cannot write {suffix or 'a file without an extension'}", source=str(output),
@@ -79,24 +62,19 @@ def convert(
             raise TraceToChainError(f"{output} is the input file; write the converted table elsewhere")
         if not force:
             raise TraceToChainError(f"{output} already exists; pass --force to overwrite it")
-    options = parse_reader_options(option)
-    try:
-        table = read_traces(source, format, on_error=on_error.value, **options)
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, TraceToChainError):
-            raise
-        raise typer.BadParameter(str(exc), param_hint="'--option'" if options else None) from None
+    table = load_traces(source, reader, option, on_error=on_error.value, announce=False)
     _write_atomically(table, output)
     report = table.report
     if as_json:
         doc = {"output": str(output), "output_type": OUTPUT_TYPES[suffix], "format": report.format,
-               "format_detected": format is None, "n_steps": table.n_steps, "outcomes": table.outcome_counts(),
+               "reader": report.format, "format_detected": reader is None, "reader_detected": reader is None,
+               "n_steps": table.n_steps, "outcomes": table.outcome_counts(),
                "ingest": report.to_dict()}
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
     from tracetochain.cli._render import render_ingest
 
-    render_ingest(report, table.outcome_counts(), detected=format is None)
+    render_ingest(report, table.outcome_counts(), detected=reader is None)
     typer.echo(f"wrote {table.n_traces} traces, {table.n_steps} steps to {output} ({OUTPUT_TYPES[suffix]})")
 
 
@@ -136,3 +114,6 @@ def _write_atomically(table: Any, output: Path) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+__all__ = ["convert", "formats", "parse_reader_options"]

@@ -18,7 +18,7 @@ def render_ingest(report: IngestReport, outcomes: dict[str, int], *, detected: b
     """What was read and skipped; ``detected`` adds a line naming the reader that sniffing chose."""
     oc = ", ".join(f"{v} {k}" for k, v in outcomes.items() if v)
     if detected:
-        _console.print(f"format: {escape(report.format)} (detected; pass --format to choose another reader)")
+        _console.print(f"reader: {escape(report.format)} (detected; choose another with --reader NAME)")
     _console.print(f"[bold]{escape(report.source)}[/] ({escape(report.format)}): {report.n_traces} traces ({oc})")
     if report.n_records_skipped:
         _console.print(f"[yellow]skipped {report.n_records_skipped} records "
@@ -42,7 +42,8 @@ def render_formats(rows: list[dict[str, Any]]) -> None:
         name = escape(row["name"]) + ("" if row["builtin"] else " [dim](plug-in)[/]")
         table.add_row(name, escape(row["description"]), escape(row["needs"]))
     _console.print(table)
-    _console.print("Use one with --format NAME; without it the format is detected from the file.")
+    _console.print("Use one with --reader NAME and pass its options with -O KEY=VALUE; without --reader the format "
+                   "is detected from the file.")
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:

@@ -24,6 +24,7 @@ from tracetochain.cli._commands import (
     VocabularyOpt,
     _parse_ks,
 )
+from tracetochain.cli._input import ReaderOpt, ReaderOptionOpt, load_traces, pick_alias, refuse_on_engine
 
 REPORT_EXAMPLE = ('Example: tracetochain report runs.json -o report.html --fail-under "pass^3>=0.6"   '
                   "(τ-bench results; --format md prints a pull-request comment; a Parquet folder of any size: "
@@ -53,12 +54,14 @@ def _state_options(states: str, features: str, vocabulary: str | None, k_min: in
 
 
 def report(
-    traces: Annotated[Path, typer.Argument(help="Trace file or folder, in any supported format (see `formats`).")],
+    traces: Annotated[Path, typer.Argument(
+        help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Where to write (default report.<format>).")
                       ] = None,
     format: Annotated[OutFormat | None, typer.Option(
         "--format", help="html (self-contained page), md (pull-request comment) or json (the document).")] = None,
-    reader: Annotated[str | None, typer.Option("--reader", help="Input reader (default: detect).")] = None,
+    reader: ReaderOpt = None,
+    option: ReaderOptionOpt = None,
     states: StatesOpt = "label",
     features: FeaturesOpt = "kind,tool,error",
     vocabulary: VocabularyOpt = None,
@@ -88,7 +91,6 @@ def report(
     With --engine a canonical Parquet/JSONL corpus of any size is read partition by partition (no trials check)."""
     from rich.console import Console
 
-    from tracetochain import read_traces
     from tracetochain.report import render_html
     from tracetochain.report._markdown import render_markdown
     from tracetochain.report._pipeline import make_report
@@ -105,9 +107,7 @@ def report(
     state_options = _state_options(states, features, vocabulary, k_min, k_max)
     method = None if uncertainty == Uncertainty.none else uncertainty.value
     if engine is not None:
-        if reader is not None:
-            raise typer.BadParameter("--engine reads canonical Parquet/JSONL; convert other formats first with "
-                                     "`tracetochain convert`")
+        refuse_on_engine([traces], reader, option)
         if no_audit:
             raise typer.BadParameter("with --engine the audit runs in the same pass over the data; drop --no-audit")
         if method == "bootstrap-full":
@@ -130,7 +130,7 @@ def report(
                         holdout=not in_sample, uncertainty=method,  # type: ignore[arg-type]
                         confidence=ci, samples=samples, seed=seed, progress=progress)
             else:
-                table = read_traces(traces, reader)
+                table = load_traces(traces, reader, option, announce=not quiet)
                 doc = make_report(table, states=states, state_options=state_options, pseudocount=pseudocount,
                                   horizon=horizon, ks=ks, audit=not no_audit, holdout=not in_sample,
                                   uncertainty=method,  # type: ignore[arg-type]
@@ -170,8 +170,10 @@ def report(
 
 
 def audit(
-    traces: Annotated[Path, typer.Argument(help="Trace file or folder, in any supported format (see `formats`).")],
-    reader: Annotated[str | None, typer.Option("--reader", help="Input reader (default: detect).")] = None,
+    traces: Annotated[Path, typer.Argument(
+        help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
+    reader: ReaderOpt = None,
+    option: ReaderOptionOpt = None,
     states: StatesOpt = "label",
     features: FeaturesOpt = "kind,tool,error",
     vocabulary: VocabularyOpt = None,
@@ -179,33 +181,37 @@ def audit(
     k_max: KMaxOpt = 10,
     pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α per outcome.")] = 1.0,
     in_sample: Annotated[bool, typer.Option("--in-sample", help="No held-out split.")] = False,
-    bootstrap: Annotated[int, typer.Option(min=19, help="Parametric-bootstrap replicates for the KS p-value.")
-                         ] = 199,
+    ks_samples: Annotated[int, typer.Option(
+        "--ks-samples", min=19, help="Parametric-bootstrap replicates behind the KS p-value.")] = 199,
     ks_mode: Annotated[str, typer.Option(help="calibrated (lattice KS, bootstrap p) or paper (two-sample KS).")
                        ] = "calibrated",
     seed: Annotated[int, typer.Option(help="Seed for the split and the bootstrap.")] = 0,
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
-    resamples: Annotated[int, typer.Option(
+    samples: Annotated[int, typer.Option(
         min=0, help="With --engine: Poisson-bootstrap replicates (by trace id) behind the R∞ interval; 0 for none."
     )] = 200,
     as_json: Annotated[bool, typer.Option("--json", help="Print the certificate JSON.")] = False,
     fail_on_reject: Annotated[bool, typer.Option("--fail-on-reject", help="Exit 4 when the audit rejects.")] = False,
+    legacy_bootstrap: Annotated[int | None, typer.Option(
+        "--bootstrap", min=19, hidden=True, help="Deprecated spelling of --ks-samples.")] = None,
+    legacy_resamples: Annotated[int | None, typer.Option(
+        "--resamples", min=0, hidden=True, help="Deprecated spelling of --samples.")] = None,
 ) -> None:
     """Audit whether the chain fits the traces: timing (KS), Markov order, held-out R∞, i.i.d. trials.
 
     With --engine a corpus of any size is read partition by partition, with a Poisson-bootstrap R∞ interval."""
     from tracetochain.exceptions import TraceToChainError
 
+    bootstrap = pick_alias("--ks-samples", ks_samples, 199, "--bootstrap", legacy_bootstrap)
+    resamples = pick_alias("--samples", samples, 200, "--resamples", legacy_resamples)
     options = _state_options(states, features, vocabulary, k_min, k_max) or None
     try:
         if engine is not None:
             from tracetochain.engines import get_engine
             from tracetochain.partitioned import audit_partitioned
 
-            if reader is not None:
-                raise typer.BadParameter("--engine reads canonical Parquet/JSONL; convert other formats first with "
-                                         "`tracetochain convert`")
+            refuse_on_engine([traces], reader, option)
             with get_engine(engine, scheduler=scheduler) as eng:
                 result = audit_partitioned(
                     traces, engine=eng, states=None if states == "label" and not options else states,
@@ -216,10 +222,9 @@ def audit(
             if not as_json:
                 typer.echo("\n".join(str(result).splitlines()[:2]))
         else:
-            from tracetochain import read_traces
             from tracetochain.audit import audit as run_audit
 
-            table = read_traces(traces, reader)
+            table = load_traces(traces, reader, option)
             cert = run_audit(table, states=states, pseudocount=pseudocount, holdout=not in_sample, seed=seed,
                              state_options=options, n_bootstrap=bootstrap, ks_mode=ks_mode)
     except ValueError as exc:

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from tracetochain.cli._commands import EngineOpt, SchedulerOpt
+from tracetochain.cli._input import STDIN, ReaderOpt, ReaderOptionOpt, load_traces, refuse_on_engine
 
 WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --retry "tool:search=0.2"   '
                   "(a fallback that rescues 10% of every state's failures, and fewer retries of tool:search)")
@@ -98,8 +99,10 @@ COMPARE_EXAMPLE = ("Example: tracetochain compare last_week.jsonl this_week.json
 
 
 def compare(
-    a: Annotated[Path, typer.Argument(help="Baseline traces (any supported format).")],
-    b: Annotated[Path, typer.Argument(help="Traces to compare with the baseline.")],
+    a: Annotated[Path, typer.Argument(help="Baseline traces (any supported format; - for standard input).")],
+    b: Annotated[Path, typer.Argument(help="Traces to compare with the baseline (same reader and options as A).")],
+    reader: ReaderOpt = None,
+    option: ReaderOptionOpt = None,
     states: Annotated[str, typer.Option(help="label, categorical, ward or milestones:FILE (fitted on A ∪ B).")
                       ] = "label",
     vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
@@ -124,8 +127,11 @@ def compare(
     options: dict[str, object] = {"vocabulary": vocabulary} if vocabulary else {}
     if states == "ward":
         options["features"] = features
+    if str(a) == STDIN and str(b) == STDIN:
+        raise typer.BadParameter("only one of A and B can be read from standard input (-)")
     try:
         if engine is not None:
+            refuse_on_engine([a, b], reader, option)
             from tracetochain.engines import get_engine
             from tracetochain.partitioned import compare_partitioned
 
@@ -135,10 +141,9 @@ def compare(
                     states=None if states == "label" and not options else states, state_options=options or None,
                     pseudocount=pseudocount, horizon=horizon, samples=samples, confidence=ci, seed=seed)
         else:
-            from tracetochain import read_traces
             from tracetochain.compare import compare as run_compare
 
-            ta, tb = read_traces(a), read_traces(b)
+            ta, tb = load_traces(a, reader, option), load_traces(b, reader, option)
             result = run_compare(ta, tb, names=(a.name, b.name), states=states, state_options=options,
                                  pseudocount=pseudocount, horizon=horizon, samples=samples, confidence=ci,
                                  seed=seed)
@@ -161,10 +166,14 @@ MONITOR_EXAMPLE = ("Example: tracetochain monitor production.jsonl --window 500 
 
 
 def monitor(
-    traces: Annotated[Path, typer.Argument(help="Traces in time or file order (any supported format).")],
+    traces: Annotated[Path, typer.Argument(
+        help="Traces in time or file order (any supported format; - for standard input).")],
+    reader: ReaderOpt = None,
+    option: ReaderOptionOpt = None,
     window: Annotated[float, typer.Option(help="Traces per window (--by order) or seconds (--by time).")] = 100,
     by: Annotated[str, typer.Option(help="order (file order) or time (each trace's first t_start).")] = "order",
-    baseline: Annotated[Path | None, typer.Option(help="Baseline traces (default: the first window).")] = None,
+    baseline: Annotated[Path | None, typer.Option(
+        help="Baseline traces, read with the same reader and options (default: the first window).")] = None,
     states: Annotated[str, typer.Option(help="label, categorical, ward or milestones:FILE (fitted on the baseline).")
                       ] = "label",
     vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
@@ -178,11 +187,12 @@ def monitor(
     """Track R∞ over windows of traces and alert (exit 3) when a window's transitions depart from the baseline."""
     import sys
 
-    from tracetochain import read_traces
     from tracetochain.monitor import monitor as run_monitor
 
-    table = read_traces(traces)
-    base = read_traces(baseline) if baseline is not None else None
+    if baseline is not None and str(baseline) == STDIN and str(traces) == STDIN:
+        raise typer.BadParameter("only one of TRACES and --baseline can be read from standard input (-)")
+    table = load_traces(traces, reader, option)
+    base = load_traces(baseline, reader, option) if baseline is not None else None
     try:
         result = run_monitor(table, window=window, by=by, baseline=base, states=states,  # type: ignore[arg-type]
                              state_options={"vocabulary": vocabulary} if vocabulary else None, alpha=alpha,

@@ -1,0 +1,177 @@
+"""One input convention on every command that reads traces: ``--reader``, ``-O KEY=VALUE``, ``-`` for stdin, and
+the old option spellings kept as deprecated aliases."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import tracetochain as tt
+from tracetochain.cli._input import stdin_suffix
+
+EXAMPLE = tt.datasets.example_path("tau_airline")
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Run = Callable[..., Result]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
+    """The console entry point in this process; ``stdin=`` feeds bytes to standard input."""
+    from tracetochain.cli import main
+
+    def call(*args: str, stdin: bytes | None = None) -> Result:
+        monkeypatch.setattr(sys, "argv", ["tracetochain", *args])
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+        capsys.readouterr()
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out = capsys.readouterr()
+        return Result(code, out.out, out.err)
+
+    return call
+
+
+def chat_episodes(n: int = 40) -> list[dict[str, object]]:
+    """Message-list episodes whose verdict sits in a nested boolean (``metadata.success``)."""
+    episodes = []
+    for i in range(n):
+        messages = [{"role": "user", "content": "help"},
+                    {"role": "assistant", "content": None,
+                     "tool_calls": [{"id": f"c{i}", "type": "function",
+                                     "function": {"name": "get_order", "arguments": "{}"}}]},
+                    {"role": "tool", "tool_call_id": f"c{i}", "content": "ok"}]
+        if i % 3:
+            messages.append({"role": "assistant", "content": "done"})
+        episodes.append({"id": f"ep{i}", "messages": messages, "metadata": {"success": i % 2 == 0}})
+    return episodes
+
+
+@pytest.fixture
+def nested_verdicts(tmp_path: Path) -> Path:
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in chat_episodes()))
+    return path
+
+
+COMMANDS_READING_TRACES = {
+    "fit": ["fit", "{path}", "--json", "--uncertainty", "none"],
+    "report": ["report", "{path}", "-o", "{out}/r.json", "--no-audit", "--uncertainty", "none"],
+    "audit": ["audit", "{path}", "--ks-samples", "19", "--json"],
+    "compare": ["compare", "{path}", "{path}", "--samples", "50", "--json"],
+    "monitor": ["monitor", "{path}", "--window", "20", "--jsonl"],
+    "convert": ["convert", "{path}", "-o", "{out}/t.jsonl"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS_READING_TRACES))
+def test_every_command_takes_reader_and_options(command: str, nested_verdicts: Path, tmp_path: Path,
+                                                run: Run) -> None:
+    args = [a.format(path=nested_verdicts, out=tmp_path) for a in COMMANDS_READING_TRACES[command]]
+    refused = run(*args)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "outcome_key" in refused.stderr  # the error says which option fixes it
+    r = run(*args, "--reader", "openai-messages", "-O", "outcome_key=metadata.success")
+    assert r.returncode in (0, 3), r.stderr  # monitor may alert (exit 3); nothing else may fail
+    assert "deprecated" not in r.stderr
+
+
+def test_fit_reads_the_nested_verdict(nested_verdicts: Path, run: Run) -> None:
+    r = run("fit", str(nested_verdicts), "-O", "outcome_key=metadata.success", "--json", "--pseudocount", "0",
+            "--uncertainty", "none")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ingest"]["format"] == "openai-messages" and doc["ingest"]["n_traces"] == 40
+    assert doc["r_inf"] == pytest.approx(0.5)
+    assert "reader: openai-messages (detected" not in r.stdout  # JSON on stdout stays JSON
+
+
+def test_detected_reader_is_named_on_stderr(nested_verdicts: Path, run: Run) -> None:
+    r = run("audit", str(nested_verdicts), "-O", "outcome_key=metadata.success", "--ks-samples", "19")
+    assert r.returncode in (0, 4), r.stderr
+    assert "reader: openai-messages (detected" in r.stderr
+    r = run("audit", str(nested_verdicts), "--reader", "openai-messages", "-O", "outcome_key=metadata.success",
+            "--ks-samples", "19")
+    assert "detected" not in r.stderr
+
+
+@pytest.mark.parametrize("command", ["fit", "convert", "report", "audit"])
+def test_standard_input(command: str, tmp_path: Path, run: Run) -> None:
+    data = EXAMPLE.read_bytes()
+    args = {"fit": ["fit", "-", "--json", "--uncertainty", "none"],
+            "convert": ["convert", "-", "-o", str(tmp_path / "t.parquet")],
+            "report": ["report", "-", "-o", str(tmp_path / "r.json"), "--no-audit", "--uncertainty", "none"],
+            "audit": ["audit", "-", "--ks-samples", "19", "--json"]}[command]
+    r = run(*args, stdin=data)
+    assert r.returncode in (0, 4), r.stderr
+    if command == "fit":
+        assert json.loads(r.stdout)["ingest"]["source"] == "<stdin>"
+    if command == "convert":
+        assert tt.read_traces(tmp_path / "t.parquet").n_traces == 200
+    if command == "report":
+        assert json.loads((tmp_path / "r.json").read_text())["source"]["n_traces"] == 200
+
+
+def test_standard_input_errors_name_stdin(run: Run) -> None:
+    r = run("fit", "-", stdin=b'{"trace_id": "a", "step_idx": 0, "state": "s", "outcome": "won"}\n'
+                              b'{"trace_id": "b", "step_idx": 0, "state": "s", "outcome": "success"}\n')
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: <stdin>:1: field 'outcome'") and "tracetochain-stdin" not in r.stderr
+    r = run("fit", "-", stdin=b"")
+    assert r.returncode == 2 and "standard input is empty" in r.stderr
+    r = run("compare", "-", "-", stdin=b"")
+    assert r.returncode == 2 and "only one of A and B" in r.stderr
+
+
+def test_stdin_suffix() -> None:
+    assert stdin_suffix(b"PK\x03\x04rest") == ".eval"
+    assert stdin_suffix(b"PAR1....") == ".parquet"
+    assert stdin_suffix(b"\xef\xbb\xbf[{}]") == ".json"
+    assert stdin_suffix(b'{"a": 1}\n{"a": 2}') == ".jsonl"
+    assert stdin_suffix(b'{"a": {"b": [1, 2, 3]}}') == ".json"
+    assert stdin_suffix(b'{"a": "cut off') == ".json"
+    assert stdin_suffix(b"trace_id,step_idx\nx,0") == ".csv"
+    assert stdin_suffix(b"Question: x\nThought 1: y") == ".txt"
+
+
+def test_deprecated_spellings_still_work(tmp_path: Path, run: Run) -> None:
+    r = run("fit", str(EXAMPLE), "--format", "canonical", "--json", "--uncertainty", "none")
+    assert r.returncode == 0 and "--format (for the input reader) is deprecated; use --reader" in r.stderr
+    r = run("convert", str(EXAMPLE), "-f", "canonical", "-o", str(tmp_path / "t.jsonl"))
+    assert r.returncode == 0 and "deprecated" in r.stderr and "detected" not in r.stdout
+    r = run("audit", str(EXAMPLE), "--bootstrap", "19", "--json")
+    assert r.returncode in (0, 4) and "--bootstrap is deprecated; use --ks-samples" in r.stderr
+    assert json.loads(r.stdout)["settings"]["timing"]["n_bootstrap"] == 19
+    r = run("fit", str(EXAMPLE), "--format", "canonical", "--reader", "tau-bench")
+    assert r.returncode == 2 and "give only --reader" in r.stderr
+
+
+def test_engine_refuses_reader_options_and_stdin(run: Run) -> None:
+    r = run("fit", str(EXAMPLE), "--engine", "local", "--reader", "canonical")
+    assert r.returncode == 2 and "convert other formats first" in r.stderr
+    r = run("audit", "-", "--engine", "local", stdin=b"")
+    assert r.returncode == 2 and "not standard input" in r.stderr
+
+
+def test_python_dash_m_is_the_same_program() -> None:
+    r = subprocess.run([sys.executable, "-m", "tracetochain", "--version"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("tracetochain ")
