@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from tracetochain.cli import _commands, _formats, _report, _whatif
+from tracetochain.cli import _commands, _formats, _report, _serve, _whatif
 
 app = typer.Typer(
     name="tracetochain",
@@ -35,6 +35,7 @@ app.command("whatif", epilog=_whatif.WHATIF_EXAMPLE)(_whatif.whatif)
 app.command("export", epilog=_whatif.EXPORT_EXAMPLE)(_whatif.export)
 app.command("compare", epilog=_whatif.COMPARE_EXAMPLE)(_whatif.compare)
 app.command("monitor", epilog=_whatif.MONITOR_EXAMPLE)(_whatif.monitor)
+app.command("serve", epilog=_serve.SERVE_EXAMPLE)(_serve.serve)
 
 
 def _print_version(value: bool) -> None:

@@ -38,7 +38,8 @@ Field mapping onto the canonical record
   whose tool calls are *sibling* spans (the usual GenAI layout) is its own ``llm`` step followed by the tool steps.
   Agent, chain and other wrapper spans are never steps. An episode with no step span is dropped and counted.
 * ``step_kind``/``tool_name``: the span kind; ``gen_ai.tool.name`` or ``tool.name`` (else the span name without an
-  ``execute_tool`` prefix) on tool steps.
+  ``execute_tool`` prefix) on tool steps. ``state``: the step span's ``tracetochain.state`` attribute (set by
+  :mod:`tracetochain.instrument`), else empty (the state is then ``step_kind[:tool_name]``).
 * ``error``: the step span's **own** status is ERROR (``status.code`` 2 / ``"STATUS_CODE_ERROR"``; console
   ``"ERROR"``) or it carries ``error.type``. Errors on ancestors never mark their children, and a handled tool error
   (on the ``execute_tool`` span only) does not fail the episode. ``error_type``: ``error.type``, else
@@ -91,6 +92,10 @@ straddle the current line) plus the output table and one id per trace; it stays 
 are roughly grouped in time, as batch span processors write them, and grows towards the whole file only for a file
 whose every trace straddles the whole file. Spans of one trace may arrive on many lines, in any order.
 
+Protobuf export requests (``span_from_proto``, ``spans_of_export_request``) and OTLP JSON requests
+(``spans_of_json_document``) go through the same span facts and :func:`emit_trace`: this is what the live receiver
+(``tracetochain serve``) uses, so a span sent over OTLP/HTTP and the same span in a file give the same steps.
+
 Bad input raises :class:`~tracetochain.exceptions.TraceValidationError` naming the file, the line and the field;
 with ``on_error="skip"`` every trace touched by the bad line or span is dropped and counted: a bad span drops its
 trace; a span without a usable trace id drops every trace with a span on the same line; a line that is not JSON
@@ -136,7 +141,9 @@ from tracetochain.readers._common import finite_float as _as_float
 from tracetochain.traces._schema import COLUMNS
 from tracetochain.traces._table import Problem, TraceTable
 
-__all__ = ["NO_OUTCOME_MESSAGE", "OTLP", "ColumnarTraceBuilder", "OtlpReader"]
+__all__ = ["NO_OUTCOME_MESSAGE", "OTLP", "STATE_ATTRIBUTE", "ColumnarTraceBuilder", "OtlpOptions", "OtlpReader",
+           "SpanError", "SpanFacts", "SpanTrace", "emit_trace", "parse_otlp_options", "span_from_proto",
+           "spans_of_export_request", "spans_of_json_document"]
 
 #: The error every episode without an outcome source gets (``formats.md`` §7.3: refuse to guess).
 NO_OUTCOME_MESSAGE = (
@@ -161,6 +168,8 @@ _LLM_REQUEST_KIND = {"chat": "llm", "completion": "llm", "embedding": "retrieval
 _CENSOR_REASONS = frozenset({"max_iterations", "max_turns", "max_steps", "max_tokens", "time_budget", "timeout"})
 _ERROR_CODES = frozenset({2, "2", "STATUS_CODE_ERROR", "ERROR", "StatusCode.ERROR", "error"})
 _EVAL_EVENT = "gen_ai.evaluation.result"
+#: A step span's own state label (``tracetochain.instrument`` sets it); absent, the state is ``kind[:tool]``.
+STATE_ATTRIBUTE = "tracetochain.state"
 _EVAL_PREFIXES = ("trace.evaluations.", "trace.annotations.")
 _EVAL_ATTR_GROUPS = (
     ("gen_ai.evaluation.name", "gen_ai.evaluation.score.label", "gen_ai.evaluation.score.value"),
@@ -173,7 +182,7 @@ _BASE_KEYS = frozenset({
     "gen_ai.tool.name", "tool.name", "error.type", "exception.type",
     "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.prompt_tokens",
     "gen_ai.usage.completion_tokens", "llm.token_count.prompt", "llm.token_count.completion", "llm.cost.total",
-    "gen_ai.agent.finish_reason",
+    "gen_ai.agent.finish_reason", STATE_ATTRIBUTE,
     *(k for group in _EVAL_ATTR_GROUPS for k in group),
 })
 _EVAL_KEYS = frozenset(k for group in _EVAL_ATTR_GROUPS for k in group)
@@ -442,7 +451,7 @@ class _Span:
     """The few facts about one span that the mapping needs (kept while its trace is open)."""
 
     __slots__ = ("agent_root", "cost", "end", "error", "error_type", "evals", "finish", "kind", "line", "name",
-                 "parent", "resource", "sid", "start", "text", "tokens_in", "tokens_out", "tool", "user")
+                 "parent", "resource", "sid", "start", "state", "text", "tokens_in", "tokens_out", "tool", "user")
 
     def __init__(self) -> None:
         self.sid: str = ""
@@ -464,6 +473,7 @@ class _Span:
         self.finish: str | None = None
         self.line = 0
         self.resource: dict[str, Any] | None = None
+        self.state: str | None = None
 
 
 class _Trace:
@@ -543,6 +553,9 @@ def _fill(rec: _Span, got: dict[str, Any], opts: _Options, oi_kind: Any = None) 
     fr = got.get("gen_ai.agent.finish_reason")
     if isinstance(fr, str) and fr.strip():
         rec.finish = fr.strip()
+    st = got.get(STATE_ATTRIBUTE)
+    if isinstance(st, str) and st.strip():
+        rec.state = st.strip()
     if not _EVAL_KEYS.isdisjoint(got) or any(k.startswith(_EVAL_PREFIXES) for k in got):
         evals = _attr_evals(got)
         if evals:
@@ -718,6 +731,132 @@ def _parse_flat_span(obj: dict[str, Any], line: int, opts: _Options) -> tuple[st
         rec.resource = {k: res_attrs[k] for k in opts.user_keys if k in res_attrs} or None
     _fill(rec, got, opts, obj.get("span_kind"))
     return tid, rec
+
+
+# ============================================================================================ live requests
+# The OTLP/HTTP receiver (``tracetochain serve``) decodes export requests with these, so a span gets the same facts
+# whether it arrives as protobuf, as OTLP JSON over HTTP, or in a file: one mapping (:func:`_fill`), one assembly
+# (:func:`emit_trace`).
+SpanFacts = _Span
+SpanTrace = _Trace
+OtlpOptions = _Options
+SpanError = _SpanError
+
+
+def parse_otlp_options(**options: Any) -> _Options:
+    """The reader's options (``episode=``, ``outcome_attribute=``, ``evaluation_name=``, ``success_values=``, …) as
+    the object the span functions take; unknown options raise ``TypeError`` naming the valid ones."""
+    return _parse_options(options)
+
+
+def _proto_value(v: Any) -> Any:
+    """A protobuf ``AnyValue`` as the JSON reader decodes it (bytes as base64 text, as OTLP JSON writes them)."""
+    kind = v.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [_proto_value(e) for e in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _proto_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode("ascii")
+    return getattr(v, kind)
+
+
+def span_from_proto(span: Any, resource: dict[str, Any] | None, opts: _Options, line: int = 0) -> tuple[str, _Span]:
+    """``(trace id, facts)`` of one protobuf ``opentelemetry.proto.trace.v1.Span``, by the rules of the JSON path.
+
+    Raises :class:`SpanError` (message, field) for a span without a trace or span id.
+    """
+    tid = norm_id(span.trace_id.hex()) if span.trace_id else None
+    if tid is None:
+        raise _SpanError("span has no traceId", "traceId", "every span needs its 16-byte trace id")
+    sid = norm_id(span.span_id.hex()) if span.span_id else None
+    if sid is None:
+        raise _SpanError(f"span of trace {tid} has no spanId", "spanId")
+    rec = _Span()
+    rec.line = line
+    rec.resource = resource
+    rec.sid = sid
+    rec.parent = norm_id(span.parent_span_id.hex()) if span.parent_span_id else None
+    rec.name = span.name
+    rec.start = span.start_time_unix_nano / 1e9 if span.start_time_unix_nano else None
+    rec.end = span.end_time_unix_nano / 1e9 if span.end_time_unix_nano else None
+    rec.error = span.status.code == 2  # STATUS_CODE_ERROR
+    wanted = opts.wanted
+    got: dict[str, Any] = {}
+    for a in span.attributes:
+        k = a.key
+        if k in wanted or (k[:6] == "trace." and k.startswith(_EVAL_PREFIXES)):
+            got[k] = _proto_value(a.value)
+    for ev in span.events:
+        if ev.name == _EVAL_EVENT or (ev.name == "exception" and rec.error):
+            _take_event(rec, ev.name, {a.key: _proto_value(a.value) for a in ev.attributes}, got)
+    _fill(rec, got, opts)
+    return tid, rec
+
+
+def spans_of_export_request(request: Any, opts: _Options) -> list[tuple[str, _Span]]:
+    """Every span of a protobuf ``ExportTraceServiceRequest`` as ``(trace id, facts)``; a bad span raises
+    :class:`SpanError` (the receiver refuses the whole request rather than acknowledge part of it)."""
+    keys = opts.user_keys
+    out: list[tuple[str, _Span]] = []
+    for block in request.resource_spans:
+        resource = ({a.key: _proto_value(a.value) for a in block.resource.attributes if a.key in keys} or None) \
+            if keys else None
+        for scope in block.scope_spans:
+            for span in scope.spans:
+                out.append(span_from_proto(span, resource, opts))
+    return out
+
+
+def spans_of_json_document(doc: Any, opts: _Options) -> list[tuple[str, _Span]]:
+    """Every span of an OTLP JSON ``{"resourceSpans": [...]}`` document (an OTLP/HTTP JSON export request), with the
+    file reader's rules; anything malformed raises :class:`SpanError` naming the field."""
+    if not isinstance(doc, dict):
+        raise _SpanError(f"expected an OTLP JSON object, got {type(doc).__name__}", None,
+                         'send {"resourceSpans": [...]}')
+    rs = doc.get("resourceSpans", doc.get("resource_spans", _MISSING))
+    if rs is _MISSING:
+        raise _SpanError("not an OTLP export request (no resourceSpans)", "resourceSpans",
+                         'send {"resourceSpans": [...]}')
+    if not isinstance(rs, list):
+        raise _SpanError(f"resourceSpans must be a list, got {type(rs).__name__}", "resourceSpans")
+    keys = opts.user_keys
+    out: list[tuple[str, _Span]] = []
+    for block in rs:
+        if not isinstance(block, dict):
+            raise _SpanError("a resourceSpans entry must be an object", "resourceSpans")
+        resource: dict[str, Any] | None = None
+        if keys:
+            res = block.get("resource")
+            attrs = res.get("attributes") if isinstance(res, dict) else None
+            if isinstance(attrs, list):
+                resource = {a["key"]: _any_value(a.get("value")) for a in attrs
+                            if isinstance(a, dict) and a.get("key") in keys} or None
+        scopes = block.get("scopeSpans", block.get("scope_spans", block.get("instrumentationLibrarySpans")))
+        if scopes is None:
+            continue
+        if not isinstance(scopes, list):
+            raise _SpanError("scopeSpans must be a list", "scopeSpans")
+        for scope in scopes:
+            spans = scope.get("spans") if isinstance(scope, dict) else _MISSING
+            if spans is None:
+                continue
+            if not isinstance(spans, list):
+                raise _SpanError("scopeSpans[].spans must be a list", "spans")
+            for span in spans:
+                try:
+                    out.append(_parse_otlp_span(span, resource, 0, opts))
+                except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+                    raise _SpanError(f"malformed span ({type(exc).__name__}: {exc})", "spans") from None
+    return out
+
+
+def emit_trace(trace: _Trace, opts: _Options, builder: TraceBuilder) -> None:
+    """Assemble one trace's spans into episodes and step records on ``builder`` (``add_step`` per step,
+    ``skip_trace`` / ``problems`` for an episode that cannot be used): the reader's rules, for one trace."""
+    _emit_trace(trace, None, opts, builder)
 
 
 # ============================================================================================ JSON streaming
@@ -1262,8 +1401,8 @@ def _emit_trace(tr: _Trace, poison: tuple[str, int, str | None] | None, opts: _O
                 "trace_id": ep.eid, "step_idx": idx, "outcome": outcome, "task_id": task, "trial": trial,
                 "reward": reward, "termination_reason": finish, "step_kind": s.kind,
                 "tool_name": s.tool if s.kind == "tool" else None, "error": s.error, "error_type": s.error_type,
-                "text": s.text, "t_start": s.start, "t_end": s.end, "tokens_in": tin, "tokens_out": tout,
-                "cost_usd": cost,
+                "state": s.state, "text": s.text, "t_start": s.start, "t_end": s.end, "tokens_in": tin,
+                "tokens_out": tout, "cost_usd": cost,
             }, s.line)
 
 

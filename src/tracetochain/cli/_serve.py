@@ -1,0 +1,94 @@
+"""`serve`: the live OTLP/HTTP receiver, dashboard, alerts and metrics (needs the `serve` extra)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+SERVE_EXAMPLE = ("Example: tracetochain serve --store live.db --window 5m --rules rules.toml   then point the agent's "
+                 "exporter at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318")
+_INSTALL_HINT = "tracetochain serve needs the serve extra: pip install 'tracetochain[serve]'"
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind. Anything but localhost needs both tokens.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port (4318 is the OTLP/HTTP standard).")] = 4318,
+    store: Annotated[Path, typer.Option(help="The SQLite store file (created if absent; resumed if present).")] = Path(
+        "tracetochain-live.db"),
+    window: Annotated[str, typer.Option(
+        help="Tumbling windows: a duration of episode start time (5m, 1h) or a number of traces (500).")] = "5m",
+    rules: Annotated[Path | None, typer.Option(help="Threshold rules (TOML [[rule]] tables with a 'when').")] = None,
+    webhook: Annotated[str | None, typer.Option(help="POST every alert as JSON to this URL.")] = None,
+    quiet_alerts: Annotated[bool, typer.Option("--no-stdout-alerts", help="Do not print alerts as JSON lines.")
+                            ] = False,
+    ingest_token: Annotated[str | None, typer.Option(
+        help="Bearer token senders must present (default: $TRACETOCHAIN_INGEST_TOKEN).")] = None,
+    read_token: Annotated[str | None, typer.Option(
+        help="Bearer token for the dashboard, API and /metrics (default: $TRACETOCHAIN_READ_TOKEN).")] = None,
+    max_request_mb: Annotated[float, typer.Option(min=0.01, help="Largest request body accepted (MiB).")] = 16.0,
+    outcome_attribute: Annotated[str | None, typer.Option(
+        help="Span attribute holding the episode's verdict (else evaluation events, else posted verdicts).")] = None,
+    evaluation_name: Annotated[str | None, typer.Option(help="Which gen_ai.evaluation to use as the verdict.")
+                               ] = None,
+    success_values: Annotated[str | None, typer.Option(help="Comma list of verdict labels meaning success.")] = None,
+    episode: Annotated[str, typer.Option(help="Episode unit: trace, agent, or span:NAME (as the otlp reader).")
+                       ] = "trace",
+    settle: Annotated[float, typer.Option(min=0.0, help="Seconds to wait after a trace's root span for stragglers.")
+                      ] = 2.0,
+    trace_timeout: Annotated[float, typer.Option(min=0.0, help="Seconds after which a trace without root is closed.")
+                             ] = 120.0,
+    verdict_timeout: Annotated[float, typer.Option(
+        min=0.0, help="Seconds an episode without outcome waits for a posted verdict before it is dropped.")] = 300.0,
+    alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="False-alarm rate of drift alerts over the stream.")
+                     ] = 0.05,
+    min_traces: Annotated[int, typer.Option(min=1, help="Traces a window needs before it is tested for drift.")] = 30,
+    durability: Annotated[str, typer.Option(
+        help="full: fsync every commit (survives power loss); normal: survives a killed process.")] = "full",
+    export_parquet: Annotated[Path | None, typer.Option(
+        help="Do not serve: write the store's decided episodes as canonical Parquet to this path and exit.")] = None,
+    log_level: Annotated[str, typer.Option(help="Server log level (uvicorn).")] = "warning",
+) -> None:
+    """Receive OTLP spans from running agents and keep their chain, dashboard, alerts and metrics up to date."""
+    try:
+        from tracetochain import serve as live
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise typer.BadParameter(f"{_INSTALL_HINT} ({exc})") from None
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: F401
+    except ImportError as exc:
+        raise typer.BadParameter(f"{_INSTALL_HINT} (missing {exc.name})") from None
+    if export_parquet is not None:
+        n = live.Store(store).export_parquet(export_parquet)
+        typer.echo(f"{n} episodes written to {export_parquet}")
+        return
+    reader_options: dict[str, object] = {"episode": episode}
+    for key, value in (("outcome_attribute", outcome_attribute), ("evaluation_name", evaluation_name),
+                       ("success_values", success_values)):
+        if value is not None:
+            reader_options[key] = value
+    try:
+        config = live.ServeConfig(
+            store=store, host=host, port=port,
+            ingest_token=ingest_token or os.environ.get("TRACETOCHAIN_INGEST_TOKEN") or None,
+            read_token=read_token or os.environ.get("TRACETOCHAIN_READ_TOKEN") or None,
+            max_request_bytes=int(max_request_mb * 1024 * 1024), window=live.WindowSpec.parse(window),
+            alpha=alpha, min_traces=min_traces, rules=rules, webhook=webhook, alerts_to_stdout=not quiet_alerts,
+            reader_options=reader_options,
+            ingest=live.IngestSettings(settle=settle, trace_timeout=trace_timeout, verdict_timeout=verdict_timeout),
+            durability=durability,  # type: ignore[arg-type]
+        )
+        config.check()
+        if rules is not None:
+            live.load_rules(rules, config.window)  # fail before binding the port
+    except (ValueError, TypeError) as exc:
+        from tracetochain.exceptions import TraceToChainError
+
+        if isinstance(exc, TraceToChainError):
+            raise
+        raise typer.BadParameter(str(exc)) from None
+    live.run(config, log_level=log_level)

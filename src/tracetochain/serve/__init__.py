@@ -1,0 +1,79 @@
+"""Live reliability: an OTLP/HTTP receiver that keeps the chain of a running agent up to date.
+
+``tracetochain serve`` (``pip install 'tracetochain[serve]'``) receives the spans agents export
+(``POST /v1/traces``, the standard OTLP/HTTP port 4318), assembles them into episodes with the OTLP reader's
+rules, stores them durably in an embedded SQLite file, keeps running count tables per window, and serves a live
+dashboard, alerts (drift and threshold rules; stdout JSON lines and a webhook) and Prometheus metrics.
+
+Layout
+------
+* :mod:`._decode` — request bodies → span facts (protobuf via ``opentelemetry-proto``, or JSON).
+* :mod:`._ingest` — the ingest thread: group commit, trace assembly, outcomes, posted verdicts.
+* :mod:`._store` — the SQLite store (WAL) and the Parquet export.
+* :mod:`._live` — running counts per window, the chain and its intervals, drift with alpha spending.
+* :mod:`._rules` — the rules file and its evaluation; :mod:`._alerts` — alert sinks.
+* :mod:`._service` — all of the above without HTTP; :mod:`._app` — the Starlette routes; :mod:`._metrics` —
+  Prometheus; :mod:`._pages` — episode page and window report; ``static/`` — the dashboard (no CDN).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tracetochain.serve._alerts import AlertHub, StdoutSink, WebhookSink
+from tracetochain.serve._ingest import Ingestor, IngestSettings, SpanAck
+from tracetochain.serve._live import LiveAnalysis, RunningCounts, WindowSpec, alpha_spent, parse_duration
+from tracetochain.serve._rules import Rule, RuleEngine, RulesFileError, load_rules
+from tracetochain.serve._service import DEFAULT_PORT, LiveService, ServeConfig, is_loopback
+from tracetochain.serve._store import Store, StoreError
+
+__all__ = [
+    "DEFAULT_PORT",
+    "AlertHub",
+    "IngestSettings",
+    "Ingestor",
+    "LiveAnalysis",
+    "LiveService",
+    "Rule",
+    "RuleEngine",
+    "RulesFileError",
+    "RunningCounts",
+    "ServeConfig",
+    "SpanAck",
+    "StdoutSink",
+    "Store",
+    "StoreError",
+    "WebhookSink",
+    "WindowSpec",
+    "alpha_spent",
+    "create_app",
+    "is_loopback",
+    "load_rules",
+    "parse_duration",
+    "run",
+]
+
+
+def create_app(service: LiveService, *, manage_service: bool = True) -> Any:
+    """The Starlette app of ``service`` (see :mod:`tracetochain.serve._app`)."""
+    from tracetochain.serve._app import create_app as _create
+
+    return _create(service, manage_service=manage_service)
+
+
+def run(config: ServeConfig, *, log_level: str = "warning") -> None:
+    """Serve until SIGINT/SIGTERM; then stop accepting, finish the requests in flight, commit what is queued."""
+    import uvicorn
+
+    service = LiveService(config)
+    app = create_app(service)
+    host = config.host
+    shown = f"[{host}]" if ":" in host else host
+    print(f"tracetochain serve: OTLP/HTTP on http://{shown}:{config.port}/v1/traces, dashboard on "
+          f"http://{shown}:{config.port}/ (store {config.store}; windows of {config.window.describe()})",
+          file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=config.port, log_level=log_level,
+                                           timeout_graceful_shutdown=15, access_log=False,
+                                           server_header=False, proxy_headers=False))
+    server.run()

@@ -1,0 +1,411 @@
+"""The ingest thread: durable group commits, trace assembly with the OTLP reader's rules, outcome decisions.
+
+One thread owns the store's write connection. Request handlers hand it decoded spans (or posted verdicts) and wait
+on a future; the thread takes everything queued, writes it in **one transaction**, commits (durable per the store's
+``synchronous`` setting) and only then resolves the futures, so a 200 is never sent for a span that is not on
+disk (group commit: one fsync serves every request that arrived meanwhile).
+
+When is a trace complete? OTLP has no end-of-trace message. A trace is assembled once its root span (no parent)
+has arrived and ``settle`` seconds passed without a new span (exporters send the root last, children may straggle
+in a later batch), or ``trace_timeout`` seconds after its last span when the root never comes. Assembly is
+:func:`tracetochain.readers.otlp.emit_trace` — the file reader's rules, span for span — followed by the reader's
+validation (:class:`~tracetochain.readers._common.TraceBuilder`), so ``serve`` and ``fit`` see the same episodes.
+
+Outcomes, in the reader's order: a verdict posted to ``/v1/verdicts`` (by trace id, episode id or root span id),
+else the outcome attribute, else ``gen_ai.evaluation.result`` events / evaluation attributes. A trace whose spans
+carry no usable outcome is held for ``verdict_timeout`` seconds waiting for a posted verdict, then dropped and
+counted (with the reader's message) — never guessed.
+
+Crash safety: spans, open traces and decided episodes change in the same transactions, so after a kill the store
+holds every acknowledged span, no episode twice, and the open traces to resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracetochain.readers._common import TraceBuilder
+from tracetochain.readers.otlp import ColumnarTraceBuilder, OtlpOptions, SpanFacts, SpanTrace, emit_trace, norm_id
+from tracetochain.serve._store import EpisodeRow, Store, WriteBatch, apply_batch, closed_among, facts_to_json
+from tracetochain.traces._table import TraceTable
+
+log = logging.getLogger("tracetochain.serve")
+
+_CLOSED_CACHE = 100_000
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """When traces are assembled (seconds)."""
+
+    settle: float = 2.0
+    trace_timeout: float = 120.0
+    verdict_timeout: float = 300.0
+    tick: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("settle", "trace_timeout", "verdict_timeout", "tick"):
+            v = getattr(self, name)
+            if not v >= 0:
+                raise ValueError(f"{name} must be a number of seconds >= 0, got {v!r}")
+
+
+@dataclass(frozen=True)
+class SpanAck:
+    """What one export request added: new spans, re-sent ones (already stored) and spans of finished traces."""
+
+    accepted: int
+    duplicates: int
+    late: int
+
+
+@dataclass
+class _OpenTrace:
+    first: float
+    last: float
+    spans: dict[str, SpanFacts] = field(default_factory=dict)
+    has_root: bool = False
+    pending_since: float | None = None  # held for a posted verdict since then
+    pending_reason: str | None = None
+    verdict_arrived: bool = False
+
+
+class _Collector(TraceBuilder):
+    """Step records and skip reasons of one trace (the reader's builder interface, never raising)."""
+
+    def __init__(self) -> None:
+        super().__init__(source="live", format="otlp", on_error="skip", location_kind="line")
+        self.skips: list[tuple[str, str | None]] = []
+
+    def skip_trace(self, message: str, *, location: int | None = None, field: str | None = None,
+                   hint: str | None = None, source: str | Path | None = None) -> None:
+        self.skips.append((message, field))
+
+
+def normalise_id(raw: str) -> str:
+    """A trace id, episode id (``trace:span``) or span id as stored: lower-case hex, no ``0x``."""
+    parts = []
+    for p in str(raw).strip().split(":"):
+        try:
+            n = norm_id(p)
+        except ValueError:
+            n = None
+        parts.append((n or p.strip()).lower())
+    return ":".join(parts)
+
+
+class Ingestor:
+    """The ingest thread and the in-memory view of open traces (see the module docstring)."""
+
+    def __init__(self, store: Store, options: OtlpOptions, settings: IngestSettings | None = None,
+                 on_episodes: Callable[[list[EpisodeRow]], None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.options = options
+        self.settings = settings or IngestSettings()
+        self.on_episodes = on_episodes
+        self.clock = clock
+        self._queue: queue.Queue[tuple[str, Any, Future[Any] | None]] = queue.Queue()
+        self._open: dict[str, _OpenTrace] = {}
+        self._closed: OrderedDict[str, None] = OrderedDict()
+        self._verdicts: dict[str, Any] = {}
+        self._verdict_traces: set[str] = set()
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._last_scan = 0.0
+        self._outcome_fields = {"outcome", "gen_ai.evaluation.name", "gen_ai.evaluation.score.label",
+                                "gen_ai.evaluation.score.value"}
+        if options.outcome_attribute:
+            self._outcome_fields.add(options.outcome_attribute)
+        self.failed: BaseException | None = None
+        self._next_seq = 1
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Resume open traces and posted verdicts from the store, then start the thread."""
+        for tid, (first, last, spans) in self.store.open_trace_spans().items():
+            ot = _OpenTrace(first, last)
+            for s in spans:
+                ot.spans[s.sid] = s
+                ot.has_root = ot.has_root or s.parent is None
+            self._open[tid] = ot
+        for key, verdict in self.store.verdicts().items():
+            self._remember_verdict(key, verdict)
+        self._next_seq = self.store.last_seq() + 1  # this thread is the only writer: seq is assigned here
+        self._thread = threading.Thread(target=self._run, name="tracetochain-ingest", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Commit everything queued, then stop (open traces stay in the store and resume on restart)."""
+        if self._thread is None:
+            return
+        self._stopping.set()
+        self._queue.put(("stop", None, None))
+        self._thread.join(timeout)
+        self._thread = None
+
+    @property
+    def open_traces(self) -> int:
+        return len(self._open)
+
+    @property
+    def pending_verdicts(self) -> int:
+        return sum(1 for ot in self._open.values() if ot.pending_since is not None)
+
+    # ------------------------------------------------------------------ requests (any thread)
+    def submit_spans(self, spans: list[tuple[str, SpanFacts]]) -> Future[SpanAck]:
+        fut: Future[SpanAck] = Future()
+        self._put("spans", spans, fut)
+        return fut
+
+    def submit_verdicts(self, verdicts: list[tuple[str, Any]]) -> Future[int]:
+        fut: Future[int] = Future()
+        self._put("verdicts", verdicts, fut)
+        return fut
+
+    def record_rejection(self, reason: str, message: str) -> None:
+        """Count a refused request (persisted with the next commit; nobody waits for it)."""
+        self._put("rejected", (reason, message), None)
+
+    def record_alert(self, payload: dict[str, Any]) -> None:
+        self._put("alert", payload, None)
+
+    def _put(self, kind: str, payload: Any, fut: Future[Any] | None) -> None:
+        if self._stopping.is_set() or self._thread is None:
+            if fut is not None:
+                fut.set_exception(RuntimeError("the server is shutting down"))
+            return
+        self._queue.put((kind, payload, fut))
+
+    # ------------------------------------------------------------------ the thread
+    def _run(self) -> None:
+        con = self.store.writer()
+        try:
+            while True:
+                try:
+                    first = self._queue.get(timeout=self.settings.tick)
+                    items = [first]
+                except queue.Empty:
+                    items = []
+                n_spans = 0
+                while len(items) < 1000 and n_spans < 100_000:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    items.append(item)
+                    if item[0] == "spans":
+                        n_spans += len(item[1])
+                stop = any(kind == "stop" for kind, _, _ in items)
+                self._process(con, items, final=stop)
+                if stop:
+                    return
+        except BaseException as exc:  # never silently: the health endpoint reports it and requests get 503
+            self.failed = exc
+            log.exception("the ingest thread stopped")
+            while True:
+                try:
+                    _, _, fut = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if fut is not None and not fut.done():
+                    fut.set_exception(RuntimeError(f"the ingest thread stopped: {exc}"))
+        finally:
+            con.close()
+
+    def _process(self, con: Any, items: list[tuple[str, Any, Future[Any] | None]], *, final: bool) -> None:
+        now = self.clock()
+        batch = WriteBatch()
+        results: list[tuple[Future[Any], Any]] = []
+        new_tids = {tid for kind, payload, _ in items if kind == "spans" for tid, _ in payload
+                    if tid not in self._open and tid not in self._closed}
+        already_closed = closed_among(con, new_tids) if new_tids else set()
+        for kind, payload, fut in items:
+            if kind == "spans":
+                ack = self._take_spans(payload, now, already_closed, batch)
+                if fut is not None:
+                    results.append((fut, ack))
+            elif kind == "verdicts":
+                for key, verdict in payload:
+                    batch.verdicts.append((key, json.dumps(verdict), now))
+                    tid = self._remember_verdict(key, verdict)
+                    ot = self._open.get(tid)
+                    if ot is not None:
+                        ot.verdict_arrived = True
+                    elif tid in self._closed or tid in already_closed:
+                        batch.count("late_verdicts")
+                batch.count("verdicts", len(payload))
+                if fut is not None:
+                    results.append((fut, len(payload)))
+            elif kind == "rejected":
+                reason, message = payload
+                batch.count(f"rejected_{reason}")
+                batch.problems.append((now, f"request:{reason}", None, message))
+            elif kind == "alert":
+                batch.alerts.append((now, json.dumps(payload, allow_nan=False)))
+        decided: list[tuple[str, list[dict[str, Any]]]] = []
+        if not final and (now - self._last_scan >= self.settings.tick or len(self._open) < 64):
+            self._last_scan = now
+            decided = self._assemble_due(now, batch)
+        if not batch:
+            for fut, value in results:
+                fut.set_result(value)
+            return
+        try:
+            apply_batch(con, batch)
+        except Exception as exc:
+            log.exception("commit failed; reloading the open traces from the store")
+            for fut, _ in results:
+                fut.set_exception(exc)
+            self._reload()
+            return
+        for fut, value in results:
+            fut.set_result(value)
+        if decided and self.on_episodes is not None:
+            rows = [EpisodeRow(seq, episode_id, trace_id, closed, t_start, outcome, tuple(json.loads(states)))
+                    for seq, episode_id, trace_id, closed, t_start, outcome, states, _ in batch.episodes]
+            try:
+                self.on_episodes(rows)
+            except Exception:  # the analysis must never stop ingest
+                log.exception("live analysis failed on new episodes")
+
+    def _reload(self) -> None:
+        self._open.clear()
+        self._closed.clear()  # it may hold traces of the failed commit; the store answers for the rest
+        self._next_seq = self.store.last_seq() + 1
+        for tid, (first, last, spans) in self.store.open_trace_spans().items():
+            ot = _OpenTrace(first, last)
+            for s in spans:
+                ot.spans[s.sid] = s
+                ot.has_root = ot.has_root or s.parent is None
+            self._open[tid] = ot
+
+    def _take_spans(self, spans: list[tuple[str, SpanFacts]], now: float, already_closed: set[str],
+                    batch: WriteBatch) -> SpanAck:
+        accepted = duplicates = late = 0
+        for tid, span in spans:
+            ot = self._open.get(tid)
+            if ot is None:
+                if tid in self._closed or tid in already_closed:
+                    late += 1
+                    batch.spans.append((tid, span.sid, span.parent, now, facts_to_json(span)))
+                    continue
+                ot = self._open[tid] = _OpenTrace(now, now)
+            if span.sid in ot.spans:
+                duplicates += 1
+                continue
+            ot.spans[span.sid] = span
+            ot.last = now
+            ot.has_root = ot.has_root or span.parent is None
+            batch.spans.append((tid, span.sid, span.parent, now, facts_to_json(span)))
+            prev = batch.open_upserts.get(tid)
+            batch.open_upserts[tid] = (prev[0] if prev else ot.first, now)
+            accepted += 1
+        batch.count("spans_received", accepted)
+        batch.count("spans_duplicate", duplicates)
+        batch.count("spans_late", late)
+        return SpanAck(accepted, duplicates, late)
+
+    def _remember_verdict(self, key: str, verdict: Any) -> str:
+        if isinstance(verdict, list) and len(verdict) == 3 and verdict[0] == "pair":
+            verdict = tuple(verdict)  # the reader's (outcome, reward) pair, stored as a JSON list
+        self._verdicts[key] = verdict
+        tid = key.split(":", 1)[0]
+        self._verdict_traces.add(tid)
+        return tid
+
+    # ------------------------------------------------------------------ assembly
+    def _assemble_due(self, now: float, batch: WriteBatch) -> list[tuple[str, list[dict[str, Any]]]]:
+        s = self.settings
+        builder = ColumnarTraceBuilder(source="live", format="otlp", on_error="skip", location_kind="line")
+        finished: list[str] = []
+        starts: dict[str, float | None] = {}
+        for tid, ot in list(self._open.items()):
+            quiet = now - ot.last
+            if ot.pending_since is not None:
+                timed_out = now - ot.pending_since >= s.verdict_timeout
+                if not (ot.verdict_arrived or timed_out):
+                    continue
+            else:
+                timed_out = False
+                if not ((ot.has_root and quiet >= s.settle) or quiet >= s.trace_timeout):
+                    continue
+            collector = self._attempt(tid, ot)
+            waiting = [m for m, f in collector.skips if f in self._outcome_fields]
+            if waiting and not timed_out:
+                if ot.pending_since is None:
+                    ot.pending_since = now
+                ot.pending_reason = waiting[0]
+                ot.verdict_arrived = False
+                continue
+            for message, fieldname in collector.skips:
+                batch.problems.append((now, "episode", tid, f"{message}" + (f" [{fieldname}]" if fieldname else "")))
+            for p in collector.problems:
+                batch.problems.append((now, "episode", tid, p.message))
+            batch.count("episodes_dropped", len(collector.skips) + len(collector.problems))
+            for rec in collector.records:
+                builder.add_step(rec, 0)  # the reader's own builder and validation, as `fit` reads a file
+            finished.append(tid)
+        if not finished:
+            return []
+        for tid in finished:
+            del self._open[tid]
+            self._closed[tid] = None
+            batch.closed.append((tid, now))
+        while len(self._closed) > _CLOSED_CACHE:
+            self._closed.popitem(last=False)
+        if not builder.n_steps:
+            return []
+        table = builder.build()
+        report = table.report
+        if report.n_traces_skipped:
+            batch.count("episodes_dropped", report.n_traces_skipped)
+            for p in report.problems:
+                batch.problems.append((now, "episode", None, p.message))
+        return self._episodes_of(table, now, batch, starts)
+
+    def _attempt(self, tid: str, ot: _OpenTrace) -> _Collector:
+        trace = SpanTrace(tid, 0)
+        trace.spans = dict(ot.spans)
+        opts = self.options
+        if tid in self._verdict_traces:
+            mine = {k: v for k, v in self._verdicts.items() if k == tid or k.startswith(tid + ":")}
+            mine.update({k: v for k, v in self._verdicts.items() if k in ot.spans})  # root span ids
+            opts = dataclasses.replace(opts, verdicts=mine, verdicts_path="the posted verdicts")
+        collector = _Collector()
+        emit_trace(trace, opts, collector)
+        return collector
+
+    def _episodes_of(self, table: TraceTable, now: float, batch: WriteBatch,
+                     starts: dict[str, float | None]) -> list[tuple[str, list[dict[str, Any]]]]:
+        codes, names = table.state_labels()
+        offsets = table.offsets.tolist()
+        rows = table.to_arrow().to_pylist()
+        out: list[tuple[str, list[dict[str, Any]]]] = []
+        outcome_names = ("success", "failure", "censored", "invalid")
+        outcomes = table.outcomes().tolist()
+        code_list = codes.tolist()
+        for i, eid in enumerate(table.trace_ids):
+            lo, hi = offsets[i], offsets[i + 1]
+            steps = [{k: v for k, v in r.items() if v is not None} for r in rows[lo:hi]]
+            t_values = [r["t_start"] for r in steps if "t_start" in r]
+            states = [names[c] for c in code_list[lo:hi]]
+            tid = eid.split(":", 1)[0]
+            batch.episodes.append((self._next_seq, eid, tid, now, min(t_values) if t_values else None,
+                                   outcome_names[outcomes[i]], json.dumps(states, ensure_ascii=False),
+                                   json.dumps(steps, ensure_ascii=False, allow_nan=False)))
+            self._next_seq += 1
+            out.append((eid, steps))
+        batch.count("episodes", len(out))
+        return out

@@ -1,0 +1,554 @@
+"""Live analysis: running count tables per window, the chain and its intervals, drift and threshold alerts.
+
+Every decided episode adds its transitions, exit and first state to the count table of its window and to the
+running total (:class:`RunningCounts`; counts add up, so a window, a span of windows or the whole stream is a sum
+of tables and nothing is ever re-read). From a table, :func:`~tracetochain.chain._estimator.estimate_chain` gives
+the chain with the library's default prior and :func:`~tracetochain.uncertainty.interval_summary` the intervals of
+R∞, R(d), per-state vulnerability R⊖_i and failure attribution z_i R⊖_i / (1 − R∞) (Dirichlet posterior of the
+counts).
+
+Windows are tumbling: consecutive blocks of ``size`` episodes in the order they were decided (``by="count"``), or
+of ``size`` seconds of episode start time (``by="time"``; an episode without timestamps takes the time it was
+decided).
+
+Drift (the ``monitor`` command's test and error control, on a stream): each *completed* window with at least
+``min_traces`` episodes is compared with the baseline (the first such window) by the per-state homogeneity G² test
+from counts (Anderson & Goodman 1957; χ² reference, as the partitioned audit does, since only counts are kept). An
+unbounded stream cannot be Bonferroni-corrected by the number of windows, so the j-th comparison uses
+α_j = α · 6 / (π² j²): Σ_j α_j = α, hence the probability that a stationary stream ever raises a drift alert is at
+most α (alpha spending; the stream version of ``monitor``'s α / #windows). States whose rows differ are named by
+Holm's step-down at α_j.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import itertools
+import math
+import re
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from tracetochain.chain._counts import TransitionCounts
+from tracetochain.chain._estimator import estimate_chain
+from tracetochain.chain._model import AbsorbingChain
+from tracetochain.exceptions import TraceToChainError
+from tracetochain.serve._store import EpisodeRow
+
+SUCCESS, FAILURE = "success", "failure"
+_OUTCOMES = ("success", "failure", "censored", "invalid")
+_EXAMPLES = 5
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|hr|d|w)?\s*$")
+_UNIT = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0,
+         "w": 604800.0}
+
+
+def parse_duration(text: str) -> float:
+    """``"90s"``, ``"5m"``, ``"1h"``, ``"2d"`` (or a bare number of seconds) as seconds.
+
+    >>> parse_duration("1h"), parse_duration("90")
+    (3600.0, 90.0)
+    """
+    m = _DURATION_RE.match(str(text))
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (write e.g. 30s, 5m, 1h, 1d)")
+    value = float(m.group(1)) * _UNIT[m.group(2) or "s"]
+    if value <= 0:
+        raise ValueError(f"a duration must be positive, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Tumbling windows: ``by="count"`` (``size`` episodes) or ``by="time"`` (``size`` seconds)."""
+
+    by: Literal["count", "time"]
+    size: float
+
+    @classmethod
+    def parse(cls, text: str) -> WindowSpec:
+        """``"500"`` / ``"500 traces"`` → count windows; ``"5m"``, ``"1h"`` → time windows.
+
+        >>> WindowSpec.parse("200 traces"), WindowSpec.parse("5m")
+        (WindowSpec(by='count', size=200.0), WindowSpec(by='time', size=300.0))
+        """
+        t = str(text).strip().lower()
+        m = re.fullmatch(r"(\d+)\s*(traces?|episodes?)?", t)
+        if m:
+            n = int(m.group(1))
+            if n < 1:
+                raise ValueError("a count window holds at least 1 trace")
+            return cls("count", float(n))
+        return cls("time", parse_duration(t))
+
+    def describe(self) -> str:
+        return f"{int(self.size)} traces" if self.by == "count" else f"{_fmt_duration(self.size)}"
+
+
+def _fmt_duration(s: float) -> str:
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n and s % n == 0:
+            return f"{int(s // n)}{unit}"
+    return f"{s:g}s"
+
+
+class RunningCounts:
+    """A count table kept by state name (so a growing vocabulary needs no re-indexing), plus example episodes.
+
+    ``add`` follows the counting rules of :func:`~tracetochain.chain._counts.count_transitions`: transitions between
+    consecutive steps, an exit from the last step of a success/failure episode, the first state of every valid
+    episode; censored episodes add transitions only; invalid ones only their count.
+    """
+
+    __slots__ = ("examples", "exits_failure", "exits_success", "first_seen", "initial", "last_seen", "n_traces",
+                 "transitions", "version")
+
+    def __init__(self) -> None:
+        self.transitions: Counter[tuple[str, str]] = Counter()
+        self.exits_success: Counter[str] = Counter()
+        self.exits_failure: Counter[str] = Counter()
+        self.initial: Counter[str] = Counter()
+        self.n_traces: dict[str, int] = dict.fromkeys(_OUTCOMES, 0)
+        self.examples: dict[tuple[str, str], deque[str]] = {}
+        self.version = 0
+        self.first_seen: float | None = None
+        self.last_seen: float | None = None
+
+    @property
+    def n_fitted(self) -> int:
+        return self.n_traces["success"] + self.n_traces["failure"] + self.n_traces["censored"]
+
+    @property
+    def n_total(self) -> int:
+        return sum(self.n_traces.values())
+
+    def add(self, states: tuple[str, ...], outcome: str, episode_id: str, at: float | None = None) -> None:
+        self.version += 1
+        self.n_traces[outcome] = self.n_traces.get(outcome, 0) + 1
+        if at is not None:
+            self.first_seen = at if self.first_seen is None else min(self.first_seen, at)
+            self.last_seen = at if self.last_seen is None else max(self.last_seen, at)
+        if outcome == "invalid" or not states:
+            return
+        self.initial[states[0]] += 1
+        for a, b in itertools.pairwise(states):
+            self.transitions[(a, b)] += 1
+            if outcome == FAILURE:
+                self._example((a, b), episode_id)
+        last = states[-1]
+        if outcome == SUCCESS:
+            self.exits_success[last] += 1
+        elif outcome == FAILURE:
+            self.exits_failure[last] += 1
+            self._example((last, FAILURE), episode_id)
+
+    def _example(self, key: tuple[str, str], episode_id: str) -> None:
+        dq = self.examples.get(key)
+        if dq is None:
+            dq = self.examples[key] = deque(maxlen=_EXAMPLES)
+        dq.append(episode_id)
+
+    def merge(self, other: RunningCounts) -> None:
+        """Add ``other``'s counts to these (examples: the most recent kept)."""
+        self.version += 1
+        self.transitions.update(other.transitions)
+        self.exits_success.update(other.exits_success)
+        self.exits_failure.update(other.exits_failure)
+        self.initial.update(other.initial)
+        for k, v in other.n_traces.items():
+            self.n_traces[k] = self.n_traces.get(k, 0) + v
+        for key, dq in other.examples.items():
+            for e in dq:
+                self._example(key, e)
+        for t in (other.first_seen, other.last_seen):
+            if t is not None:
+                self.first_seen = t if self.first_seen is None else min(self.first_seen, t)
+                self.last_seen = t if self.last_seen is None else max(self.last_seen, t)
+
+    @classmethod
+    def total_of(cls, parts: Iterable[RunningCounts]) -> RunningCounts:
+        out = cls()
+        for p in parts:
+            out.merge(p)
+        return out
+
+    def states(self) -> set[str]:
+        seen = set(self.initial)
+        for a, b in self.transitions:
+            seen.add(a)
+            seen.add(b)
+        seen.update(self.exits_success)
+        seen.update(self.exits_failure)
+        return seen
+
+    def to_counts(self, vocabulary: list[str]) -> TransitionCounts:
+        """The :class:`TransitionCounts` over ``vocabulary`` (which must hold every state seen here)."""
+        pos = {s: i for i, s in enumerate(vocabulary)}
+        m = len(vocabulary)
+        T = np.zeros((m, m), np.int64)
+        for (a, b), n in self.transitions.items():
+            T[pos[a], pos[b]] += n
+        cs, cf, ini = (np.zeros(m, np.int64) for _ in range(3))
+        for s, n in self.exits_success.items():
+            cs[pos[s]] += n
+        for s, n in self.exits_failure.items():
+            cf[pos[s]] += n
+        for s, n in self.initial.items():
+            ini[pos[s]] += n
+        return TransitionCounts(tuple(vocabulary), T, cs, cf, ini, dict(self.n_traces))
+
+    def examples_for(self, a: str, b: str) -> list[str]:
+        return list(reversed(self.examples.get((a, b), ())))
+
+
+def row_table(counts: TransitionCounts) -> np.ndarray:
+    """[C | c⊕ | c⊖] as floats: each row's outcome counts (what the homogeneity test compares)."""
+    return np.column_stack([counts.transitions, counts.exits_success, counts.exits_failure]).astype(np.float64)
+
+
+def alpha_spent(alpha: float, j: int) -> float:
+    """α_j = α · 6 / (π² j²), the level of the j-th drift comparison (Σ_j α_j = α).
+
+    >>> round(sum(alpha_spent(0.05, j) for j in range(1, 100_000)), 4)
+    0.05
+    """
+    return alpha * 6.0 / (math.pi ** 2 * j * j)
+
+
+@dataclass
+class _Window:
+    key: int
+    counts: RunningCounts
+    complete: bool = False
+    drift: dict[str, Any] | None = None
+    stats: dict[str, Any] | None = None
+    stats_version: int = -1
+
+
+class LiveAnalysis:
+    """Count tables per window and the running total; :meth:`snapshot` turns them into the live document.
+
+    Thread-safe: the ingest thread calls :meth:`add_episodes`, the analyzer calls :meth:`snapshot`.
+    """
+
+    def __init__(self, window: WindowSpec, *, alpha: float = 0.05, min_traces: int = 30, horizon: int = 30,
+                 confidence: float = 0.95, samples: int = 1000, window_samples: int = 400,
+                 keep_windows: int = 500, complete_after: float = 0.0, seed: int = 0,
+                 clock: Callable[[], float] | None = None) -> None:
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        self.window = window
+        self.alpha = alpha
+        self.min_traces = min_traces
+        self.horizon = horizon
+        self.confidence = confidence
+        self.samples = samples
+        self.window_samples = window_samples
+        self.keep_windows = keep_windows
+        self.complete_after = complete_after
+        self.seed = seed
+        import time
+
+        self.clock = clock or time.time
+        self.total = RunningCounts()
+        self.windows: dict[int, _Window] = {}
+        self.vocabulary: list[str] = []
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+        self._n_episodes = 0
+        self.baseline: int | None = None
+        self.comparisons = 0
+        self.drift_events: list[dict[str, Any]] = []  # drift alerts not yet handed out
+        self.completed: list[int] = []  # windows completed since the rules last looked
+        self._total_stats: tuple[int, dict[str, Any]] | None = None
+
+    # ------------------------------------------------------------------ input
+    def window_key(self, row: EpisodeRow, ordinal: int) -> int:
+        if self.window.by == "count":
+            return ordinal // int(self.window.size)
+        t = row.t_start if row.t_start is not None else row.closed
+        return math.floor(t / self.window.size)
+
+    def add_episodes(self, rows: Iterable[EpisodeRow]) -> None:
+        with self._lock:
+            for row in rows:
+                key = self.window_key(row, self._n_episodes)
+                self._n_episodes += 1
+                w = self.windows.get(key)
+                if w is None:
+                    w = self.windows[key] = _Window(key, RunningCounts())
+                at = row.t_start if row.t_start is not None else row.closed
+                w.counts.add(row.states, row.outcome, row.episode_id, at)
+                self.total.add(row.states, row.outcome, row.episode_id, at)
+                for s in row.states:
+                    if s not in self._known:
+                        self._known.add(s)
+                        self.vocabulary.append(s)
+            while len(self.windows) > self.keep_windows:
+                del self.windows[min(self.windows)]
+
+    @property
+    def n_episodes(self) -> int:
+        return self._n_episodes
+
+    # ------------------------------------------------------------------ windows
+    def window_label(self, key: int) -> str:
+        if self.window.by == "count":
+            n = int(self.window.size)
+            return f"traces {key * n}–{(key + 1) * n - 1}"
+        start = _dt.datetime.fromtimestamp(key * self.window.size, _dt.UTC)
+        return start.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+    def window_bounds(self, key: int) -> dict[str, Any]:
+        """What selects the window's episodes in the store: a range of arrival ordinals or of start times."""
+        if self.window.by == "count":
+            n = int(self.window.size)
+            return {"by": "count", "first": key * n, "last": (key + 1) * n - 1}
+        return {"by": "time", "start": key * self.window.size, "end": (key + 1) * self.window.size}
+
+    def _update_completion(self) -> None:
+        """Mark finished windows complete (count: full; time: its end passed) and run their drift test once."""
+        if not self.windows:
+            return
+        latest = max(self.windows)
+        now = self.clock()
+        for key in sorted(self.windows):
+            w = self.windows[key]
+            if w.complete:
+                continue
+            if self.window.by == "count":
+                done = w.counts.n_total >= int(self.window.size)
+            else:
+                done = now >= (key + 1) * self.window.size + self.complete_after or key < latest
+            if not done:
+                continue
+            w.complete = True
+            self.completed.append(key)
+            self._drift(w)
+
+    def _drift(self, w: _Window) -> None:
+        from tracetochain.audit._homogeneity import homogeneity_from_counts
+
+        if w.counts.n_fitted < self.min_traces:
+            w.drift = {"tested": False, "reason": f"fewer than {self.min_traces} usable traces"}
+            return
+        if self.baseline is None or self.baseline not in self.windows:
+            if self.baseline is None:
+                self.baseline = w.key
+                w.drift = {"tested": False, "reason": "baseline"}
+                return
+        base = self.windows[self.baseline].counts
+        vocab = sorted(base.states() | w.counts.states())
+        self.comparisons += 1
+        level = alpha_spent(self.alpha, self.comparisons)
+        h = homogeneity_from_counts(row_table(base.to_counts(vocab)), row_table(w.counts.to_counts(vocab)), vocab,
+                                    level=level, n_traces=(base.n_total, w.counts.n_total))
+        alert = h.p_value <= level
+        w.drift = {"tested": True, "comparison": self.comparisons, "level": level, "p_value": h.p_value,
+                   "g2": h.g2, "df": h.df, "alert": alert, "differing_states": list(h.differing)}
+        if alert:
+            self.drift_events.append(self._drift_alert(w, h.differing, h.p_value, level))
+
+    def _drift_alert(self, w: _Window, differing: tuple[str, ...], p: float, level: float) -> dict[str, Any]:
+        base = self.windows[self.baseline].counts if self.baseline in self.windows else None
+        moved = moved_transitions(base, w.counts, differing) if base is not None else []
+        examples: list[str] = []
+        for m in moved:
+            for e in w.counts.examples_for(m["from"], m["to"]):
+                if e not in examples:
+                    examples.append(e)
+        return {"kind": "drift", "window": w.key, "window_label": self.window_label(w.key),
+                "message": (f"window {self.window_label(w.key)} departs from the baseline "
+                            f"({self.window_label(self.baseline or 0)}): p = {p:.3g} ≤ {level:.3g}"
+                            + (f"; states: {', '.join(differing)}" if differing else "")),
+                "p_value": p, "level": level, "differing_states": list(differing), "moved": moved,
+                "examples": examples[:_EXAMPLES]}
+
+    def pop_drift_events(self) -> list[dict[str, Any]]:
+        with self._lock:
+            out, self.drift_events = self.drift_events, []
+            return out
+
+    def pop_completed(self) -> list[int]:
+        """Windows completed since the last call, oldest first (the rules evaluate each one once, as it closes).
+
+        Completion is checked here again: episodes keep arriving while a snapshot is computed, and a window that
+        filled up meanwhile must be handed to the rules before the next one is looked at as the latest."""
+        with self._lock:
+            self._update_completion()
+            out, self.completed = self.completed, []
+            return out
+
+    # ------------------------------------------------------------------ views
+    def counts_over(self, n_windows: int | None, ending: int | None = None) -> RunningCounts:
+        """The sum of the ``n_windows`` windows ending with window ``ending`` (default: the latest, complete or
+        not); ``n_windows=None`` → everything counted so far."""
+        with self._lock:
+            if n_windows is None:
+                return RunningCounts.total_of([self.total])
+            keys = sorted(k for k in self.windows if ending is None or k <= ending)[-n_windows:]
+            if ending is not None:
+                keys = [k for k in keys if k > ending - n_windows]
+            return RunningCounts.total_of(self.windows[k].counts for k in keys)
+
+    def latest_key(self) -> int | None:
+        with self._lock:
+            return max(self.windows) if self.windows else None
+
+    def chain_of(self, counts: RunningCounts) -> AbsorbingChain | None:
+        """The chain of a count table (library default prior), or None when nothing usable was counted."""
+        if counts.n_fitted == 0:
+            return None
+        vocab = [s for s in self.vocabulary if s in counts.states()]
+        if not vocab:
+            return None
+        try:
+            return estimate_chain(counts.to_counts(vocab))
+        except TraceToChainError:
+            return None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The live document: totals, per-window series, the latest window's full summary, drift, examples."""
+        with self._lock:
+            self._update_completion()
+            keys = sorted(self.windows)
+            series = []
+            for key in keys:
+                w = self.windows[key]
+                if w.stats is None or w.stats_version != w.counts.version:
+                    w.stats = self._window_stats(w.counts)
+                    w.stats_version = w.counts.version
+                series.append({"key": key, "label": self.window_label(key), "complete": w.complete,
+                               "n_traces": w.counts.n_total, "outcomes": dict(w.counts.n_traces),
+                               **w.stats, "drift": w.drift, "bounds": self.window_bounds(key)})
+            latest = self.windows[keys[-1]].counts if keys else None
+            base = self.windows[self.baseline].counts if self.baseline in self.windows else None
+            total = RunningCounts.total_of([self.total])
+            vocab = list(self.vocabulary)
+            n = self._n_episodes
+        total_doc = self._cached_total(total)
+        current = self._full_summary(latest) if latest is not None else None
+        moved = moved_transitions(base, latest, None) if base is not None and latest is not None else []
+        return {"kind": "tracetochain.live", "schema_version": 1, "window": {"by": self.window.by,
+                "size": self.window.size, "describe": self.window.describe()}, "n_episodes": n,
+                "states": vocab, "total": total_doc, "current": current,
+                "current_key": keys[-1] if keys else None, "baseline": self.baseline,
+                "series": series, "moved": moved, "confidence": self.confidence}
+
+    def _cached_total(self, total: RunningCounts) -> dict[str, Any] | None:
+        if self._total_stats is not None and self._total_stats[0] == total.n_total:
+            return self._total_stats[1]
+        doc = self._full_summary(total)
+        if doc is not None:
+            self._total_stats = (total.n_total, doc)
+        return doc
+
+    def _window_stats(self, counts: RunningCounts) -> dict[str, Any]:
+        from tracetochain.uncertainty import DirichletPosterior
+
+        chain = self.chain_of(counts)
+        if chain is None:
+            return {"r_inf": None, "r_inf_lower": None, "r_inf_upper": None, "pass_rate": None}
+        post = DirichletPosterior(confidence=self.confidence, n_samples=self.window_samples, seed=self.seed,
+                                  pseudocount=chain.metadata.get("pseudocount", 1.0)).fit(chain).fetch_model()
+        r = post.ensemble.stats("r_inf")
+        usable = max(1, counts.n_fitted)
+        return {"r_inf": _finite(chain.r_inf), "r_inf_lower": _finite(r.lower), "r_inf_upper": _finite(r.upper),
+                "pass_rate": counts.n_traces["success"] / usable}
+
+    def _full_summary(self, counts: RunningCounts | None) -> dict[str, Any] | None:
+        """Chain, R∞, R(d), per-state vulnerability and attribution with posterior intervals."""
+        if counts is None:
+            return None
+        chain = self.chain_of(counts)
+        if chain is None:
+            return None
+        from tracetochain.uncertainty import interval_summary
+
+        iv = interval_summary(chain, method="posterior", confidence=self.confidence, samples=self.samples,
+                              seed=self.seed, horizon=self.horizon, ks=(1, 3, 5))
+        m = iv["metrics"]
+        names = list(chain.state_names)
+        states = []
+        for i, s in enumerate(names):
+            st = m["states"][i]
+            states.append({"name": s, "vulnerability": _triple(st["r_failure"]),
+                           "attribution": _triple(st["failure_share"]),
+                           "success_probability": _triple(st["success_probability"]),
+                           "expected_visits": _triple(st["expected_visits"])})
+        edges = []
+        for i, a in enumerate(names):
+            for j, b in enumerate(names):
+                if chain.Q[i, j] > 0 and counts.transitions.get((a, b), 0) > 0:
+                    edges.append({"from": a, "to": b, "p": float(chain.Q[i, j]),
+                                  "count": int(counts.transitions[(a, b)])})
+            for to, vec, cnt in ((SUCCESS, chain.R_success, counts.exits_success),
+                                 (FAILURE, chain.R_failure, counts.exits_failure)):
+                if cnt.get(a, 0) > 0:
+                    edges.append({"from": a, "to": to, "p": float(vec[i]), "count": int(cnt[a])})
+        rel = m["reliability"]
+        return {"n_traces": counts.n_total, "outcomes": dict(counts.n_traces),
+                "pass_rate": counts.n_traces["success"] / max(1, counts.n_fitted),
+                "r_inf": _triple(m["r_inf"]), "mean_steps": _triple(m["mean_steps"]),
+                "reliability": {"point": rel["point"], "lower": rel["lower"], "upper": rel["upper"]},
+                "states": states, "edges": edges,
+                "initial": {a: float(chain.pi0[i]) for i, a in enumerate(names)},
+                "chain": chain.to_dict()}
+
+
+def _finite(x: Any) -> float | None:
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _triple(stats: dict[str, Any]) -> dict[str, float | None]:
+    return {"point": _finite(stats.get("point")), "lower": _finite(stats.get("lower")),
+            "upper": _finite(stats.get("upper"))}
+
+
+def transition_probabilities(counts: RunningCounts) -> dict[tuple[str, str], float]:
+    """Empirical row frequencies c_ij / c_i (the moves shown on the graph; the prior is left out on purpose so a
+    row's change reads as the data's)."""
+    totals: Counter[str] = Counter()
+    for (a, _), n in counts.transitions.items():
+        totals[a] += n
+    for s, n in counts.exits_success.items():
+        totals[s] += n
+    for s, n in counts.exits_failure.items():
+        totals[s] += n
+    out: dict[tuple[str, str], float] = {}
+    for (a, b), n in counts.transitions.items():
+        out[(a, b)] = n / totals[a]
+    for s, n in counts.exits_success.items():
+        out[(s, SUCCESS)] = n / totals[s]
+    for s, n in counts.exits_failure.items():
+        out[(s, FAILURE)] = n / totals[s]
+    return out
+
+
+def moved_transitions(base: RunningCounts | None, now: RunningCounts | None, states: Iterable[str] | None,
+                      *, min_change: float = 0.05, limit: int = 8) -> list[dict[str, Any]]:
+    """Transitions whose empirical probability changed most between ``base`` and ``now`` (only rows of ``states``
+    when given), largest change first; each with example episodes of ``now`` that took it."""
+    if base is None or now is None:
+        return []
+    pb, pn = transition_probabilities(base), transition_probabilities(now)
+    only = set(states) if states is not None else None
+    out: list[dict[str, Any]] = []
+    for key in set(pb) | set(pn):
+        if only is not None and key[0] not in only:
+            continue
+        d = pn.get(key, 0.0) - pb.get(key, 0.0)
+        if abs(d) >= min_change:
+            out.append({"from": key[0], "to": key[1], "before": pb.get(key, 0.0), "after": pn.get(key, 0.0),
+                        "change": d, "examples": now.examples_for(*key)})
+    out.sort(key=lambda r: (-abs(r["change"]), r["from"], r["to"]))
+    return out[:limit]

@@ -1,0 +1,82 @@
+"""Server-rendered pages: one episode (the root-cause pointer an alert links to) and the report of a window.
+
+Both are jinja2 templates with autoescaping: span names, tool names, error types and step text are untrusted.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from tracetochain.traces._table import TraceTable
+
+_TRACE_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Episode {{ ep.episode_id }} — tracetochain</title>
+<link rel="icon" href="data:,"><link rel="stylesheet" href="/static/dashboard.css"></head>
+<body><main class="page">
+<p><a href="/">← dashboard</a></p>
+<h1>Episode <code>{{ ep.episode_id }}</code></h1>
+<p id="episode-outcome" class="outcome {{ ep.outcome }}">{{ ep.outcome }}</p>
+<p>Trace <code>{{ ep.trace_id }}</code>{% if started %}, started {{ started }}{% endif %},
+{{ ep.steps|length }} steps.</p>
+<p class="path">{% for s in ep.states %}<span class="state">{{ s }}</span> → {% endfor %}
+<span class="state {{ ep.outcome }}">{{ ep.outcome }}</span></p>
+<table id="steps"><thead><tr><th>#</th><th>state</th><th>kind</th><th>tool</th><th>error</th><th>duration</th>
+<th>text</th></tr></thead>
+<tbody>{% for st in rows %}<tr class="{{ 'error' if st.error else '' }}"><td>{{ st.idx }}</td><td>{{ st.state }}</td>
+<td>{{ st.kind }}</td><td>{{ st.tool }}</td><td>{{ st.error_type or ('yes' if st.error else '') }}</td>
+<td>{{ st.duration }}</td><td class="text">{{ st.text }}</td></tr>{% endfor %}</tbody></table>
+</main></body></html>
+"""
+
+
+def trace_html(ep: dict[str, Any]) -> str:
+    """One decided episode: its state path and its steps (text cut at 2,000 characters)."""
+    import jinja2
+
+    rows = []
+    for i, st in enumerate(ep["steps"]):
+        kind, tool = st.get("step_kind", ""), st.get("tool_name", "")
+        state = ep["states"][i] if i < len(ep["states"]) else ""
+        t0, t1 = st.get("t_start"), st.get("t_end")
+        text = str(st.get("text", ""))
+        rows.append({"idx": i, "state": state, "kind": kind, "tool": tool, "error": bool(st.get("error")),
+                     "error_type": st.get("error_type"),
+                     "duration": f"{t1 - t0:.3f} s" if t0 is not None and t1 is not None else "",
+                     "text": text[:2000] + ("…" if len(text) > 2000 else "")})
+    started = None
+    if ep.get("t_start") is not None:
+        started = _dt.datetime.fromtimestamp(ep["t_start"], _dt.UTC).isoformat(timespec="seconds")
+    env = jinja2.Environment(autoescape=True)
+    return env.from_string(_TRACE_TEMPLATE).render(ep=ep, rows=rows, started=started)
+
+
+def window_report_html(service: Any, window: str, audit: bool) -> str:
+    """The full HTML report (``tracetochain report``) of one window's episodes, or of all of them."""
+    from tracetochain.report import make_report, render_html
+
+    live = service.live
+    if window in ("all", ""):
+        records = service.store.steps_of()
+        label = "all traces"
+    else:
+        try:
+            key = int(window)
+        except ValueError:
+            raise ValueError(f"window must be a window number from the dashboard or 'all', got {window!r}") from None
+        bounds = live.window_bounds(key)
+        if bounds["by"] == "count":
+            records = service.store.steps_of(seq_range=(bounds["first"] + 1, bounds["last"] + 2))
+        else:
+            records = service.store.steps_of(time_range=(bounds["start"], bounds["end"]))
+        label = f"window {live.window_label(key)}"
+    if not records:
+        raise ValueError(f"no decided episodes in {label}")
+    traces = TraceTable.from_records(records, source=f"live store {service.store.path} ({label})", format="otlp")
+    try:
+        rep = make_report(traces, audit=audit, samples=500, seed=service.config.seed, horizon=service.config.horizon)
+    except Exception as exc:  # e.g. too few traces for the held-out audit: say so, keep the page
+        if not audit:
+            raise ValueError(f"cannot build the report of {label}: {exc}") from None
+        rep = make_report(traces, audit=False, samples=500, seed=service.config.seed, horizon=service.config.horizon)
+    return render_html(rep)

@@ -1,0 +1,311 @@
+"""Threshold rules on named transitions and metrics, read from a TOML file, evaluated on the live counts.
+
+A rules file::
+
+    min_traces = 30                      # optional default: rules stay silent on fewer usable traces
+
+    [[rule]]
+    name = "SQL errors"                  # optional (default: the expression)
+    when = "P(sql_exec -> failure) > 0.1 over 1h"
+    severity = "critical"                # optional: info, warning (default), critical
+
+    [[rule]]
+    when = "R∞ < 0.8 over 3 windows"
+
+Expressions: ``METRIC OP NUMBER [over SPAN]``. Metrics: ``R∞`` (also ``R_inf``, ``r_inf``), ``R(d)`` (success within
+d steps), ``P(a -> b)`` (one-step probability from state ``a`` to state ``b``, ``success`` or ``failure``; quote
+names with spaces: ``P("final answer" -> failure)``), ``attribution(a)`` (share of failures leaving from ``a``),
+``pass_rate`` (observed share of successes), ``mean_steps``, ``traces`` (episodes counted; e.g. ``traces < 10 over
+1h`` for "the agent went quiet"). OP is ``<``, ``<=``, ``>``, ``>=``. SPAN is a duration that is a whole number of
+time windows (``1h``), a number of traces that is a whole number of count windows (``1000 traces``), ``N windows``,
+or ``all`` (everything since the store began); without it, the current window.
+
+Chain metrics are point estimates of the chain fitted to the span's counts (library default prior). A rule fires
+when its condition holds on at least ``min_traces`` usable traces, and resolves when it stops holding; both edges
+are alerts. Every error names the file, the line and how to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracetochain._config_files import file_error, load_document, locate_line
+from tracetochain.exceptions import TraceToChainError
+from tracetochain.serve._live import FAILURE, SUCCESS, LiveAnalysis, RunningCounts, WindowSpec, parse_duration
+
+_TOP_LEVEL = ("rule", "rules", "min_traces")
+_RULE_KEYS = ("name", "when", "severity", "min_traces")
+_SEVERITIES = ("info", "warning", "critical")
+_OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+_EXPR_RE = re.compile(r"^\s*(?P<metric>.+?)\s*(?P<op><=|>=|<|>)\s*(?P<value>[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|"
+                      r"[-+]?\.\d+)\s*(?:over\s+(?P<over>.+?))?\s*$", re.IGNORECASE)
+_STATE = r'(?:"[^"]+"|\'[^\']+\'|[^\s()"\']+(?:\s+[^\s()"\'<>=-]+)*?)'
+
+
+class RulesFileError(TraceToChainError, ValueError):
+    """A rules file is malformed; the message names the file, the line and the fix."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One parsed rule; :meth:`evaluate` computes its metric on the live counts."""
+
+    name: str
+    expression: str
+    metric: str  # r_inf | reliability | transition | attribution | pass_rate | mean_steps | traces
+    args: tuple[Any, ...]
+    op: str
+    threshold: float
+    n_windows: int | None  # None: everything ("all")
+    over: str
+    severity: str
+    min_traces: int
+
+    def value(self, live: LiveAnalysis, counts: RunningCounts) -> float | None:
+        """The metric on ``counts`` (None when undefined: too few traces, or a state never seen)."""
+        if self.metric == "traces":
+            return float(counts.n_total)
+        if counts.n_fitted < self.min_traces:
+            return None
+        if self.metric == "pass_rate":
+            return counts.n_traces["success"] / max(1, counts.n_fitted)
+        chain = live.chain_of(counts)
+        if chain is None:
+            return None
+        if self.metric == "r_inf":
+            return chain.r_inf
+        if self.metric == "reliability":
+            return float(chain.reliability(int(self.args[0]))[-1])
+        if self.metric == "mean_steps":
+            return chain.mean_steps()
+        names = chain.state_names
+        a = self.args[0]
+        if a not in names:
+            return None
+        i = names.index(a)
+        if self.metric == "attribution":
+            if chain.r_inf >= 1.0:
+                return 0.0
+            return float(chain.failure_attribution()[i])
+        b = self.args[1]
+        if b == SUCCESS:
+            return float(chain.R_success[i])
+        if b == FAILURE:
+            return float(chain.R_failure[i])
+        if b not in names:
+            return 0.0
+        return float(chain.Q[i, names.index(b)])
+
+    def holds(self, value: float | None) -> bool:
+        return value is not None and math.isfinite(value) and _OPS[self.op](value, self.threshold)
+
+    def examples(self, live: LiveAnalysis, counts: RunningCounts) -> list[str]:
+        """Root-cause pointers: recent failing episodes that took the rule's transition (or, for a whole-chain
+        metric, the exit to failure from the state with the largest failure attribution)."""
+        if self.metric == "transition":
+            return counts.examples_for(self.args[0], self.args[1])
+        if self.metric == "attribution":
+            return counts.examples_for(self.args[0], FAILURE)
+        worst = max(counts.exits_failure.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+        return counts.examples_for(worst[0], FAILURE) if worst else []
+
+
+def _unquote(s: str) -> str:
+    s = s.strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
+        return s[1:-1]
+    return s
+
+
+def parse_metric(text: str) -> tuple[str, tuple[Any, ...]]:
+    """The metric part of an expression → (kind, arguments); ``ValueError`` says what is accepted.
+
+    >>> parse_metric("P(sql_exec -> failure)"), parse_metric("R(10)"), parse_metric("R∞")
+    (('transition', ('sql_exec', 'failure')), ('reliability', (10,)), ('r_inf', ()))
+    """
+    t = text.strip()
+    low = t.lower()
+    if t in ("R∞", "R_∞") or low in ("r_inf", "rinf", "r_infinity"):
+        return "r_inf", ()
+    if low in ("pass_rate", "mean_steps", "traces"):
+        return low, ()
+    m = re.fullmatch(r"R\(\s*(\d+)\s*\)", t)
+    if m:
+        return "reliability", (int(m.group(1)),)
+    m = re.fullmatch(r"(?i:attribution)\(\s*(.+?)\s*\)", t)
+    if m:
+        return "attribution", (_unquote(m.group(1)),)
+    m = re.fullmatch(r"P\(\s*(.+?)\s*\)", t)
+    if m:
+        inner = m.group(1)
+        parts = re.split(r"\s*(?:->|→)\s*", inner, maxsplit=1) if not inner.startswith(("'", '"')) else None
+        if parts is None:
+            q = re.fullmatch(r"(\"[^\"]+\"|'[^']+')\s*(?:->|→)\s*(.+)", inner)
+            parts = [q.group(1), q.group(2)] if q else [inner]
+        if len(parts) == 2 and parts[0].strip() and parts[1].strip():
+            return "transition", (_unquote(parts[0]), _unquote(parts[1]))
+        raise ValueError(f"cannot read the transition {t!r}: write P(from -> to), e.g. P(sql_exec -> failure)")
+    raise ValueError(f"unknown metric {t!r}: use R∞, R(d), P(a -> b), attribution(a), pass_rate, mean_steps or "
+                     "traces")
+
+
+def parse_span(text: str | None, window: WindowSpec) -> tuple[int | None, str]:
+    """``over ...`` → number of windows (None = all) and its description, for windows of ``window``."""
+    if text is None:
+        return 1, "the current window"
+    t = text.strip().lower()
+    if t in ("all", "everything"):
+        return None, "all traces"
+    m = re.fullmatch(r"(\d+)\s*windows?", t)
+    if m:
+        n = int(m.group(1))
+        if n < 1:
+            raise ValueError("over N windows needs N >= 1")
+        return n, f"{n} window{'s' if n > 1 else ''}"
+    m = re.fullmatch(r"(\d+)\s*(?:traces?|episodes?)", t)
+    if m:
+        if window.by != "count":
+            raise ValueError(f"'over {text}' counts traces but the windows are {window.describe()} of time; write a "
+                             "duration such as 1h, or N windows")
+        n_traces = int(m.group(1))
+        ratio = n_traces / window.size
+        if ratio < 1 or abs(ratio - round(ratio)) > 1e-9:
+            raise ValueError(f"'over {text}' is not a whole number of windows of {window.describe()}")
+        return round(ratio), f"{n_traces} traces"
+    seconds = parse_duration(t)
+    if window.by != "time":
+        raise ValueError(f"'over {text}' is a duration but the windows count traces ({window.describe()}); write "
+                         "N traces or N windows")
+    ratio = seconds / window.size
+    if ratio < 1 - 1e-9 or abs(ratio - round(ratio)) > 1e-6:
+        raise ValueError(f"'over {text}' is not a whole number of windows of {window.describe()} (start serve with "
+                         "a --window that divides it)")
+    return round(ratio), t
+
+
+def parse_rule_expression(expression: str, window: WindowSpec) -> tuple[str, tuple[Any, ...], str, float,
+                                                                        int | None, str]:
+    """``"P(a -> failure) > 0.1 over 1h"`` → (metric, args, op, threshold, n_windows, span description)."""
+    m = _EXPR_RE.match(expression)
+    if not m:
+        raise ValueError(f"cannot read {expression!r}: write METRIC OP NUMBER [over SPAN], e.g. "
+                         "'P(sql_exec -> failure) > 0.1 over 1h' or 'R∞ < 0.8'")
+    metric, args = parse_metric(m.group("metric"))
+    n_windows, over = parse_span(m.group("over"), window)
+    threshold = float(m.group("value"))
+    if metric not in ("traces", "mean_steps") and not 0 <= threshold <= 1:
+        raise ValueError(f"{m.group('metric').strip()} is a probability; the threshold {threshold:g} is outside [0, 1]")
+    return metric, args, m.group("op"), threshold, n_windows, over
+
+
+def load_rules(path: str | Path, window: WindowSpec) -> list[Rule]:
+    """Read and check a rules file (TOML, or YAML with PyYAML)."""
+    src = str(path)
+    doc, text = load_document(path, RulesFileError)
+    if not isinstance(doc, dict):
+        raise _fail("a rules file must be a table with [[rule]] entries", src, None)
+    for key in doc:
+        if key not in _TOP_LEVEL:
+            raise _fail(f"unknown setting {key!r}", src, locate_line(text, None, key, "rule"),
+                        f"valid top-level settings are {', '.join(_TOP_LEVEL)}")
+    default_min = _int_setting(doc.get("min_traces", 30), "min_traces", src, locate_line(text, None, "min_traces",
+                                                                                          "rule"))
+    entries = doc.get("rule", doc.get("rules"))
+    if entries is None:
+        raise _fail("no rules declared", src, None, "add [[rule]] entries with a 'when' expression")
+    if not isinstance(entries, list):
+        raise _fail("'rule' must be a list of tables: write [[rule]] (two brackets)", src,
+                    locate_line(text, None, "rule", "rule"))
+    rules: list[Rule] = []
+    names: set[str] = set()
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise _fail(f"rule {i + 1} is not a table", src, locate_line(text, i, "when", "rule"))
+        for key in entry:
+            if key not in _RULE_KEYS:
+                raise _fail(f"unknown field {key!r} in rule {i + 1}", src, locate_line(text, i, key, "rule"),
+                            f"a rule has {', '.join(_RULE_KEYS)}")
+        when = entry.get("when")
+        if not isinstance(when, str) or not when.strip():
+            raise _fail(f"rule {i + 1} has no 'when' expression", src, locate_line(text, i, "when", "rule"),
+                        "write e.g. when = \"P(sql_exec -> failure) > 0.1 over 1h\"")
+        try:
+            metric, args, op, threshold, n_windows, over = parse_rule_expression(when, window)
+        except ValueError as exc:
+            raise _fail(str(exc), src, locate_line(text, i, "when", "rule")) from None
+        name = entry.get("name", when.strip())
+        if not isinstance(name, str) or not name.strip():
+            raise _fail(f"rule {i + 1}: name must be text", src, locate_line(text, i, "name", "rule"))
+        if name in names:
+            raise _fail(f"two rules are named {name!r}", src, locate_line(text, i, "name", "rule"),
+                        "give every rule its own name")
+        names.add(name)
+        severity = entry.get("severity", "warning")
+        if severity not in _SEVERITIES:
+            raise _fail(f"rule {i + 1}: severity {severity!r} is not one of {', '.join(_SEVERITIES)}", src,
+                        locate_line(text, i, "severity", "rule"))
+        min_traces = _int_setting(entry.get("min_traces", default_min), "min_traces", src,
+                                  locate_line(text, i, "min_traces", "rule"))
+        rules.append(Rule(name.strip(), when.strip(), metric, args, op, threshold, n_windows, over, severity,
+                          min_traces))
+    return rules
+
+
+def _int_setting(v: Any, name: str, src: str, line: int | None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise _fail(f"{name} must be a whole number >= 0, got {v!r}", src, line)
+    return int(v)
+
+
+def _fail(message: str, path: str | None, line: int | None, hint: str | None = None) -> RulesFileError:
+    err = file_error(RulesFileError, message, path, line, hint)
+    assert isinstance(err, RulesFileError)
+    return err
+
+
+class RuleEngine:
+    """Evaluates the rules on each snapshot and turns state changes into alerts (firing, then resolved)."""
+
+    def __init__(self, rules: list[Rule]) -> None:
+        self.rules = rules
+        self.firing: dict[str, bool] = {r.name: False for r in rules}
+        self.last: dict[str, dict[str, Any]] = {}
+
+    def evaluate(self, live: LiveAnalysis) -> list[dict[str, Any]]:
+        """Evaluate every rule; return the alerts for rules that started or stopped firing.
+
+        Windows that completed since the last call are evaluated first, each once and in order (so a window that
+        filled up between two refreshes is never skipped), then the latest window as it stands.
+        """
+        events: list[dict[str, Any]] = []
+        for key in live.pop_completed():
+            for rule in self.rules:
+                if rule.n_windows is not None:
+                    self._check(rule, live, live.counts_over(rule.n_windows, ending=key), key, events)
+        latest = live.latest_key()
+        for rule in self.rules:
+            status = self._check(rule, live, live.counts_over(rule.n_windows), latest, events)
+            self.last[rule.name] = status
+        return events
+
+    def _check(self, rule: Rule, live: LiveAnalysis, counts: RunningCounts, window: int | None,
+               events: list[dict[str, Any]]) -> dict[str, Any]:
+        value = rule.value(live, counts)
+        fires = rule.holds(value)
+        if fires != self.firing[rule.name]:
+            self.firing[rule.name] = fires
+            shown = "no data" if value is None else f"{value:.4g}"
+            events.append({"kind": "rule", "status": "firing" if fires else "resolved", "rule": rule.name,
+                           "expression": rule.expression, "severity": rule.severity, "value": value,
+                           "threshold": rule.threshold, "over": rule.over, "n_traces": counts.n_total,
+                           "window": window,
+                           "message": (f"{rule.name}: {rule.expression} — value {shown} over {rule.over}"
+                                       if fires else f"{rule.name}: resolved (value {shown})"),
+                           "examples": rule.examples(live, counts) if fires else []})
+        return {"rule": rule.name, "expression": rule.expression, "value": value, "threshold": rule.threshold,
+                "op": rule.op, "over": rule.over, "n_traces": counts.n_total, "firing": fires,
+                "severity": rule.severity, "state": "firing" if fires else ("no data" if value is None else "ok")}

@@ -1,0 +1,184 @@
+"""The live service without HTTP: store, ingest thread, live analysis, rules, alerts and the analyzer thread.
+
+:class:`LiveService` is what ``tracetochain serve`` runs behind its routes, and what tests drive directly. The
+analyzer thread refreshes the live document every ``refresh`` seconds (when something changed, or at least every
+ten periods so that time windows close and "no traffic" rules fire), evaluates the rules, collects the drift
+alerts and hands every alert to the :class:`~tracetochain.serve._alerts.AlertHub`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracetochain.readers.otlp import OtlpOptions, parse_otlp_options
+from tracetochain.serve._alerts import AlertHub, StdoutSink, WebhookSink
+from tracetochain.serve._ingest import Ingestor, IngestSettings
+from tracetochain.serve._live import LiveAnalysis, WindowSpec
+from tracetochain.serve._rules import Rule, RuleEngine, load_rules
+from tracetochain.serve._store import Durability, Store
+
+log = logging.getLogger("tracetochain.serve")
+
+DEFAULT_PORT = 4318  # the OTLP/HTTP port
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class ServeConfig:
+    """Everything ``tracetochain serve`` is told (see the CLI's help for each option)."""
+
+    store: Path = Path("tracetochain-live.db")
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    ingest_token: str | None = None
+    read_token: str | None = None
+    max_request_bytes: int = 16 * 1024 * 1024
+    max_decompressed_bytes: int = 64 * 1024 * 1024
+    window: WindowSpec = field(default_factory=lambda: WindowSpec("time", 300.0))
+    alpha: float = 0.05
+    min_traces: int = 30
+    horizon: int = 30
+    confidence: float = 0.95
+    samples: int = 1000
+    rules: Path | None = None
+    webhook: str | None = None
+    alerts_to_stdout: bool = True
+    reader_options: dict[str, Any] = field(default_factory=dict)
+    ingest: IngestSettings = field(default_factory=IngestSettings)
+    durability: Durability = "full"
+    refresh: float = 1.0
+    seed: int = 0
+
+    def check(self) -> None:
+        """Refuse unsafe or impossible settings with a message that says how to fix them."""
+        if not is_loopback(self.host) and (not self.ingest_token or not self.read_token):
+            raise ValueError(f"serving on {self.host} (beyond this machine) needs both an ingest token and a read "
+                             "token: set TRACETOCHAIN_INGEST_TOKEN and TRACETOCHAIN_READ_TOKEN (or --ingest-token / "
+                             "--read-token), or bind to 127.0.0.1")
+        for name in ("ingest_token", "read_token"):
+            tok = getattr(self, name)
+            if tok is not None and len(tok) < 16:
+                raise ValueError(f"the {name.replace('_', ' ')} is too short ({len(tok)} characters); use at least "
+                                 "16 random characters, e.g. from "
+                                 "`python -c 'import secrets; print(secrets.token_urlsafe())'`")
+        if self.ingest_token and self.read_token and self.ingest_token == self.read_token:
+            raise ValueError("the ingest token and the read token must differ (senders should not read the data)")
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port must be in 1..65535, got {self.port}")
+        if self.max_request_bytes < 1024:
+            raise ValueError("max_request_bytes must be at least 1024")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if not (math.isfinite(self.refresh) and self.refresh > 0):
+            raise ValueError("refresh must be a positive number of seconds")
+
+
+class LiveService:
+    """Store + ingest + analysis + alerts; :meth:`start` / :meth:`stop` (graceful: queued spans are committed)."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        config.check()
+        self.config = config
+        self.options: OtlpOptions = parse_otlp_options(**config.reader_options)
+        self.rules: list[Rule] = load_rules(config.rules, config.window) if config.rules else []
+        self.store = Store(config.store, durability=config.durability)
+        self.live = LiveAnalysis(config.window, alpha=config.alpha, min_traces=config.min_traces,
+                                 horizon=config.horizon, confidence=config.confidence, samples=config.samples,
+                                 complete_after=config.ingest.settle + 1.0, seed=config.seed)
+        self.engine = RuleEngine(self.rules)
+        sinks: list[Any] = []
+        if config.alerts_to_stdout:
+            sinks.append(StdoutSink())
+        if config.webhook:
+            sinks.append(WebhookSink(config.webhook))
+        self.ingestor = Ingestor(self.store, self.options, config.ingest, on_episodes=self._on_episodes)
+        self.hub = AlertHub(sinks, record=self.ingestor.record_alert)
+        self.started = time.time()
+        self._snapshot: dict[str, Any] | None = None
+        self._snapshot_lock = threading.Lock()
+        self._changed = threading.Event()
+        self._stop = threading.Event()
+        self._analyzer: threading.Thread | None = None
+        self.rejected: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        for rows in self.store.iter_episodes():  # rebuild the running counts once, at start
+            self.live.add_episodes(rows)
+        self.hub.recent = list(self.store.alerts(200))
+        self.ingestor.start()
+        self._analyzer = threading.Thread(target=self._analyze_loop, name="tracetochain-analyzer", daemon=True)
+        self._analyzer.start()
+        self.refresh()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._analyzer is not None:
+            self._analyzer.join(30)
+        self.ingestor.stop()
+        self.hub.close()
+
+    # ------------------------------------------------------------------ analysis
+    def _on_episodes(self, rows: list[Any]) -> None:
+        self.live.add_episodes(rows)
+        self._changed.set()
+
+    def _analyze_loop(self) -> None:
+        quiet = 0
+        while not self._stop.is_set():
+            # At most one refresh per period: the analysis shares the interpreter with ingest, and a burst of
+            # episodes is one refresh, not one per commit.
+            self._stop.wait(self.config.refresh)
+            if self._stop.is_set():
+                return
+            changed = self._changed.is_set()
+            self._changed.clear()
+            quiet = 0 if changed else quiet + 1
+            if changed or quiet >= 10:
+                quiet = 0
+                try:
+                    self.refresh()
+                except Exception:  # the dashboard shows the last good document; ingest goes on
+                    log.exception("live analysis failed")
+
+    def refresh(self) -> dict[str, Any]:
+        """Recompute the live document, evaluate the rules and emit the alerts (called by the analyzer)."""
+        doc = self.live.snapshot()
+        rule_events = self.engine.evaluate(self.live)
+        events = self.live.pop_drift_events() + rule_events
+        for event in events:
+            self.hub.emit(event)
+        doc["rules"] = list(self.engine.last.values())
+        doc["alerts"] = self.hub.recent[:50]
+        with self._snapshot_lock:
+            self._snapshot = doc
+        return doc
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._snapshot_lock:
+            doc = self._snapshot
+        return doc if doc is not None else self.refresh()
+
+    def status(self) -> dict[str, Any]:
+        """Ingest health: counters (persisted), open traces, traces waiting for a verdict, uptime."""
+        counters = self.store.counters()
+        return {"ok": self.ingestor.failed is None, "error": str(self.ingestor.failed) if self.ingestor.failed
+                else None, "uptime_s": time.time() - self.started, "open_traces": self.ingestor.open_traces,
+                "pending_verdicts": self.ingestor.pending_verdicts, "episodes": self.live.n_episodes,
+                "counters": counters}

@@ -1,0 +1,338 @@
+"""The embedded store of the live service: one SQLite database file in WAL mode.
+
+Why SQLite (measured in ``benchmarks/bench_serve.py``, argued in the README): the receiver's workload is many small
+appends, each of which must be durable before the sender gets its 200, plus concurrent readers (dashboard, report
+of a window) while the writer runs. SQLite in write-ahead-log mode gives exactly that: a commit is one append to the
+log (``synchronous=FULL``: fsync'd, so it survives power loss; ``NORMAL``: survives a killed process), readers never
+block the writer, it ships with Python, and the file is readable by any SQLite tool. Analytical scans go to
+Parquet (:meth:`Store.export_parquet`), where the partitioned engines read them.
+
+Tables
+------
+* ``spans`` — every acknowledged span, keyed by (trace id, span id): a re-sent span is stored once. ``facts`` holds
+  what the OTLP mapping needs (``readers.otlp`` span facts) as JSON.
+* ``open_traces`` — traces whose episodes are not decided yet (restart resumes them from ``spans``).
+* ``closed_traces`` — traces already assembled (a span arriving later is kept and counted as late).
+* ``verdicts`` — outcomes posted after the fact (``POST /v1/verdicts``), keyed by trace or episode id.
+* ``episodes`` — assembled episodes in the order they were decided (``seq``): outcome, state sequence and the
+  canonical step records (what the report and the Parquet export read).
+* ``problems`` — episodes that could not be used (no outcome, no step…) and rejected requests, with the reason.
+* ``alerts`` — every alert raised, as sent to the sinks.
+* ``counters`` — running totals that must survive a restart (spans received, duplicates, late spans, …).
+
+Only the ingest thread writes (one connection, group commit); every reader opens its own connection.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from tracetochain.readers.otlp import SpanFacts
+
+STORE_SCHEMA_VERSION = 1
+Durability = Literal["full", "normal"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS spans (
+    trace_id TEXT NOT NULL, span_id TEXT NOT NULL, parent_id TEXT, received REAL NOT NULL, facts TEXT NOT NULL,
+    PRIMARY KEY (trace_id, span_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS open_traces (
+    trace_id TEXT PRIMARY KEY, first_received REAL NOT NULL, last_received REAL NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS closed_traces (trace_id TEXT PRIMARY KEY, closed REAL NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS verdicts (id TEXT PRIMARY KEY, verdict TEXT NOT NULL, received REAL NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS episodes (
+    seq INTEGER PRIMARY KEY, episode_id TEXT NOT NULL UNIQUE, trace_id TEXT NOT NULL, closed REAL NOT NULL,
+    t_start REAL, outcome TEXT NOT NULL, states TEXT NOT NULL, steps TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS episodes_by_start ON episodes (t_start);
+CREATE TABLE IF NOT EXISTS problems (
+    id INTEGER PRIMARY KEY, at REAL NOT NULL, kind TEXT NOT NULL, trace_id TEXT, message TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS alerts (id INTEGER PRIMARY KEY, at REAL NOT NULL, payload TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+"""
+
+# The order of a span's facts in its JSON array (ids, parent and times have their own columns).
+_FACT_FIELDS = ("name", "kind", "agent_root", "start", "end", "error", "error_type", "tool", "tokens_in",
+                "tokens_out", "cost", "text", "user", "evals", "finish", "resource", "state")
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be opened or written (the message names the file and the reason)."""
+
+
+def facts_to_json(span: SpanFacts) -> str:
+    """A span's facts as compact JSON (NaN/∞ usage values were already dropped by the mapping)."""
+    return json.dumps([getattr(span, f) for f in _FACT_FIELDS], ensure_ascii=False, separators=(",", ":"))
+
+
+def facts_from_row(span_id: str, parent_id: str | None, facts: str) -> SpanFacts:
+    """The span facts of a stored row (the inverse of :func:`facts_to_json`)."""
+    span = SpanFacts()
+    span.sid, span.parent = span_id, parent_id
+    for name, value in zip(_FACT_FIELDS, json.loads(facts), strict=True):
+        setattr(span, name, value)
+    if span.evals is not None:
+        span.evals = [tuple(e) for e in span.evals]  # type: ignore[misc]
+    return span
+
+
+@dataclass(frozen=True)
+class EpisodeRow:
+    """One decided episode, as the live analysis consumes it."""
+
+    seq: int
+    episode_id: str
+    trace_id: str
+    closed: float
+    t_start: float | None
+    outcome: str
+    states: tuple[str, ...]
+
+
+class Store:
+    """The SQLite store. Create once per process; :meth:`writer` is the ingest thread's connection."""
+
+    def __init__(self, path: str | Path, *, durability: Durability = "full") -> None:
+        self.path = Path(path)
+        if durability not in ("full", "normal"):
+            raise ValueError(f"durability must be 'full' or 'normal', got {durability!r}")
+        self.durability = durability
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._connect() as con:
+                con.executescript(_SCHEMA)
+                row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if row is None:
+                    con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA_VERSION),))
+                elif int(row[0]) != STORE_SCHEMA_VERSION:
+                    raise StoreError(f"{self.path}: store schema version {row[0]}, this version of tracetochain "
+                                     f"reads version {STORE_SCHEMA_VERSION}; export it with the version that "
+                                     "wrote it, or start a new store")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot open the store ({exc}); is it a tracetochain store file?") from None
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ connections
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute(f"PRAGMA synchronous={self.durability.upper()}")
+        con.execute("PRAGMA busy_timeout=30000")
+        return con
+
+    def writer(self) -> sqlite3.Connection:
+        """A new connection for the single writing thread (autocommit off via explicit BEGIN)."""
+        return self._connect()
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """A read connection for the calling thread (kept per thread; WAL readers never block the writer)."""
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._connect()
+            con.execute("PRAGMA query_only=ON")
+            self._local.con = con
+        yield con
+
+    # ------------------------------------------------------------------ reads
+    def last_seq(self) -> int:
+        """The ``seq`` of the last decided episode (0 when there is none)."""
+        with self.reading() as con:
+            row = con.execute("SELECT MAX(seq) FROM episodes").fetchone()
+        return int(row[0] or 0)
+
+    def counters(self) -> dict[str, int]:
+        with self.reading() as con:
+            return {str(k): int(v) for k, v in con.execute("SELECT name, value FROM counters")}
+
+    def span_ids(self) -> list[tuple[str, str]]:
+        """Every stored (trace id, span id), for checks and tests."""
+        with self.reading() as con:
+            return [(str(t), str(s)) for t, s in con.execute("SELECT trace_id, span_id FROM spans")]
+
+    def episodes(self, *, after_seq: int = 0, limit: int | None = None) -> list[EpisodeRow]:
+        """Decided episodes in the order they were decided (``seq`` > ``after_seq``)."""
+        q = ("SELECT seq, episode_id, trace_id, closed, t_start, outcome, states FROM episodes WHERE seq > ? "
+             "ORDER BY seq")
+        args: tuple[Any, ...] = (after_seq,)
+        if limit is not None:
+            q += " LIMIT ?"
+            args = (after_seq, limit)
+        with self.reading() as con:
+            return [EpisodeRow(int(s), str(e), str(t), float(c), ts, str(o), tuple(json.loads(st)))
+                    for s, e, t, c, ts, o, st in con.execute(q, args)]
+
+    def iter_episodes(self, batch: int = 10_000) -> Iterator[list[EpisodeRow]]:
+        """All decided episodes in ``seq`` order, a batch at a time (restart recounts from these)."""
+        after = 0
+        while True:
+            rows = self.episodes(after_seq=after, limit=batch)
+            if not rows:
+                return
+            yield rows
+            after = rows[-1].seq
+
+    def steps_of(self, *, seqs: Sequence[int] | None = None, seq_range: tuple[int, int] | None = None,
+                 time_range: tuple[float, float] | None = None,
+                 episode_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Canonical step records of the selected episodes (in ``seq`` order)."""
+        args: tuple[Any, ...]
+        if seqs is not None:
+            q, args = f"SELECT steps FROM episodes WHERE seq IN ({','.join('?' * len(seqs))}) ORDER BY seq", \
+                tuple(seqs)
+        elif seq_range is not None:
+            q, args = "SELECT steps FROM episodes WHERE seq >= ? AND seq < ? ORDER BY seq", seq_range
+        elif time_range is not None:
+            q, args = ("SELECT steps FROM episodes WHERE COALESCE(t_start, closed) >= ? "
+                       "AND COALESCE(t_start, closed) < ? ORDER BY seq"), time_range
+        elif episode_ids is not None:
+            q, args = (f"SELECT steps FROM episodes WHERE episode_id IN ({','.join('?' * len(episode_ids))}) "
+                       "ORDER BY seq"), tuple(episode_ids)
+        else:
+            q, args = "SELECT steps FROM episodes ORDER BY seq", ()
+        out: list[dict[str, Any]] = []
+        with self.reading() as con:
+            for (steps,) in con.execute(q, args):
+                out.extend(json.loads(steps))
+        return out
+
+    def episode(self, episode_id: str) -> dict[str, Any] | None:
+        """One episode with its steps, or None."""
+        with self.reading() as con:
+            row = con.execute("SELECT seq, episode_id, trace_id, closed, t_start, outcome, states, steps FROM episodes "
+                              "WHERE episode_id = ?", (episode_id,)).fetchone()
+        if row is None:
+            return None
+        seq, eid, tid, closed, t_start, outcome, states, steps = row
+        return {"seq": seq, "episode_id": eid, "trace_id": tid, "closed": closed, "t_start": t_start,
+                "outcome": outcome, "states": json.loads(states), "steps": json.loads(steps)}
+
+    def open_trace_spans(self) -> dict[str, tuple[float, float, list[SpanFacts]]]:
+        """Spans of every open trace with its first/last receive times (restart resumes them)."""
+        out: dict[str, tuple[float, float, list[SpanFacts]]] = {}
+        with self.reading() as con:
+            for tid, first, last in con.execute("SELECT trace_id, first_received, last_received FROM open_traces"):
+                out[str(tid)] = (float(first), float(last), [])
+            for tid, sid, parent, facts in con.execute(
+                    "SELECT s.trace_id, s.span_id, s.parent_id, s.facts FROM spans s JOIN open_traces o "
+                    "ON s.trace_id = o.trace_id"):
+                out[str(tid)][2].append(facts_from_row(sid, parent, facts))
+        return out
+
+    def verdicts(self) -> dict[str, Any]:
+        with self.reading() as con:
+            return {str(k): json.loads(v) for k, v in con.execute("SELECT id, verdict FROM verdicts")}
+
+    def problems(self, limit: int = 50) -> list[dict[str, Any]]:
+        with self.reading() as con:
+            return [{"at": at, "kind": kind, "trace_id": tid, "message": msg} for at, kind, tid, msg in con.execute(
+                "SELECT at, kind, trace_id, message FROM problems ORDER BY id DESC LIMIT ?", (limit,))]
+
+    def alerts(self, limit: int = 100) -> list[dict[str, Any]]:
+        with self.reading() as con:
+            return [json.loads(p) for (p,) in con.execute("SELECT payload FROM alerts ORDER BY id DESC LIMIT ?",
+                                                          (limit,))]
+
+    def export_parquet(self, path: str | Path, *, batch: int = 20_000) -> int:
+        """Write every decided episode's canonical steps as one Parquet file (the engines' input); returns the
+        number of episodes written. Streams in batches of episodes, so memory stays bounded."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from tracetochain.traces._schema import COLUMNS, TRACE_SCHEMA_VERSION
+
+        schema = pa.schema([(c.name, c.type) for c in COLUMNS]).with_metadata(
+            {b"tracetochain.trace_schema_version": str(TRACE_SCHEMA_VERSION).encode()})
+        n = 0
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with pq.ParquetWriter(out, schema) as fh, self.reading() as con:
+            after = 0
+            while True:
+                rows = con.execute("SELECT seq, steps FROM episodes WHERE seq > ? ORDER BY seq LIMIT ?",
+                                   (after, batch)).fetchall()
+                if not rows:
+                    break
+                records = [r for _, steps in rows for r in json.loads(steps)]
+                fh.write_table(pa.Table.from_pylist(records, schema=schema))
+                n += len(rows)
+                after = rows[-1][0]
+        return n
+
+
+class WriteBatch:
+    """What one group commit writes; filled by the ingest thread, applied by :func:`apply_batch`."""
+
+    __slots__ = ("alerts", "closed", "counters", "episodes", "open_upserts", "problems", "spans", "verdicts")
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, str, str | None, float, str]] = []
+        self.open_upserts: dict[str, tuple[float, float]] = {}
+        self.closed: list[tuple[str, float]] = []
+        self.episodes: list[tuple[int, str, str, float, float | None, str, str, str]] = []
+        self.verdicts: list[tuple[str, str, float]] = []
+        self.problems: list[tuple[float, str, str | None, str]] = []
+        self.alerts: list[tuple[float, str]] = []
+        self.counters: dict[str, int] = {}
+
+    def count(self, name: str, n: int = 1) -> None:
+        if n:
+            self.counters[name] = self.counters.get(name, 0) + n
+
+    def __bool__(self) -> bool:
+        return bool(self.spans or self.open_upserts or self.closed or self.episodes or self.verdicts
+                    or self.problems or self.alerts or self.counters)
+
+
+def apply_batch(con: sqlite3.Connection, batch: WriteBatch) -> None:
+    """Write ``batch`` in one transaction and commit (durable on return)."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        if batch.spans:
+            con.executemany("INSERT OR IGNORE INTO spans VALUES (?, ?, ?, ?, ?)", batch.spans)
+        if batch.open_upserts:
+            con.executemany("INSERT INTO open_traces VALUES (?, ?, ?) ON CONFLICT (trace_id) DO UPDATE SET "
+                            "last_received = excluded.last_received",
+                            [(t, a, b) for t, (a, b) in batch.open_upserts.items()])
+        if batch.verdicts:
+            con.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?)", batch.verdicts)
+        if batch.episodes:
+            con.executemany("INSERT INTO episodes (seq, episode_id, trace_id, closed, t_start, outcome, states, steps) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", batch.episodes)
+        if batch.closed:
+            con.executemany("INSERT OR IGNORE INTO closed_traces VALUES (?, ?)", batch.closed)
+            con.executemany("DELETE FROM open_traces WHERE trace_id = ?", [(t,) for t, _ in batch.closed])
+        if batch.problems:
+            con.executemany("INSERT INTO problems (at, kind, trace_id, message) VALUES (?, ?, ?, ?)", batch.problems)
+        if batch.alerts:
+            con.executemany("INSERT INTO alerts (at, payload) VALUES (?, ?)", batch.alerts)
+        if batch.counters:
+            con.executemany("INSERT INTO counters VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET "
+                            "value = value + excluded.value", list(batch.counters.items()))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def closed_among(con: sqlite3.Connection, trace_ids: Iterable[str]) -> set[str]:
+    """The trace ids of ``trace_ids`` that were already assembled."""
+    ids = list(trace_ids)
+    out: set[str] = set()
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        out.update(str(t) for (t,) in con.execute(
+            f"SELECT trace_id FROM closed_traces WHERE trace_id IN ({','.join('?' * len(chunk))})", chunk))
+    return out
+
+
+def now() -> float:
+    return time.time()
