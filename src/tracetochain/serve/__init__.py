@@ -18,6 +18,7 @@ Layout
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Any
 
@@ -73,7 +74,17 @@ def run(config: ServeConfig, *, log_level: str = "warning") -> None:
     print(f"tracetochain serve: OTLP/HTTP on http://{shown}:{config.port}/v1/traces, dashboard on "
           f"http://{shown}:{config.port}/ (store {config.store}; windows of {config.window.describe()})",
           file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=config.port, log_level=log_level,
+    class _GracefulServer(uvicorn.Server):  # type: ignore[misc]
+        """uvicorn re-raises SIGTERM once it has shut down (exit status 143); after a completed graceful shutdown
+        (requests finished, queue committed) the process exits 0 instead, as service managers expect."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if sig == signal.SIGTERM and isinstance(captured, list) and captured and captured[-1] == sig:
+                captured.pop()
+
+    server = _GracefulServer(uvicorn.Config(app, host=host, port=config.port, log_level=log_level,
                                            timeout_graceful_shutdown=15, access_log=False,
                                            server_header=False, proxy_headers=False))
     server.run()

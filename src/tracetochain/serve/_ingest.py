@@ -63,7 +63,8 @@ class IngestSettings:
 
 @dataclass(frozen=True)
 class SpanAck:
-    """What one export request added: new spans, re-sent ones (already stored) and spans of finished traces."""
+    """What one export request added: new spans of open traces, re-sent ones, and spans of traces already assembled
+    (late or re-sent; kept, never counted)."""
 
     accepted: int
     duplicates: int
@@ -299,7 +300,7 @@ class Ingestor:
             if ot is None:
                 if tid in self._closed or tid in already_closed:
                     late += 1
-                    batch.spans.append((tid, span.sid, span.parent, now, facts_to_json(span)))
+                    batch.late_spans.append((tid, span.sid, span.parent, now, facts_to_json(span)))
                     continue
                 ot = self._open[tid] = _OpenTrace(now, now)
             if span.sid in ot.spans:
@@ -313,8 +314,7 @@ class Ingestor:
             batch.open_upserts[tid] = (prev[0] if prev else ot.first, now)
             accepted += 1
         batch.count("spans_received", accepted)
-        batch.count("spans_duplicate", duplicates)
-        batch.count("spans_late", late)
+        batch.count("spans_duplicate", duplicates)  # late ones are told apart from re-sent ones at the commit
         return SpanAck(accepted, duplicates, late)
 
     def _remember_verdict(self, key: str, verdict: Any) -> str:

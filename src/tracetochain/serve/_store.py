@@ -271,10 +271,12 @@ class Store:
 class WriteBatch:
     """What one group commit writes; filled by the ingest thread, applied by :func:`apply_batch`."""
 
-    __slots__ = ("alerts", "closed", "counters", "episodes", "open_upserts", "problems", "spans", "verdicts")
+    __slots__ = ("alerts", "closed", "counters", "episodes", "late_spans", "open_upserts", "problems", "spans",
+                 "verdicts")
 
     def __init__(self) -> None:
         self.spans: list[tuple[str, str, str | None, float, str]] = []
+        self.late_spans: list[tuple[str, str, str | None, float, str]] = []  # of traces already assembled
         self.open_upserts: dict[str, tuple[float, float]] = {}
         self.closed: list[tuple[str, float]] = []
         self.episodes: list[tuple[int, str, str, float, float | None, str, str, str]] = []
@@ -288,7 +290,7 @@ class WriteBatch:
             self.counters[name] = self.counters.get(name, 0) + n
 
     def __bool__(self) -> bool:
-        return bool(self.spans or self.open_upserts or self.closed or self.episodes or self.verdicts
+        return bool(self.spans or self.late_spans or self.open_upserts or self.closed or self.episodes or self.verdicts
                     or self.problems or self.alerts or self.counters)
 
 
@@ -298,6 +300,11 @@ def apply_batch(con: sqlite3.Connection, batch: WriteBatch) -> None:
     try:
         if batch.spans:
             con.executemany("INSERT OR IGNORE INTO spans VALUES (?, ?, ?, ?, ?)", batch.spans)
+        if batch.late_spans:
+            # A span of an assembled trace is either new (late: kept, not counted) or a re-sent copy.
+            new = con.executemany("INSERT OR IGNORE INTO spans VALUES (?, ?, ?, ?, ?)", batch.late_spans).rowcount
+            batch.count("spans_late", new)
+            batch.count("spans_duplicate", len(batch.late_spans) - new)
         if batch.open_upserts:
             con.executemany("INSERT INTO open_traces VALUES (?, ?, ?) ON CONFLICT (trace_id) DO UPDATE SET "
                             "last_received = excluded.last_received",
