@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import CliResult, run_cli
 
 import tracetochain as tt
 
 EXAMPLE = tt.datasets.example_path("tau_airline")
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tracetochain", *args], capture_output=True, text=True,
-                          timeout=120)
+def run(*args: str) -> CliResult:
+    return run_cli(*args)
 
 
 def test_fit_then_metrics(tmp_path: Path) -> None:

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import CliResult, run_cli
 
 import tracetochain as tt
 
 EXAMPLE = tt.datasets.example_path()
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tracetochain", *args], capture_output=True, text=True, timeout=300)
+def run(*args: str) -> CliResult:
+    return run_cli(*args)
 
 
 @pytest.fixture(scope="module")

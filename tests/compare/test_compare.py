@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 import tracetochain as tt
 from tracetochain.audit._homogeneity import homogeneity_test
@@ -58,8 +57,7 @@ def test_a_set_against_itself(tau2: dict[str, tt.TraceTable]) -> None:
 
 def test_compare_cli(tmp_path: Path) -> None:
     ex = str(tt.datasets.example_path())
-    r = subprocess.run([sys.executable, "-m", "tracetochain", "compare", ex, ex, "--json", "--samples", "60"],
-                       capture_output=True, text=True, timeout=300)
+    r = run_cli("compare", ex, ex, "--json", "--samples", "60")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["kind"] == "tracetochain.comparison" and doc["delta_r_inf"] == 0.0

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from cli_runner import run_cli
 
 import tracetochain as tt
 from tracetochain.monitor import monitor
@@ -45,8 +44,7 @@ def test_stationary_streams_rarely_alert() -> None:
 def test_monitor_cli_exit_code(tmp_path: Path) -> None:
     path = tmp_path / "s.parquet"
     stream([BASE, BASE, WORSE], 200, 3).write(path)
-    r = subprocess.run([sys.executable, "-m", "tracetochain", "monitor", str(path), "--window", "200", "--jsonl"],
-                       capture_output=True, text=True, timeout=300)
+    r = run_cli("monitor", str(path), "--window", "200", "--jsonl")
     assert r.returncode == 3, r.stderr
     assert [json.loads(x)["alert"] for x in r.stdout.splitlines()] == [False, False, True]
 

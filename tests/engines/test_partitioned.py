@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cli_runner import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -360,15 +361,12 @@ def test_empty_row_groups_inside_a_trace(engine: Engine, tmp_path: Path) -> None
 
 @pytest.mark.dask
 def test_fit_cli_on_engines_matches_in_memory(tmp_path: Path) -> None:
-    import subprocess
-    import sys
 
     path = tmp_path / "sim.parquet"
     tt.datasets.simulate_traces(tt.datasets.notation_chain(), 3000, 5).write(path)
 
     def r_inf(*extra: str) -> float:
-        r = subprocess.run([sys.executable, "-m", "tracetochain", "fit", str(path), "--json", *extra],
-                           capture_output=True, text=True, timeout=300)
+        r = run_cli("fit", str(path), "--json", *extra)
         assert r.returncode == 0, r.stderr
         return float(json.loads(r.stdout)["r_inf"])
 

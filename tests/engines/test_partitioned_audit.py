@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from cli_runner import CliResult, run_cli
 
 import tracetochain as tt
 from tracetochain.audit import (
@@ -233,16 +234,12 @@ def test_an_engine_passed_in_stays_open(engine: Engine, corpus: dict[str, Path])
 @pytest.mark.dask
 def test_audit_cli_on_engines(tmp_path: Path) -> None:
     """`tracetochain audit --engine local|dask` print the same certificate (a 2-worker process cluster)."""
-    import subprocess
-    import sys
-
     pytest.importorskip("distributed")
     path = tmp_path / "sim.parquet"
     tt.datasets.simulate_traces(tt.datasets.notation_chain(), 3000, 5).write(path)
 
-    def run(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tracetochain", "audit", str(path), "--ks-samples", "49",
-                               *extra], capture_output=True, text=True, timeout=300)
+    def run(*extra: str) -> CliResult:
+        return run_cli("audit", str(path), "--ks-samples", "49", *extra)
 
     docs = []
     for engine in ("local", "dask"):
@@ -272,17 +269,12 @@ def test_bootstrap_partitioned_is_the_audits_ensemble(engine: Engine, corpus: di
 
 
 def test_fit_cli_bootstrap_intervals_on_an_engine(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     path = tmp_path / "sim.parquet"
     tt.datasets.simulate_traces(tt.datasets.notation_chain(), 2000, 5).write(path)
-    r = subprocess.run([sys.executable, "-m", "tracetochain", "fit", str(path), "--engine", "local", "--json",
-                        "--uncertainty", "bootstrap", "--samples", "60"], capture_output=True, text=True, timeout=300)
+    r = run_cli("fit", str(path), "--engine", "local", "--json", "--uncertainty", "bootstrap", "--samples", "60")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     iv = doc["intervals"]["metrics"]["r_inf"]
     assert doc["intervals"]["method"] == "bootstrap" and iv["lower"] < doc["r_inf"] < iv["upper"]
-    r = subprocess.run([sys.executable, "-m", "tracetochain", "fit", str(path), "--engine", "local",
-                        "--uncertainty", "bootstrap-full"], capture_output=True, text=True, timeout=300)
+    r = run_cli("fit", str(path), "--engine", "local", "--uncertainty", "bootstrap-full")
     assert r.returncode == 2 and "states are fixed" in r.stderr

@@ -4,12 +4,11 @@ comparison wherever both compute the same thing, identical on every engine and p
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runner import run_cli
 
 import tracetochain as tt
 from tracetochain.audit import homogeneity_from_counts, homogeneity_test
@@ -59,8 +58,7 @@ def test_a_worse_agent_is_called_worse(tmp_path: Path) -> None:
     c = compare_partitioned(pa, pb, samples=100, names=("last week", "this week"))
     assert c.delta_r_inf_interval[1] < 0 and "less reliable" in c.verdict
     assert c.homogeneity.rejects and c.homogeneity.differing
-    r = subprocess.run([sys.executable, "-m", "tracetochain", "compare", str(pa), str(pb), "--engine", "local",
-                        "--samples", "100", "--json", "--fail-if-worse"], capture_output=True, text=True, timeout=300)
+    r = run_cli("compare", str(pa), str(pb), "--engine", "local", "--samples", "100", "--json", "--fail-if-worse")
     assert r.returncode == 3, r.stderr
     out = json.loads(r.stdout)
     assert out["homogeneity"]["method"] == "chi2" and out["delta_r_inf_interval"][1] < 0

@@ -4,11 +4,10 @@ equals the in-memory report wherever the two compute the same thing."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_cli
 
 import tracetochain as tt
 from tracetochain.engines import Engine
@@ -59,19 +58,17 @@ def test_bootstrap_report_and_same_document_on_every_partitioning(corpus: dict[s
 
 def test_report_cli_with_engine(tmp_path: Path, corpus: dict[str, Path]) -> None:
     out = tmp_path / "r.json"
-    r = subprocess.run([sys.executable, "-m", "tracetochain", "report", str(corpus["parquet"]), "--engine", "local",
-                        "-o", str(out), "--samples", "100", "-q"], capture_output=True, text=True, timeout=300)
+    r = run_cli("report", str(corpus["parquet"]), "--engine", "local", "-o", str(out), "--samples", "100", "-q")
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     assert doc["source"]["engine"] == "local" and doc["intervals"]["method"] == "posterior"
     html = tmp_path / "r.html"
-    r = subprocess.run([sys.executable, "-m", "tracetochain", "report", str(corpus["parquet"]), "--engine", "local",
-                        "-o", str(html), "--uncertainty", "bootstrap", "--samples", "60",
-                        "--fail-under", "r_inf>=0.99"], capture_output=True, text=True, timeout=300)
+    r = run_cli("report", str(corpus["parquet"]), "--engine", "local",
+                "-o", str(html), "--uncertainty", "bootstrap", "--samples", "60",
+                "--fail-under", "r_inf>=0.99")
     assert r.returncode == 3, r.stderr  # the gate fails: exit 3, the report is still written
     assert html.read_text().startswith("<!DOCTYPE html>")
     for bad, msg in ((["--no-audit"], "drop --no-audit"), (["--uncertainty", "bootstrap-full"], "in memory"),
                      (["--reader", "canonical"], "convert other formats")):
-        r = subprocess.run([sys.executable, "-m", "tracetochain", "report", str(corpus["parquet"]), "--engine",
-                            "local", "-o", str(tmp_path / "x.html"), *bad], capture_output=True, text=True, timeout=300)
+        r = run_cli("report", str(corpus["parquet"]), "--engine", "local", "-o", str(tmp_path / "x.html"), *bad)
         assert r.returncode == 2 and msg in r.stderr, (bad, r.stderr)

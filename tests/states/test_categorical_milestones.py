@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runner import run_cli
 
 import tracetochain as tt
 from tracetochain.states import CategoricalStates, MilestoneFileError, MilestoneStates, states_from_spec
@@ -106,15 +105,13 @@ def test_states_from_spec() -> None:
 
 def test_fit_cli_records_state_settings(tmp_path: Path) -> None:
     out = tmp_path / "c.json"
-    r = subprocess.run([sys.executable, "-m", "tracetochain", "fit", str(EXAMPLE), "--states", "ward",
-                        "--vocabulary", "chat", "--features", "kind,tool,error,retry", "-o", str(out)],
-                       capture_output=True, text=True, timeout=120)
+    r = run_cli("fit", str(EXAMPLE), "--states", "ward",
+                "--vocabulary", "chat", "--features", "kind,tool,error,retry", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert "states (ward)" in r.stdout
     doc = json.loads(out.read_text())
     st = doc["metadata"]["states"]
     assert st["method"] == "ward" and st["settings"]["featurizer"]["vocabulary"] == "chat"
     assert len(st["taxonomy"]) == len(doc["state_names"]) == st["settings"]["k"]
-    r = subprocess.run([sys.executable, "-m", "tracetochain", "fit", str(EXAMPLE), "--states", "ward",
-                        "--features", "colour"], capture_output=True, text=True, timeout=120)
+    r = run_cli("fit", str(EXAMPLE), "--states", "ward", "--features", "colour")
     assert r.returncode == 2 and "unknown feature" in r.stderr and "Traceback" not in r.stderr
