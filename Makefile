@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := src/tracetochain/datasets/data/tau_airline_sample.jsonl
 
-.PHONY: demo test test-fast lint typecheck bench bench-more bench-scale clean install
+.PHONY: demo test test-slow test-all test-fast lint typecheck bench bench-more bench-scale bench-startup clean install
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,11 +25,18 @@ demo: $(STAMP)
 	$(VENV)/bin/tracetochain metrics out/demo-chain.json --horizon 30
 	$(VENV)/bin/tracetochain report $(DEMO) --states ward --vocabulary chat -o out/demo-report.html
 
+# The fast tier (what a developer runs; under 5 min on 2 cores). CI runs it, then the slow tier.
 test: $(STAMP)
+	$(PY) -m pytest -m "not slow"
+
+# Studies, large simulations and calibration runs (pytest -m slow).
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow
+
+test-all: $(STAMP)
 	$(PY) -m pytest
 
-test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+test-fast: test
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
@@ -47,6 +54,13 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_protocols.py
 	$(PY) benchmarks/bench_peers.py
 	$(PY) benchmarks/bench_horizon.py
+	$(PY) benchmarks/bench_startup.py
+	$(PY) benchmarks/bench_install.py
+	$(PY) benchmarks/render_readme.py
+
+# `import tracetochain` and `--help` times, then the README section.
+bench-startup: $(BENCH_STAMP)
+	$(PY) benchmarks/bench_startup.py
 	$(PY) benchmarks/render_readme.py
 
 # The single-process benchmarks behind the README's last table (fit, states, audit, intervals, OTLP streaming).

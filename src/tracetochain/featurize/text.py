@@ -65,8 +65,12 @@ class TextFeaturizer:
         self._model: TextFeatures | None = None
 
     def fit(self, traces: TraceTable) -> TextFeaturizer:
-        from sklearn.decomposition import TruncatedSVD
-        from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
+        from tracetochain._optional import require
+
+        purpose = "the text featurizer (--features text/tfidf)"
+        TruncatedSVD = require("sklearn.decomposition", purpose).TruncatedSVD
+        text = require("sklearn.feature_extraction.text", purpose)
+        HashingVectorizer, TfidfVectorizer = text.HashingVectorizer, text.TfidfVectorizer
 
         if self.method not in ("hashing", "tfidf"):
             raise ValueError(f"method must be 'hashing' or 'tfidf', got {self.method!r}")

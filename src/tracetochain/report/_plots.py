@@ -1,10 +1,19 @@
-"""Report figures as inline SVG (matplotlib, Agg backend): the R(d) curve with its band and the empirical RDC,
-and the success first-passage histogram against the model. Inputs are report-document sections only."""
+"""Report figures as inline SVG: the R(d) curve with its band and the empirical RDC, the success first-passage
+histogram against the model, and the monitor's R∞ per window. Inputs are report-document sections only.
+
+With matplotlib installed (the ``plots`` extra: ``pip install "tracetochain[plots]"``) the figures are drawn by it
+(Agg backend). Without it they come from :mod:`tracetochain.report._svgplot`, a small built-in SVG chart with the
+same series, colours and labels: a default install still writes complete reports, and matplotlib (~100 MB with
+its dependencies) is only needed for its typesetting.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from typing import Any
+
+from tracetochain.report._svgplot import Chart
 
 _STYLE: dict[Any, Any] = {"figure.figsize": (7.2, 3.6), "font.size": 9, "axes.spines.top": False,
                           "axes.spines.right": False, "svg.fonttype": "none", "svg.hashsalt": "tracetochain"}
@@ -13,6 +22,10 @@ _STYLE: dict[Any, Any] = {"figure.figsize": (7.2, 3.6), "font.size": 9, "axes.sp
 def _short(reason: str, limit: int = 90) -> str:
     reason = reason.rstrip(".")
     return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
+def have_matplotlib() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _svg(fig: Any) -> str:
@@ -27,6 +40,21 @@ def _svg(fig: Any) -> str:
 
 def reliability_svg(curve: dict[str, Any], empirical: list[float] | None, *, withheld_reason: str | None) -> str:
     """R(d) with its band (when present) and the empirical RDC; when timing is withheld only the data are drawn."""
+    if not have_matplotlib():
+        d = list(range(len(curve["R"])))
+        chart = Chart(xlabel="step budget d", ylabel="P(success within d steps)", ylim=(0, 1),
+                      xlim=(0, max(d) if d else 1),
+                      title=None if withheld_reason is None else f"model R(d) withheld: {_short(withheld_reason)}")
+        if withheld_reason is None:
+            if curve.get("lower") is not None and curve.get("upper") is not None:
+                chart.band(d, curve["lower"], curve["upper"], color="#0969da",
+                           label=f"{curve.get('level', 0.95):.0%} band")
+            chart.line(d, curve["R"], color="#0969da", label="model R(d)")
+            if curve.get("r_inf") is not None:
+                chart.hline(curve["r_inf"], color="#0969da", label="model R∞")
+        if empirical is not None:
+            chart.step(range(len(empirical)), empirical, color="#1a7f37", label="observed (RDC)")
+        return chart.svg()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,12 +85,20 @@ def reliability_svg(curve: dict[str, Any], empirical: list[float] | None, *, wit
 def fpt_svg(counts: list[int], model_pmf: list[float] | None, *, withheld_reason: str | None) -> str:
     """Histogram of success lengths (``counts[k]`` successful traces of k steps), with the model's
     success-conditional PMF scaled to the same count."""
+    n = int(sum(counts))
+    if not have_matplotlib():
+        chart = Chart(xlabel="steps to success", ylabel="traces", legend="upper right",
+                      title=None if withheld_reason is None else f"model timing withheld: {_short(withheld_reason)}")
+        if n:
+            chart.bars(range(len(counts)), counts, color="#1a7f37", label="observed successes")
+        if model_pmf is not None and withheld_reason is None and n:
+            chart.line(range(len(model_pmf)), [p * n for p in model_pmf], color="#0969da", label="model (scaled)")
+        return chart.svg()
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = int(sum(counts))
     with plt.rc_context(_STYLE):
         fig, ax = plt.subplots()
         if n:
@@ -81,6 +117,18 @@ def fpt_svg(counts: list[int], model_pmf: list[float] | None, *, withheld_reason
 
 def monitor_svg(windows: list[dict[str, Any]]) -> str:
     """R∞ per window with its interval, alert windows marked; the observed pass rate for reference."""
+    if not have_matplotlib():
+        chart = Chart(xlabel="window", ylabel="P(success)", ylim=(0, 1), legend="lower left")
+        x = [w["index"] for w in windows]
+        chart.band(x, [w["r_inf_lower"] for w in windows], [w["r_inf_upper"] for w in windows], color="#0969da",
+                   label="R∞ interval")
+        chart.line(x, [w["r_inf"] for w in windows], color="#0969da", label="R∞", markers=True)
+        chart.line(x, [w["pass_rate"] for w in windows], color="#1a7f37", label="observed pass rate", dash=True)
+        alerts = [w for w in windows if w["alert"]]
+        if alerts:
+            chart.rings([w["index"] for w in alerts], [w["r_inf"] for w in alerts], color="#cf222e",
+                        label="drift alert")
+        return chart.svg()
     import matplotlib
 
     matplotlib.use("Agg")

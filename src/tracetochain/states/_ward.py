@@ -263,7 +263,11 @@ class WardStates:
         weights: NDArray[np.float64] = w.astype(np.float64)
         point_of_unique: NDArray[np.int64] = np.arange(U.shape[0], dtype=np.int64)
         if U.shape[0] > self.max_unique:
-            from sklearn.cluster import MiniBatchKMeans
+            from tracetochain._optional import require
+
+            MiniBatchKMeans = require(
+                "sklearn.cluster", f"Ward states on more than max_unique={self.max_unique} distinct feature rows "
+                f"(here {U.shape[0]}; it pre-clusters them with k-means)").MiniBatchKMeans
 
             kmeans = MiniBatchKMeans(n_clusters=self.n_centroids, random_state=self.seed, batch_size=4096,
                                      n_init=3).fit(U, sample_weight=w)
@@ -381,10 +385,17 @@ class _Assigner:
             if self.kmeans is not None and self.kmeans_labels is not None:
                 out[miss] = self.kmeans_labels[self.kmeans.predict(X[miss])]  # type: ignore[attr-defined]
             else:
-                from sklearn.metrics import pairwise_distances_argmin
-
-                out[miss] = pairwise_distances_argmin(X[miss], self.centroids)
+                out[miss] = nearest_centroid(X[miss], self.centroids)
         return out
+
+
+def nearest_centroid(X: NDArray[np.float64], centroids: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Index of the nearest centroid (Euclidean) of each row; ties go to the lowest index."""
+    out = np.empty(X.shape[0], np.int64)
+    for start in range(0, X.shape[0], _SILHOUETTE_BLOCK):  # bounded memory: block × k × d
+        diff = X[start:start + _SILHOUETTE_BLOCK, None, :] - centroids[None, :, :]
+        out[start:start + _SILHOUETTE_BLOCK] = np.argmin(np.einsum("ijk,ijk->ij", diff, diff), axis=1)
+    return out
 
 
 def _as_void(X: NDArray[np.float64]) -> NDArray[np.void]:

@@ -692,12 +692,17 @@ class TraceTable:
         return self._table
 
     def to_pandas(self) -> Any:
+        """The table as a pandas DataFrame (needs the ``pandas`` extra)."""
+        from tracetochain._optional import require
+
+        require("pandas", "TraceTable.to_pandas")
         return self._table.to_pandas()
 
     def to_polars(self) -> Any:
-        import polars as pl
+        """The table as a polars DataFrame (needs the ``polars`` extra)."""
+        from tracetochain._optional import require
 
-        return pl.from_arrow(self._table)
+        return require("polars", "TraceTable.to_polars").from_arrow(self._table)
 
     def write(self, path: str | Path) -> Path:
         """Write the canonical long table; the extension picks JSONL, CSV or Parquet."""
