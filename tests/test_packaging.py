@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-ALLOWED_SUFFIXES = {".py", ".typed", ".j2", ".jsonl", ".json", ".csv", ".md", ".toml"}
+ALLOWED_SUFFIXES = {".py", ".typed", ".j2", ".jsonl", ".json", ".csv", ".md", ".toml", ".css", ".js", ".html"}
 STRAY = (".orig", ".rej", ".bak", ".swp", "~", ".pyc", ".DS_Store")
 
 
