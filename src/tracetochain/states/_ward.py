@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 _SILHOUETTE_BLOCK = 2048
+_BLOCK_ELEMENTS = 1 << 21  # 16 MB of float64 per row block
 _PENDING = 64
 
 
@@ -38,9 +39,18 @@ def ward_merges(U: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray
     D += sq[:, None]
     D += sq[None, :]
     np.maximum(D, 0.0, out=D)
-    for start in range(0, u, _SILHOUETTE_BLOCK):
-        stop = min(u, start + _SILHOUETTE_BLOCK)
-        D[start:stop] *= (size[start:stop, None] * size[None, :]) / (size[start:stop, None] + size[None, :])
+    # Scale by n_i n_j / (n_i + n_j) in row blocks through two reused buffers: fresh large temporaries cost more in
+    # page faults than in arithmetic (the same operations in the same order, so the same bits as one expression).
+    rows = _block_rows(u)
+    prod, total = np.empty((rows, u)), np.empty((rows, u))
+    for start in range(0, u, rows):
+        stop = min(u, start + rows)
+        num, den = prod[: stop - start], total[: stop - start]
+        np.multiply(size[start:stop, None], size[None, :], out=num)
+        np.add(size[start:stop, None], size[None, :], out=den)
+        np.divide(num, den, out=num)
+        D[start:stop] *= num
+    del prod, total
     np.fill_diagonal(D, np.inf)
     active = np.ones(u, dtype=bool)
     cluster_id = np.arange(u, dtype=np.int64)  # id of the cluster held at each matrix position
@@ -167,29 +177,46 @@ def cut_tree(pairs: NDArray[np.int64], u: int, ks: list[int]) -> dict[int, NDArr
     return out
 
 
+def _block_rows(u: int) -> int:
+    """Rows per block so that one (rows × u) float64 block is about 16 MB."""
+    return max(16, min(u, _BLOCK_ELEMENTS // max(u, 1)))
+
+
 def weighted_silhouette(U: NDArray[np.float64], w: NDArray[np.float64],
                         labels_by_k: dict[int, NDArray[np.int64]]) -> dict[int, float]:
-    """Weighted silhouette of each labelling of the weighted points (equals sklearn's on the expanded data)."""
+    """Weighted silhouette of each labelling of the weighted points (equals sklearn's on the expanded data).
+
+    One pass over the pairwise distances, in row blocks: each block of distances is multiplied once by the
+    weighted one-hot matrices of every k side by side (u × Σk), so the distances are computed and read once.
+    """
     u = U.shape[0]
     w = np.asarray(w, dtype=np.float64)
     ks = sorted(labels_by_k)
-    onehots = {k: np.zeros((u, k)) for k in ks}
-    for k in ks:
-        onehots[k][np.arange(u), labels_by_k[k]] = w
-    sums = {k: np.zeros((u, k)) for k in ks}
+    offsets = np.cumsum([0, *ks])
+    onehots = np.zeros((u, int(offsets[-1])))
+    for k, off in zip(ks, offsets[:-1], strict=True):
+        onehots[np.arange(u), off + labels_by_k[k]] = w
+    sums = np.empty((u, int(offsets[-1])))
     sq = np.einsum("ij,ij->i", U, U)
-    for start in range(0, u, _SILHOUETTE_BLOCK):
-        stop = min(u, start + _SILHOUETTE_BLOCK)
-        d = np.sqrt(np.maximum(sq[start:stop, None] + sq[None, :] - 2.0 * (U[start:stop] @ U.T), 0.0))
-        for k in ks:
-            sums[k][start:stop] = d @ onehots[k]
+    rows = _block_rows(u)
+    for start in range(0, u, rows):
+        stop = min(u, start + rows)
+        d = sq[start:stop, None] + sq[None, :]
+        gram = U[start:stop] @ U.T
+        gram *= 2.0
+        d -= gram  # (‖x‖² + ‖y‖²) − 2 x·y, as one expression would round it
+        del gram
+        np.maximum(d, 0.0, out=d)
+        np.sqrt(d, out=d)
+        np.matmul(d, onehots, out=sums[start:stop])
     scores: dict[int, float] = {}
-    for k in ks:
+    for k, off in zip(ks, offsets[:-1], strict=True):
         lab = labels_by_k[k]
-        W = onehots[k].sum(axis=0)
-        own = sums[k][np.arange(u), lab]
+        sums_k = sums[:, off:off + k]
+        W = onehots[:, off:off + k].sum(axis=0)
+        own = sums_k[np.arange(u), lab]
         a = np.where(W[lab] > 1, own / np.maximum(W[lab] - 1, 1), 0.0)
-        other = sums[k] / W[None, :]
+        other = sums_k / W[None, :]
         other[np.arange(u), lab] = np.inf
         b = other.min(axis=1)
         denom = np.maximum(a, b)
