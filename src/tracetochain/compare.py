@@ -1,23 +1,14 @@
 """Compare two trace sets (two agents, two versions, before/after a prompt change).
 
-Both sets are labelled with one state model fitted on their union, so their chains share states. ΔR∞ and ΔR(d)
-get percentile intervals from independent trace bootstraps of each set (seeded); a per-state homogeneity test
-says which rows differ; the transitions that moved most are listed; a verdict sentence sums it up.
+The implementation is :mod:`tracetochain.analysis._compare` (one pipeline for a corpus in memory and one read
+partition by partition); this module keeps the public names where users import them from.
 """
 
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
 import pyarrow as pa
 
-from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_test
-from tracetochain.chain._estimator import ChainEstimator
-from tracetochain.chain._model import AbsorbingChain
-from tracetochain.states._spec import states_from_spec
+from tracetochain.analysis._compare import MIN_TRACES_PER_SIDE, Comparison, compare
 from tracetochain.traces._table import TraceTable
 
 
@@ -32,150 +23,4 @@ def concat_traces(a: TraceTable, b: TraceTable, prefixes: tuple[str, str] = ("A/
     return TraceTable.from_arrow(merged, source=f"{a.report.source} + {b.report.source}", format="union")
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """The result of :func:`compare`: B relative to A."""
-
-    names: tuple[str, str]
-    chain_a: AbsorbingChain
-    chain_b: AbsorbingChain
-    delta_r_inf: float
-    delta_r_inf_interval: tuple[float, float]
-    horizon: int
-    delta_reliability: list[float]
-    delta_reliability_lower: list[float]
-    delta_reliability_upper: list[float]
-    homogeneity: HomogeneityResult
-    changed_transitions: tuple[dict[str, Any], ...]
-    confidence: float
-    samples: int
-    seed: int
-
-    @property
-    def verdict(self) -> str:
-        lo, hi = self.delta_r_inf_interval
-        d = f"ΔR∞ = {self.delta_r_inf:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-        a, b = self.names
-        if lo > 0:
-            return f"{b} is more reliable than {a}: {d}."
-        if hi < 0:
-            return f"{b} is less reliable than {a}: {d}."
-        shape = (" — but their transitions differ (states: " + ", ".join(self.homogeneity.differing) + ")"
-                 if self.homogeneity.differing else "")
-        return f"No significant difference in eventual success between {a} and {b}: {d}{shape}."
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": "tracetochain.comparison", "schema_version": 1, "a": self.names[0], "b": self.names[1],
-                "verdict": self.verdict, "r_inf": {"a": self.chain_a.r_inf, "b": self.chain_b.r_inf},
-                "delta_r_inf": self.delta_r_inf, "delta_r_inf_interval": list(self.delta_r_inf_interval),
-                "horizon": self.horizon, "delta_reliability": self.delta_reliability,
-                "delta_reliability_lower": self.delta_reliability_lower,
-                "delta_reliability_upper": self.delta_reliability_upper, "homogeneity": self.homogeneity.to_dict(),
-                "changed_transitions": list(self.changed_transitions), "confidence": self.confidence,
-                "method": "independent trace bootstraps", "samples": self.samples, "seed": self.seed,
-                "state_names": list(self.chain_a.state_names)}
-
-    def __str__(self) -> str:
-        lines = [self.verdict, f"  R∞: {self.names[0]} {self.chain_a.r_inf:.4f}, {self.names[1]} "
-                               f"{self.chain_b.r_inf:.4f} ({self.confidence:.0%} bootstrap, {self.samples} replicates)",
-                 "  " + str(self.homogeneity)]
-        if self.changed_transitions:
-            lines.append("  transitions that changed most:")
-            lines += [f"    {t['from']} → {t['to']}: {t['a']:.3f} → {t['b']:.3f} ({t['delta']:+.3f})"
-                      for t in self.changed_transitions]
-        return "\n".join(lines)
-
-    def to_markdown(self) -> str:
-        """A pull-request comment: verdict, the R∞ table and the transitions that moved."""
-
-        def cell(x: str) -> str:
-            return str(x).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-
-        a, b = (cell(n) for n in self.names)
-        lo, hi = self.delta_r_inf_interval
-        lines = [f"### {cell(self.verdict)}", "", f"| | {a} | {b} | Δ ({self.confidence:.0%} interval) |",
-                 "|---|---|---|---|",
-                 f"| R∞ | {self.chain_a.r_inf:.3f} | {self.chain_b.r_inf:.3f} | {self.delta_r_inf:+.3f} "
-                 f"[{lo:+.3f}, {hi:+.3f}] |"]
-        for d in (10, 20, 50):
-            if d <= self.horizon:
-                lo_d, hi_d = self.delta_reliability_lower[d], self.delta_reliability_upper[d]
-                lines.append(f"| R({d}) | | | {self.delta_reliability[d]:+.3f} [{lo_d:+.3f}, {hi_d:+.3f}] |")
-        lines += ["", cell(str(self.homogeneity)), ""]
-        if self.changed_transitions:
-            lines += ["| transition | " + a + " | " + b + " | Δ |", "|---|---|---|---|"]
-            lines += [f"| {cell(t['from'])} → {cell(t['to'])} | {t['a']:.3f} | {t['b']:.3f} | {t['delta']:+.3f} |"
-                      for t in self.changed_transitions]
-        return "\n".join(lines) + "\n"
-
-    def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(str(self)) + "</pre>"
-
-
-def _rows(chain: AbsorbingChain) -> np.ndarray:
-    return np.column_stack([chain.Q, chain.R_success, chain.R_failure])
-
-
-def compare(a: TraceTable, b: TraceTable, *, names: tuple[str, str] = ("A", "B"), states: Any = "label",
-            state_options: dict[str, Any] | None = None, pseudocount: float = 1.0, horizon: int = 50,
-            samples: int = 200, confidence: float = 0.95, n_permutations: int = 999, seed: int = 0,
-            min_row_count: int = 5, top: int = 5) -> Comparison:
-    """Compare B with A: ΔR∞ and ΔR(d) with bootstrap intervals, per-state homogeneity, biggest moves."""
-    from tracetochain.uncertainty import TraceBootstrap
-
-    estimator = states_from_spec(states, **(state_options or {})) if isinstance(states, str) else states
-    union = concat_traces(a, b)
-    usable = union.select_traces(union.outcomes() != 3)
-    model = estimator.fit(usable).fetch_model()
-    la, lb = model.label(a), model.label(b)
-    vocab = model.state_names
-    chain_a = ChainEstimator(pseudocount=pseudocount, states=vocab).fit(la).fetch_model()
-    chain_b = ChainEstimator(pseudocount=pseudocount, states=vocab).fit(lb).fetch_model()
-    seeds = np.random.SeedSequence(seed).spawn(3)
-
-    def draws(t: TraceTable, ss: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
-        ens = TraceBootstrap(n_resamples=samples, seed=int(ss.generate_state(1)[0]), pseudocount=pseudocount,
-                             state_names=vocab).fit(t).fetch_model()
-        r = ens.stats("r_inf", return_samples=True).samples
-        curve = ens.stats("reliability", horizon=horizon, return_samples=True).samples
-        assert r is not None and curve is not None
-        return np.asarray(r, float), np.asarray(curve, float)
-
-    ra, ca = draws(la, seeds[0])
-    rb, cb = draws(lb, seeds[1])
-    homog = homogeneity_test(la, lb, states=vocab, n_permutations=n_permutations,
-                             seed=int(seeds[2].generate_state(1)[0]))
-    return comparison_from_draws(names, chain_a, chain_b, (ra, ca), (rb, cb), homog, horizon=horizon,
-                                 confidence=confidence, samples=samples, seed=seed, min_row_count=min_row_count,
-                                 top=top)
-
-
-def comparison_from_draws(names: tuple[str, str], chain_a: AbsorbingChain, chain_b: AbsorbingChain,
-                          draws_a: tuple[np.ndarray, np.ndarray], draws_b: tuple[np.ndarray, np.ndarray],
-                          homogeneity: HomogeneityResult, *, horizon: int, confidence: float, samples: int,
-                          seed: int, min_row_count: int = 5, top: int = 5) -> Comparison:
-    """The :class:`Comparison` of two chains on one vocabulary, given each one's independent replicate draws of R∞
-    and of the R(0..horizon) curve (paired by index), and their homogeneity test."""
-    (ra, ca), (rb, cb) = draws_a, draws_b
-    n = min(ra.size, rb.size)
-    alpha = (1 - confidence) / 2
-    diff = rb[:n] - ra[:n]
-    curve_diff = cb[:n] - ca[:n]
-    vocab = chain_a.state_names
-    Pa, Pb = _rows(chain_a), _rows(chain_b)
-    counts_a = np.asarray(chain_a.metadata["counts"]["transitions"], float).sum(axis=1)
-    counts_b = np.asarray(chain_b.metadata["counts"]["transitions"], float).sum(axis=1)
-    support = (counts_a >= min_row_count) & (counts_b >= min_row_count)
-    targets = [*vocab, "success", "failure"]
-    moves: list[dict[str, Any]] = []
-    for i in np.flatnonzero(support):
-        for j in range(Pa.shape[1]):
-            moves.append({"from": vocab[i], "to": targets[j], "a": float(Pa[i, j]), "b": float(Pb[i, j]),
-                          "delta": float(Pb[i, j] - Pa[i, j])})
-    moves.sort(key=lambda t: -abs(t["delta"]))
-    return Comparison(names, chain_a, chain_b, chain_b.r_inf - chain_a.r_inf,
-                      (float(np.quantile(diff, alpha)), float(np.quantile(diff, 1 - alpha))), horizon,
-                      [float(x) for x in chain_b.reliability(horizon) - chain_a.reliability(horizon)],
-                      [float(x) for x in np.quantile(curve_diff, alpha, axis=0)],
-                      [float(x) for x in np.quantile(curve_diff, 1 - alpha, axis=0)], homogeneity,
-                      tuple(moves[:top]), confidence, samples, seed)
+__all__ = ["MIN_TRACES_PER_SIDE", "Comparison", "compare", "concat_traces"]

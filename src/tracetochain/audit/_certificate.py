@@ -1,159 +1,342 @@
-"""The audit certificate: one decision, every statistic, and which outputs may be reported (``paper-spec.md`` §2.7–2.8).
+"""The audit certificate: one status per output, each backed by the layers that test the assumption it rests on.
 
-Decision rule (Alg. 2 plus the paper's selective acceptance, §4.3):
+Layers (each a calibrated test with a p-value):
 
-* **accept** iff the KS timing layer retains the model (p_KS > ``ks_level``) **and** the order layer keeps first
-  order (by default ΔAIC ≤ 0; configurable, e.g. the permutation G² test). Every output is certified.
-* **partial** when timing is rejected (p_KS ≤ ``ks_level`` or undefined) but the R∞ check holds (R∞ inside the
-  interval of the held-out pass rate — in-sample when there is no split). R∞, pass@k, pass^k and ΔR∞ stay
-  certified; R(d), the RDC, horizons, step budgets and mean steps are **withheld**.
-  (``partial_when="any"`` also grants partial when only the order layer rejects.)
-* **reject** otherwise: everything is withheld.
+* ``r_inf`` — the held-out R∞ check: the chain fitted on one half predicts the other half's pass rate (under the
+  traces' censoring), over repeated random splits;
+* ``timing`` — the held-out KS test of the success-time law, over the same splits;
+* ``order`` — the Markov-order test (G² of order 2 against order 1, within-context permutation p-value) on all traces;
+* ``trials`` — exchangeable trials: do repeated trials of one task succeed independently with one probability?
 
-When the i.i.d.-trials check is flagged (Cor. 5), pass@k and pass^k — which assume exchangeable trials — move to the
-withheld list whatever the decision (report the per-task empirical estimates instead).
+Outputs and what they rest on (:data:`OUTPUTS`): R∞ and pass^1 on ``r_inf``; R(d), the RDC, horizons, step budgets,
+mean steps and costs also on ``timing``; pass^k (k ≥ 2) and pass@k also on ``trials``; what-if, sensitivities and the
+fallback gains also on ``order``. An output is
+
+* **certified** when every layer it rests on passes,
+* **withheld** when one of them rejects (evidence against its assumption),
+* **untested** when none rejects but one could not test (too little data, or — trials — no task was tried twice).
+
+The decision is family-wise: a layer rejects when Holm's step-down over the fixed family of all four layers rejects
+it at ``level`` (``_combine``), so a sound chain loses any output with probability at most ``level``, and lowering any
+p-value never certifies more (monotone). Overall: **reject** when R∞ is withheld (every output rests on it);
+**insufficient evidence** when nothing is rejected but a layer lacked the data it needs (each says how many traces
+it would need); **accept** when every output is certified (pass^k may be untested for lack of repeated tasks, which
+is said); **partial** otherwise.
 """
 
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
-
 from tracetochain._version import __version__
-from tracetochain.audit._common import INVALID, fmt, json_dict, trace_lengths
-from tracetochain.audit._holdout import (
-    IntervalMethod,
-    RInfCheck,
-    SplitBy,
-    empirical_rdc,
-    fit_states_and_chain,
-    holdout_audit,
-    l_inf_distance,
-    label_traces,
-    r_inf_check,
-)
+from tracetochain.audit._combine import holm
+from tracetochain.audit._common import fmt, json_dict
+from tracetochain.audit._holdout import RInfCheck
 from tracetochain.audit._order import OrderResult
-from tracetochain.audit._settings import OrderSettings, TimingSettings
 from tracetochain.audit._timing import TimingResult
-from tracetochain.audit._trials import TrialsResult, trials_check
-from tracetochain.chain import AbsorbingChain
-from tracetochain.traces import TraceTable
+from tracetochain.audit._trials import TrialsResult
 
 CERTIFICATE_KIND = "tracetochain.certificate"
-CERTIFICATE_SCHEMA_VERSION = 1
+CERTIFICATE_SCHEMA_VERSION = 2
 
-#: Outputs that depend only on R∞ (kept by a partial certificate).
-ASYMPTOTIC_OUTPUTS = ("R_inf", "pass@k", "pass^k", "delta_R_inf")
-#: Outputs that depend on the first-passage law (withheld when timing is rejected).
-TIMING_OUTPUTS = ("R(d)", "RDC", "horizons", "step_budgets", "mean_steps")
-ALL_OUTPUTS = ASYMPTOTIC_OUTPUTS + TIMING_OUTPUTS
-IID_OUTPUTS = ("pass@k", "pass^k")
+LAYERS = ("r_inf", "timing", "order", "trials")
+LAYER_TITLES = {"r_inf": "R∞ check (held out)", "timing": "success-time law (held-out KS)",
+                "order": "Markov order", "trials": "exchangeable trials"}
+#: Every output and the layers it rests on.
+OUTPUTS: dict[str, tuple[str, ...]] = {
+    "R_inf": ("r_inf",),
+    "pass^1": ("r_inf",),
+    "delta_R_inf": ("r_inf",),
+    "attribution": ("r_inf",),
+    "pass^k": ("r_inf", "trials"),
+    "pass@k": ("r_inf", "trials"),
+    "R(d)": ("r_inf", "timing"),
+    "RDC": ("r_inf", "timing"),
+    "horizons": ("r_inf", "timing"),
+    "step_budgets": ("r_inf", "timing"),
+    "mean_steps": ("r_inf", "timing"),
+    "costs": ("r_inf", "timing"),
+    "whatif": ("r_inf", "order"),
+    "sensitivity": ("r_inf", "order"),
+}
+ALL_OUTPUTS = tuple(OUTPUTS)
+#: Outputs that rest on the first-passage law (the timing layer).
+TIMING_OUTPUTS = tuple(o for o, layers in OUTPUTS.items() if "timing" in layers)
+ASYMPTOTIC_OUTPUTS = tuple(o for o, layers in OUTPUTS.items() if layers == ("r_inf",))
 
-Decision = Literal["accept", "partial", "reject"]
+LayerStatus = Literal["pass", "reject", "insufficient", "not_applicable", "not_run"]
+OutputStatus = Literal["certified", "withheld", "untested"]
+Decision = Literal["accept", "partial", "reject", "insufficient"]
+DECISION_TITLES = {"accept": "ACCEPT", "partial": "PARTIAL", "reject": "REJECT",
+                   "insufficient": "INSUFFICIENT EVIDENCE"}
 
 
+@dataclass(frozen=True)
+class LayerResult:
+    """One layer of the certificate.
+
+    ``p_value`` is the layer's own p-value (combined over the splits for the held-out layers); ``p_adjusted`` the
+    Holm-adjusted one the decision uses; ``status`` the outcome; ``reason`` a machine-readable code
+    (``"consistent"``, ``"rejected"``, ``"too_few_traces"``, ``"no_repeated_tasks"``, ``"undefined"``, ``"skipped"``)
+    and ``message`` its sentence; ``traces_needed`` how many usable traces the layer would need when it lacked data.
+    ``split_p_values`` are the per-split p-values, ``share_rejecting`` the share of splits that reject on their own at
+    the level and ``split_dependent`` whether the splits disagree enough that another seed could change the verdict.
+    ``detail`` holds the layer's own result objects.
+    """
+
+    name: str
+    status: LayerStatus
+    p_value: float | None
+    reason: str
+    message: str
+    p_adjusted: float | None = None
+    traces_needed: int | None = None
+    split_p_values: tuple[float | None, ...] = ()
+    share_rejecting: float | None = None
+    split_dependent: bool = False
+    statistics: dict[str, Any] = field(default_factory=dict)
+    detail: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def title(self) -> str:
+        return LAYER_TITLES.get(self.name, self.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_dict({
+            "name": self.name, "status": self.status, "p_value": self.p_value, "p_adjusted": self.p_adjusted,
+            "reason": self.reason, "message": self.message, "traces_needed": self.traces_needed,
+            "split_p_values": list(self.split_p_values), "share_rejecting": self.share_rejecting,
+            "split_dependent": self.split_dependent, "statistics": self.statistics,
+        })
+
+    def describe(self) -> str:
+        p = "" if self.p_value is None else f" p = {fmt(self.p_value, 4)}"
+        if self.p_adjusted is not None and self.p_value is not None and self.p_adjusted != self.p_value:
+            p += f" (Holm {fmt(self.p_adjusted, 4)})"
+        split = ""
+        if len(self.split_p_values) > 1 and self.share_rejecting is not None:
+            split = (f"; {self.share_rejecting:.0%} of {len(self.split_p_values)} splits reject alone"
+                     + (" — split-dependent" if self.split_dependent else ""))
+        return f"{self.title}: {self.status.upper().replace('_', ' ')}{p}{split} — {self.message}"
+
+
+@dataclass(frozen=True)
+class OutputCertification:
+    """The status of one output, the layers it rests on, and which of them decided it."""
+
+    name: str
+    status: OutputStatus
+    rests_on: tuple[str, ...]
+    because: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "rests_on": list(self.rests_on), "because": list(self.because)}
+
+
+def certify_outputs(layers: dict[str, LayerResult]) -> dict[str, OutputCertification]:
+    """Each output's status from its layers' statuses (module docstring)."""
+    out: dict[str, OutputCertification] = {}
+    for name, rests in OUTPUTS.items():
+        statuses = {layer: layers[layer].status if layer in layers else "not_run" for layer in rests}
+        rejected = tuple(k for k, v in statuses.items() if v == "reject")
+        open_ = tuple(k for k, v in statuses.items() if v in ("insufficient", "not_applicable", "not_run"))
+        if rejected:
+            out[name] = OutputCertification(name, "withheld", rests, rejected)
+        elif open_:
+            out[name] = OutputCertification(name, "untested", rests, open_)
+        else:
+            out[name] = OutputCertification(name, "certified", rests, ())
+    return out
+
+
+def decide(layers: dict[str, LayerResult], outputs: dict[str, OutputCertification]) -> Decision:
+    """The overall decision (module docstring)."""
+    if outputs["R_inf"].status == "withheld":
+        return "reject"
+    if any(layer.status == "reject" for layer in layers.values()):
+        return "partial"
+    if any(layer.status in ("insufficient", "not_run") for layer in layers.values()):
+        return "insufficient"
+    return "accept"
+
+
+def apply_holm(layers: dict[str, LayerResult], level: float) -> dict[str, LayerResult]:
+    """Layers with Holm-adjusted p-values over the fixed family :data:`LAYERS` and the statuses they imply."""
+    from dataclasses import replace
+
+    p = {name: (layers[name].p_value if name in layers and layers[name].status in ("pass", "reject") else None)
+         for name in LAYERS}
+    rejected, adjusted = holm(p, level)
+    out: dict[str, LayerResult] = {}
+    for name, layer in layers.items():
+        if layer.status not in ("pass", "reject"):
+            out[name] = layer
+            continue
+        rej = rejected[name]
+        msg = layer.message
+        if rej != (layer.status == "reject"):
+            msg += (f" (rejected at the family-wise {level:g} level)" if rej else
+                    f" (not rejected once the {len(LAYERS)} layers are tested together at {level:g}, Holm)")
+        out[name] = replace(layer, status="reject" if rej else "pass", p_adjusted=adjusted[name],
+                            reason="rejected" if rej else "consistent", message=msg)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ certificate
 @dataclass(frozen=True, eq=False)
 class Certificate:
-    """The audited verdict on a fitted chain. Build with :func:`audit` (or :func:`certify` from layer results)."""
+    """The audited verdict on a fitted chain: layers, per-output statuses and the decision (module docstring).
+
+    Build with :func:`~tracetochain.audit.audit` (or :func:`~tracetochain.analysis.analyze`, which returns it with
+    the chain and intervals).
+    """
 
     decision: Decision
-    certified: tuple[str, ...]
-    withheld: tuple[str, ...]
-    reasons: tuple[str, ...]
-    timing: TimingResult
-    order: OrderResult
-    r_inf_check: RInfCheck
-    l_inf: float | None
-    horizon: int | None
-    holdout: dict[str, Any] | None
-    trials: TrialsResult | None
+    layers: dict[str, LayerResult]
+    outputs: dict[str, OutputCertification]
+    level: float
     settings: dict[str, Any]
-    ks_level: float
-    chain: AbsorbingChain | None = field(default=None, repr=False)
-    state_model: Any = field(default=None, repr=False)
+    horizon: int | None = None
+    l_inf: float | None = None
     model_rdc: tuple[float, ...] = field(default=(), repr=False)
     empirical_rdc: tuple[float, ...] = field(default=(), repr=False)
+    splits: dict[str, Any] | None = None
+    chain: Any = field(default=None, repr=False)
+    state_model: Any = field(default=None, repr=False)
 
-    # ------------------------------------------------------------------ statistics
+    # ------------------------------------------------------------------ statuses
+    def status(self, output: str) -> OutputStatus:
+        """certified / withheld / untested for an output of :data:`OUTPUTS`."""
+        try:
+            return self.outputs[output].status
+        except KeyError:
+            raise KeyError(f"unknown output {output!r}; outputs are {list(OUTPUTS)}") from None
+
+    def rests_on(self, output: str) -> tuple[str, ...]:
+        """The layers an output rests on."""
+        if output not in OUTPUTS:
+            raise KeyError(f"unknown output {output!r}; outputs are {list(OUTPUTS)}")
+        return OUTPUTS[output]
+
+    def is_certified(self, output: str) -> bool:
+        return self.status(output) == "certified"
+
+    @property
+    def certified(self) -> tuple[str, ...]:
+        return tuple(o for o, c in self.outputs.items() if c.status == "certified")
+
+    @property
+    def withheld(self) -> tuple[str, ...]:
+        return tuple(o for o, c in self.outputs.items() if c.status == "withheld")
+
+    @property
+    def untested(self) -> tuple[str, ...]:
+        return tuple(o for o, c in self.outputs.items() if c.status == "untested")
+
     @property
     def accepted(self) -> bool:
         return self.decision == "accept"
 
     @property
+    def reasons(self) -> tuple[str, ...]:
+        """One sentence per layer (the structured version is :attr:`layers`)."""
+        return tuple(layer.describe() for layer in self.layers.values())
+
+    # ------------------------------------------------------------------ layer shortcuts
+    def _detail(self, name: str) -> Any:
+        layer = self.layers.get(name)
+        return None if layer is None else layer.detail
+
+    @property
+    def timing(self) -> TimingResult | None:
+        """The timing layer's result on the first split (``layers["timing"].detail`` has them all)."""
+        d = self._detail("timing")
+        return d[0] if isinstance(d, (list, tuple)) and d else d
+
+    @property
+    def r_inf_check(self) -> RInfCheck | None:
+        """The R∞ check on the first split (``layers["r_inf"].detail`` has them all)."""
+        d = self._detail("r_inf")
+        return d[0] if isinstance(d, (list, tuple)) and d else d
+
+    @property
+    def order(self) -> OrderResult | None:
+        d: OrderResult | None = self._detail("order")
+        return d
+
+    @property
+    def trials(self) -> TrialsResult | None:
+        d: TrialsResult | None = self._detail("trials")
+        return d
+
+    @property
     def p_ks(self) -> float | None:
-        return self.timing.p_value
-
-    @property
-    def D(self) -> float | None:
-        return self.timing.statistic
-
-    @property
-    def delta_aic(self) -> float | None:
-        return self.order.delta_aic
-
-    @property
-    def delta_bic(self) -> float | None:
-        return self.order.delta_bic
-
-    @property
-    def g2(self) -> float | None:
-        return self.order.g2
+        return self.layers["timing"].p_value if "timing" in self.layers else None
 
     @property
     def p_order(self) -> float | None:
-        return self.order.p_value
+        return self.layers["order"].p_value if "order" in self.layers else None
 
     @property
-    def r_inf(self) -> float:
-        return self.r_inf_check.r_inf
+    def delta_aic(self) -> float | None:
+        return None if self.order is None else self.order.delta_aic
 
     @property
-    def pass_rate(self) -> float:
-        return self.r_inf_check.pass_rate
+    def r_inf(self) -> float | None:
+        c = self.r_inf_check
+        return None if c is None else c.r_inf
+
+    @property
+    def pass_rate(self) -> float | None:
+        c = self.r_inf_check
+        return None if c is None else c.pass_rate
 
     def statistics(self) -> dict[str, Any]:
         """Every headline number, flat (None where undefined)."""
-        return json_dict({
-            "p_ks": self.p_ks, "D": self.D, "ks_mode": self.timing.mode, "n_times": self.timing.n_times,
-            "delta_aic": self.delta_aic, "delta_bic": self.delta_bic, "g2": self.g2, "df": self.order.df,
-            "p_order": self.order.p_value, "p_order_permutation": self.order.p_permutation,
-            "p_order_chi2": self.order.p_chi2,
-            "keeps_order1": self.order.keeps_order1, "l_inf": self.l_inf, "horizon": self.horizon,
-            "r_inf": self.r_inf, "pass_rate": self.pass_rate,
-            "pass_rate_interval": [self.r_inf_check.lower, self.r_inf_check.upper],
-            "r_inf_check_holds": self.r_inf_check.holds, "r_inf_in_sample": self.r_inf_check.in_sample,
-            "trials_flagged": None if self.trials is None else self.trials.flagged,
-        })
+        out: dict[str, Any] = {"decision": self.decision, "level": self.level}
+        for name, layer in self.layers.items():
+            out[f"p_{name}"] = layer.p_value
+            out[f"p_{name}_adjusted"] = layer.p_adjusted
+            out[f"{name}_status"] = layer.status
+        o = self.order
+        if o is not None:
+            out.update({"delta_aic": o.delta_aic, "delta_bic": o.delta_bic, "g2": o.g2, "df": o.df})
+        out["l_inf"] = self.l_inf
+        return json_dict(out)
 
     # ------------------------------------------------------------------ io
     def to_dict(self, *, include_chain: bool = False, include_curves: bool = True) -> dict[str, Any]:
         """The versioned JSON document (no NaN: undefined numbers are null with a reason)."""
-        holdout = None
-        if self.holdout is not None:
-            holdout = {k: v for k, v in self.holdout.items() if k not in ("fit_indices", "test_indices")}
+        details: dict[str, Any] = {}
+        for name, layer in self.layers.items():
+            d = layer.detail
+            if isinstance(d, (list, tuple)):
+                details[name] = [x.to_dict() for x in d if hasattr(x, "to_dict")]
+            elif d is not None and hasattr(d, "to_dict"):
+                details[name] = d.to_dict()
         doc: dict[str, Any] = {
             "kind": CERTIFICATE_KIND,
             "schema_version": CERTIFICATE_SCHEMA_VERSION,
             "tracetochain_version": __version__,
             "decision": self.decision,
+            "level": self.level,
+            "layers": {name: layer.to_dict() for name, layer in self.layers.items()},
+            "outputs": {name: c.to_dict() for name, c in self.outputs.items()},
             "certified": list(self.certified),
             "withheld": list(self.withheld),
-            "reasons": list(self.reasons),
+            "untested": list(self.untested),
             "statistics": self.statistics(),
-            "timing": self.timing.to_dict(),
-            "order": self.order.to_dict(),
-            "r_inf_check": self.r_inf_check.to_dict(),
-            "holdout": holdout,
-            "trials": None if self.trials is None else self.trials.to_dict(),
+            "splits": self.splits,
+            "details": details,
             "settings": self.settings,
         }
         if include_curves:
             doc["rdc"] = {"horizon": self.horizon, "model": list(self.model_rdc),
                           "empirical": list(self.empirical_rdc), "l_inf": self.l_inf,
-                          "empirical_denominator": "all (non-invalid) traces of the compared set"}
+                          "empirical_denominator": "all usable traces (descriptive; the timing layer decides)"}
         if self.chain is not None:
             doc["chain"] = (self.chain.to_dict() if include_chain else
                             {"n_states": self.chain.n_states, "state_names": list(self.chain.state_names),
@@ -161,221 +344,78 @@ class Certificate:
         return json_dict(doc)
 
     def to_json(self, **kwargs: Any) -> str:
-        import json
-
         return json.dumps(self.to_dict(**kwargs), indent=2, allow_nan=False, ensure_ascii=False)
 
     # ------------------------------------------------------------------ display
     def verdict(self) -> str:
         """A readable paragraph: the decision, why, and what may be reported."""
-        head = {"accept": "ACCEPT — the traces support the first-order absorbing chain",
-                "partial": "PARTIAL — the asymptotic outputs are supported, the timing outputs are not",
-                "reject": "REJECT — the traces do not support the chain"}[self.decision]
-        text = head + ". " + " ".join(self.reasons)
+        head = {"accept": "ACCEPT — every output is supported by the traces",
+                "partial": "PARTIAL — some outputs rest on assumptions the traces reject",
+                "reject": "REJECT — the chain does not reproduce the held-out pass rate",
+                "insufficient": "INSUFFICIENT EVIDENCE — too few traces to test every assumption"}[self.decision]
+        text = head + "."
         if self.certified:
             text += " Certified: " + ", ".join(self.certified) + "."
         if self.withheld:
             text += " Withheld: " + ", ".join(self.withheld) + "."
+        if self.untested:
+            text += " Untested: " + ", ".join(self.untested) + "."
+        needs = [f"{layer.title} needs about {layer.traces_needed} usable traces" for layer in self.layers.values()
+                 if layer.status == "insufficient" and layer.traces_needed]
+        if needs:
+            text += " " + "; ".join(needs) + "."
         return text
 
     def __str__(self) -> str:
-        lines = [f"Audit certificate: {self.decision.upper()}", "", self.verdict(), "",
-                 "  " + self.timing.describe(), "  " + self.order.describe(), "  " + self.r_inf_check.describe()]
-        if self.l_inf is not None:
-            lines.append(f"  L∞(R(d), {'held-out' if self.holdout else 'in-sample'} RDC) over d = 0..{self.horizon}: "
-                         f"{fmt(self.l_inf)}")
-        if self.holdout is not None:
-            h = self.holdout
-            lines.append(f"  split: {h['n_train']} fit / {h['n_test']} test traces by {h['by']} (seed {h['seed']})")
-        if self.trials is not None:
-            lines += ["  " + ln for ln in self.trials.describe().splitlines()]
+        lines = [f"Audit certificate: {DECISION_TITLES[self.decision]} (family-wise level {self.level:g})", "",
+                 self.verdict(), ""]
+        lines += ["  " + layer.describe() for layer in self.layers.values()]
+        if self.splits:
+            s = self.splits
+            lines.append(f"  held-out splits: {s.get('n_splits')} random halves by {s.get('by')} "
+                         f"(seed {s.get('seed')}), about {s.get('mean_test')} of {s.get('n_usable')} usable traces "
+                         "held out in each")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return (f"Certificate(decision={self.decision!r}, p_ks={fmt(self.p_ks, 4)}, delta_aic={fmt(self.delta_aic, 1)},"
-                f" r_inf={fmt(self.r_inf)}, withheld={list(self.withheld)})")
+        ps = ", ".join(f"p_{k}={fmt(v.p_value, 4)}" for k, v in self.layers.items())
+        return f"Certificate(decision={self.decision!r}, {ps}, withheld={list(self.withheld)})"
 
     def _repr_html_(self) -> str:
-        colour = {"accept": "#1a7f37", "partial": "#9a6700", "reject": "#cf222e"}[self.decision]
-        rows = [("KS timing", self.timing.describe()), ("Markov order", self.order.describe()),
-                ("R∞ check", self.r_inf_check.describe()), ("L∞", fmt(self.l_inf)),
-                ("certified", ", ".join(self.certified) or "—"), ("withheld", ", ".join(self.withheld) or "—")]
-        if self.trials is not None:
-            rows.append(("i.i.d. trials", self.trials.describe()))
-        body = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in rows)
-        return (f"<div><b style='color:{colour}'>Audit certificate: {html.escape(self.decision.upper())}</b>"
-                f"<p>{html.escape(self.verdict())}</p><table>{body}</table></div>")
+        colour = {"accept": "#1a7f37", "partial": "#9a6700", "reject": "#cf222e", "insufficient": "#57606a"}[
+            self.decision]
+        rows = "".join(f"<tr><td>{html.escape(layer.title)}</td><td>{html.escape(layer.status)}</td>"
+                       f"<td>{html.escape(fmt(layer.p_value, 4))}</td><td>{html.escape(layer.message)}</td></tr>"
+                       for layer in self.layers.values())
+        return (f"<div><b style='color:{colour}'>Audit certificate: {html.escape(DECISION_TITLES[self.decision])}"
+                f"</b><p>{html.escape(self.verdict())}</p><table><tr><th>layer</th><th>status</th><th>p</th>"
+                f"<th></th></tr>{rows}</table></div>")
 
 
-# ------------------------------------------------------------------------------------------------ decision
-def certify(timing: TimingResult, order: OrderResult, rinf: RInfCheck, *, ks_level: float = 0.05,
-            trials: TrialsResult | None = None, partial_when: Literal["timing", "any"] = "timing",
-            **fields: Any) -> Certificate:
-    """Apply the decision rule (module docstring) to layer results and build the :class:`Certificate`."""
-    if partial_when not in ("timing", "any"):
-        raise ValueError(f"partial_when must be 'timing' or 'any', got {partial_when!r}")
-    reasons: list[str] = []
-    p = timing.p_value
-    timing_ok = p is not None and p > ks_level
-    if p is None:
-        reasons.append(f"The timing layer is undefined ({'; '.join(timing.undefined.values())}), so the "
-                       "first-passage law cannot be certified.")
-    elif timing_ok:
-        reasons.append(f"The success-time law fits (KS D = {fmt(timing.statistic)}, p = {fmt(p, 4)} > {ks_level}).")
-    else:
-        reasons.append(f"The success-time law is rejected (KS D = {fmt(timing.statistic)}, p = {fmt(p, 4)} ≤ "
-                       f"{ks_level}).")
-    order_ok = order.keeps_order1
-    crit = {"aic": f"ΔAIC = {fmt(order.delta_aic, 1)}", "bic": f"ΔBIC = {fmt(order.delta_bic, 1)}",
-            "permutation": f"permutation p = {fmt(order.p_permutation, 4)}",
-            "chi2": f"χ² p = {fmt(order.p_chi2, 4)}"}[order.criterion]
-    reasons.append(f"The order layer {'keeps' if order_ok else 'rejects'} first order ({crit}).")
-    where = "in-sample" if rinf.in_sample else "held-out"
-    if rinf.difference_lower is not None and rinf.difference_upper is not None:
-        reasons.append(f"R∞ = {fmt(rinf.r_inf)} is {'consistent' if rinf.holds else 'inconsistent'} with the "
-                       f"{where} pass rate {fmt(rinf.pass_rate)} (difference {rinf.r_inf - rinf.pass_rate:+.3f}, "
-                       f"{rinf.confidence:.0%} interval [{rinf.difference_lower:+.3f}, {rinf.difference_upper:+.3f}] "
-                       "counting the noise of both halves).")
-    else:
-        reasons.append(f"R∞ = {fmt(rinf.r_inf)} is {'inside' if rinf.holds else 'outside'} the {rinf.confidence:.0%} "
-                       f"interval of the {where} pass rate {fmt(rinf.pass_rate)} [{fmt(rinf.lower)}, "
-                       f"{fmt(rinf.upper)}]"
-                       + (" (in-sample this is close to an identity, weak evidence)." if rinf.in_sample else "."))
-    if timing_ok and order_ok:
-        decision: Decision = "accept"
-        certified, withheld = list(ALL_OUTPUTS), []
-    elif rinf.holds and (not timing_ok or partial_when == "any"):
-        decision = "partial"
-        certified, withheld = list(ASYMPTOTIC_OUTPUTS), list(TIMING_OUTPUTS)
-    else:
-        decision = "reject"
-        certified, withheld = [], list(ALL_OUTPUTS)
-    if trials is not None and trials.flagged:
-        moved = [o for o in IID_OUTPUTS if o in certified]
-        certified = [o for o in certified if o not in IID_OUTPUTS]
-        withheld += moved
-        reasons.append("Repeated trials are not exchangeable draws from one chain (per-task pass^k exceeds R∞^k at "
-                       f"k = {', '.join(map(str, trials.flagged_ks))}): the chain's pass@k/pass^k are withheld; "
-                       "report the per-task estimates.")
-    return Certificate(decision, tuple(certified), tuple(withheld), tuple(reasons), timing, order, rinf,
-                       ks_level=ks_level, trials=trials, **fields)
+def build_certificate(layers: dict[str, LayerResult], *, level: float = 0.05, settings: dict[str, Any] | None = None,
+                      **fields: Any) -> Certificate:
+    """Holm over the layers, per-output statuses and the decision, as a :class:`Certificate`."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    adjusted = apply_holm(layers, level)
+    ordered = {name: adjusted[name] for name in LAYERS if name in adjusted}
+    outputs = certify_outputs(ordered)
+    return Certificate(decide(ordered, outputs), ordered, outputs, level, dict(settings or {}), **fields)
 
 
-# ------------------------------------------------------------------------------------------------ audit
-def audit(traces: TraceTable, *, states: Any = "label", pseudocount: float = 1.0, unvisited: str = "auto",
-          initial: str = "empirical", holdout: bool = True, test_fraction: float = 0.5, split_by: SplitBy = "trace",
-          seed: int = 0, timing: TimingSettings | None = None, order: OrderSettings | None = None,
-          horizon: int | None = None, interval: IntervalMethod = "wilson", confidence: float = 0.95,
-          trials: bool = True, trials_bootstrap: int = 2000, partial_when: Literal["timing", "any"] = "timing",
-          state_options: dict[str, Any] | None = None, **layer_options: Any) -> Certificate:
-    """Fit and audit: states + chain, the KS timing layer, the Markov-order layer, the R∞ check, the i.i.d.-trials
-    check, and the decision. Returns the :class:`Certificate`; the fitted chain is ``certificate.chain``.
+def audit(traces: Any, **options: Any) -> Certificate:
+    """Fit and audit ``traces``: the certificate of :func:`tracetochain.analysis.analyze` (no intervals).
 
-    Parameters
-    ----------
-    traces : TraceTable
-        Raw traces.
-    states : str, state estimator, fitted state model or callable, default "label"
-        How steps become states (see :func:`~tracetochain.audit.fit_states_and_chain`); ``state_options`` go to a
-        spec string (e.g. ``states="categorical", state_options={"vocabulary": "shell"}``).
-    pseudocount, unvisited, initial
-        Chain-estimator settings.
-    holdout : bool, default True
-        Split the raw traces (``test_fraction``, ``split_by``, ``seed``) and audit the test half against the chain
-        fitted on the fit half; False fits and audits in-sample.
-    seed : int, default 0
-        Seeds the split directly and, through ``SeedSequence(seed).spawn``, the KS bootstrap, the permutation test
-        and the trials bootstrap.
-    timing, order : TimingSettings, OrderSettings, optional
-        Layer settings. Shortcuts accepted as keyword arguments: ``ks_mode``, ``ks_level``, ``n_bootstrap``,
-        ``max_steps`` (timing) and ``order_mode``, ``order_criterion``, ``n_permutations``, ``parameter_count``,
-        ``include_outcomes`` (order).
-    horizon : int, optional
-        D of the L∞ comparison (default: the longest compared trace).
-    interval, confidence
-        The pass-rate interval of the R∞ check (Wilson or Clopper–Pearson).
-    trials, trials_bootstrap
-        Run the i.i.d.-trials check (when task ids exist) with this many bootstrap replicates.
-    partial_when : {"timing", "any"}, default "timing"
-        Whether a partial certificate needs a timing rejection (the paper's rule) or any layer rejection.
+    Options are those of :func:`~tracetochain.analysis.analyze` (states, prior, splits, levels, …); the fitted chain
+    is ``certificate.chain``.
 
-    Examples
-    --------
     >>> import tracetochain as tt
     >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 400, seed=3)
-    >>> cert = audit(traces, holdout=False, n_bootstrap=99, n_permutations=99)
-    >>> cert.decision, cert.to_dict()["kind"]
-    ('accept', 'tracetochain.certificate')
+    >>> cert = audit(traces, n_bootstrap=99, n_permutations=99)
+    >>> cert.decision, cert.status("R_inf")
+    ('accept', 'certified')
     """
-    timing, order = _settings_from(timing, order, layer_options)
-    ks_seed, order_seed, trials_seed = np.random.SeedSequence(seed).spawn(3)
-    settings: dict[str, Any] = {
-        "states": states if isinstance(states, str) else type(states).__name__,
-        "state_options": dict(state_options or {}), "pseudocount": pseudocount, "unvisited": unvisited,
-        "initial": initial, "holdout": holdout, "test_fraction": test_fraction if holdout else None,
-        "split_by": split_by if holdout else None, "seed": seed, "timing": timing.to_dict(),
-        "order": order.to_dict(), "interval": interval, "confidence": confidence, "trials": trials,
-        "trials_bootstrap": trials_bootstrap, "partial_when": partial_when,
-        "seeds": {"split": seed if holdout else None, "timing": f"SeedSequence({seed}).spawn(3)[0]",
-                  "order": f"SeedSequence({seed}).spawn(3)[1]", "trials": f"SeedSequence({seed}).spawn(3)[2]"},
-    }
-    if holdout:
-        ho = holdout_audit(traces, states=states, pseudocount=pseudocount, unvisited=unvisited, initial=initial,
-                           test_fraction=test_fraction, by=split_by, seed=seed, horizon=horizon, interval=interval,
-                           confidence=confidence, timing=timing, order=order, state_options=state_options)
-        chain, model = ho.chain, ho.state_model
-        timing_res, order_res, rinf = ho.timing, ho.order, ho.r_inf_check
-        l_inf, D, model_rdc, emp_rdc = ho.l_inf, ho.horizon, ho.model_rdc, ho.empirical_rdc
-        split_info: dict[str, Any] | None = ho.split
-        fit_idx = np.asarray(ho.split["fit_indices"], np.int64)
-    else:
-        chain, model, labelled = fit_states_and_chain(traces, states, pseudocount=pseudocount, unvisited=unvisited,
-                                                      initial=initial, state_options=state_options)
-        timing_res = timing.run(chain, labelled, seed=ks_seed, refit="same")
-        order_res = order.run(labelled, chain, seed=order_seed)
-        rinf = r_inf_check(chain.r_inf, labelled, method=interval, confidence=confidence, in_sample=True)
-        lengths = trace_lengths(labelled)[labelled.outcomes() != INVALID]
-        D = int(lengths.max()) if horizon is None else int(horizon)
-        m_rdc, e_rdc = chain.reliability(D), empirical_rdc(labelled, D)
-        l_inf = l_inf_distance(m_rdc, e_rdc)
-        model_rdc, emp_rdc = tuple(float(x) for x in m_rdc), tuple(float(x) for x in e_rdc)
-        split_info = None
-        fit_idx = np.arange(traces.n_traces, dtype=np.int64)
-    trials_res = None
-    if trials:
-        all_labelled, kept = label_traces(model, traces)
-        fit_mask_full = np.zeros(traces.n_traces, bool)
-        fit_mask_full[fit_idx] = True
-        trials_res = trials_check(all_labelled, chain, fit_mask=fit_mask_full[kept], n_bootstrap=trials_bootstrap,
-                                  confidence=confidence, seed=trials_seed)
-        if not trials_res.applicable and not trials_res.n_tasks:
-            trials_res = None
-    return certify(timing_res, order_res, rinf, ks_level=timing.level, trials=trials_res, partial_when=partial_when,
-                   l_inf=l_inf, horizon=D, holdout=split_info, settings=settings, chain=chain, state_model=model,
-                   model_rdc=model_rdc, empirical_rdc=emp_rdc)
+    from tracetochain.analysis import analyze
 
-
-_TIMING_KEYS = {"ks_mode": "mode", "ks_level": "level", "n_bootstrap": "n_bootstrap", "max_steps": "max_steps",
-                "max_simulated_traces": "max_simulated_traces",
-                "n_model": "n_model", "ks_outcome": "outcome", "ks_start": "start", "ks_pvalue": "pvalue",
-                "paper_max_steps": "paper_max_steps"}
-_ORDER_KEYS = {"order_mode": "mode", "order_criterion": "criterion", "order_level": "level",
-               "n_permutations": "n_permutations", "parameter_count": "parameter_count",
-               "include_outcomes": "include_outcomes"}
-
-
-def _settings_from(timing: TimingSettings | None, order: OrderSettings | None,
-                   options: dict[str, Any]) -> tuple[TimingSettings, OrderSettings]:
-    from dataclasses import replace
-
-    unknown = [k for k in options if k not in _TIMING_KEYS and k not in _ORDER_KEYS]
-    if unknown:
-        raise TypeError(f"audit() got unexpected keyword argument(s) {unknown}; layer shortcuts are "
-                        f"{sorted(_TIMING_KEYS) + sorted(_ORDER_KEYS)}")
-    t = timing or TimingSettings()
-    o = order or OrderSettings()
-    t_upd = {_TIMING_KEYS[k]: v for k, v in options.items() if k in _TIMING_KEYS}
-    o_upd = {_ORDER_KEYS[k]: v for k, v in options.items() if k in _ORDER_KEYS}
-    return (replace(t, **t_upd) if t_upd else t), (replace(o, **o_upd) if o_upd else o)
-
-
+    options.setdefault("intervals", None)
+    return analyze(traces, **options).certificate

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tracetochain.chain import AbsorbingChain
+from tracetochain.chain import AbsorbingChain, ChainPrior
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces import TraceTable
 
@@ -134,16 +134,15 @@ def html_table(rows: list[tuple[str, str]], title: str | None = None) -> str:
 
 
 def estimator_settings(chain: AbsorbingChain, pseudocount: float | None, unvisited: str | None,
-                       initial: str | None) -> tuple[float, str, str]:
-    """The refit settings: explicit values, else those recorded in the chain's metadata, else the defaults."""
+                       initial: str | None) -> tuple[ChainPrior, str, str]:
+    """The refit settings (prior, resolved unvisited policy, π0 rule): explicit values, else those recorded in the
+    chain's metadata, else the defaults."""
     md = chain.metadata
-    a = float(pseudocount if pseudocount is not None else md.get("pseudocount", 1.0))
+    prior = ChainPrior.from_settings(pseudocount) if pseudocount is not None else ChainPrior.from_metadata(md)
     u = str(unvisited if unvisited is not None else md.get("unvisited_policy", "auto"))
+    if u == "prior" and not prior.has_mass:
+        u = "failure"
     i = str(initial if initial is not None else md.get("initial", "empirical"))
-    if not math.isfinite(a) or a < 0:
-        raise ValueError(f"pseudocount must be a finite number >= 0, got {a!r}")
-    if u not in ("auto", "prior", "failure"):
-        raise ValueError(f"unvisited must be 'auto', 'prior' or 'failure', got {u!r}")
     if i not in ("empirical", "modal"):
         raise ValueError(f"initial must be 'empirical' or 'modal', got {i!r}")
-    return a, u, i
+    return prior, prior.resolve_unvisited(u), i

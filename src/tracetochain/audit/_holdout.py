@@ -172,6 +172,14 @@ class RInfCheck:
     n_fit: int | None = None
     difference_lower: float | None = None
     difference_upper: float | None = None
+    p_value: float | None = None
+    r_observable: float | None = None
+
+    @property
+    def compared(self) -> float:
+        """The model value compared with the pass rate: R∞, or under censoring the probability of a success that
+        the traces' censoring lets one observe (``_censoring``)."""
+        return self.r_inf if self.r_observable is None else self.r_observable
 
     @property
     def holds(self) -> bool:
@@ -184,7 +192,8 @@ class RInfCheck:
         return abs(self.r_inf - self.pass_rate)
 
     def to_dict(self) -> dict[str, Any]:
-        return json_dict({"r_inf": self.r_inf, "pass_rate": self.pass_rate, "successes": self.successes,
+        return json_dict({"r_inf": self.r_inf, "r_observable": self.r_observable, "p_value": self.p_value,
+                          "pass_rate": self.pass_rate, "successes": self.successes,
                           "n": self.n, "interval": [self.lower, self.upper], "method": self.method,
                           "confidence": self.confidence, "in_sample": self.in_sample, "holds": self.holds,
                           "abs_error": self.abs_error, "n_fit": self.n_fit,
@@ -195,12 +204,15 @@ class RInfCheck:
 
     def describe(self) -> str:
         where = "in-sample" if self.in_sample else "held-out"
-        text = (f"R∞ = {fmt(self.r_inf)} vs {where} pass rate {fmt(self.pass_rate)} ({self.successes}/{self.n}; "
+        model = (f"R∞ = {fmt(self.r_inf)}" if self.r_observable is None else
+                 f"R∞ = {fmt(self.r_inf)} (observable under the censoring: {fmt(self.r_observable)})")
+        text = (f"{model} vs {where} pass rate {fmt(self.pass_rate)} ({self.successes}/{self.n}; "
                 f"{self.confidence:.0%} {self.method} [{fmt(self.lower)}, {fmt(self.upper)}])")
         if self.difference_lower is not None and self.difference_upper is not None:
             return (text + f"; difference {self.r_inf - self.pass_rate:+.3f}, {self.confidence:.0%} interval "
                     f"[{self.difference_lower:+.3f}, {self.difference_upper:+.3f}] with R∞ from {self.n_fit} fit "
-                    "traces: " + ("consistent" if self.holds else "INCONSISTENT"))
+                    "traces" + (f", p = {fmt(self.p_value, 4)}" if self.p_value is not None else "") + ": "
+                    + ("consistent" if self.holds else "INCONSISTENT"))
         return text + ": " + ("inside" if self.holds else "OUTSIDE")
 
     def __str__(self) -> str:
@@ -222,8 +234,15 @@ def r_inf_check(r_inf: float, traces: TraceTable, *, method: IntervalMethod = "w
 
 
 def r_inf_check_counts(r_inf: float, n_success: int, n_usable: int, *, method: IntervalMethod = "wilson",
-                       confidence: float = 0.95, in_sample: bool = False, n_fit: int | None = None) -> RInfCheck:
-    """:func:`r_inf_check` from the number of successful and of usable (non-invalid) traces."""
+                       confidence: float = 0.95, in_sample: bool = False, n_fit: int | None = None,
+                       r_observable: float | None = None) -> RInfCheck:
+    """:func:`r_inf_check` from the number of successful and of usable (non-invalid) traces.
+
+    ``r_observable``: under censoring, the chain's probability of a success the traces' censoring lets one observe
+    (``_censoring``); it replaces R∞ in the comparison. Held out (``n_fit`` given), the result carries the p-value of
+    "R∞ and the held-out rate agree": the 1 − confidence at which 0 reaches the MOVER interval's edge
+    (:func:`mover_p_value`).
+    """
     if method not in ("wilson", "clopper-pearson"):
         raise ValueError(f"interval must be 'wilson' or 'clopper-pearson', got {method!r}")
     if not 0.0 < confidence < 1.0:
@@ -232,17 +251,54 @@ def r_inf_check_counts(r_inf: float, n_success: int, n_usable: int, *, method: I
     if n == 0:
         raise EmptyTraceSetError("no usable traces to compare R∞ with")
     lo, hi = (wilson_interval if method == "wilson" else clopper_pearson_interval)(k, n, confidence)
+    obs = None if r_observable is None else float(r_observable)
+    compared = float(r_inf) if obs is None else obs
     if n_fit is None or in_sample:
-        return RInfCheck(float(r_inf), k / n, k, n, lo, hi, method, confidence, in_sample)
+        return RInfCheck(float(r_inf), k / n, k, n, lo, hi, method, confidence, in_sample, r_observable=obs)
     if n_fit < 1:
         raise ValueError(f"n_fit must be >= 1, got {n_fit}")
+    d_lo, d_hi = _mover(compared, int(n_fit), k, n, method, confidence)
+    return RInfCheck(float(r_inf), k / n, k, n, lo, hi, method, confidence, in_sample, int(n_fit), d_lo, d_hi,
+                     mover_p_value(compared, int(n_fit), k, n, method), obs)
+
+
+def _mover(r_inf: float, n_fit: int, k: int, n: int, method: str, confidence: float) -> tuple[float, float]:
+    """MOVER interval of R∞ − k/n (Newcombe 1998; Zou & Donner 2008), R∞ as a rate of ``n_fit`` traces."""
     r = min(1.0, max(0.0, float(r_inf)))
     l1, u1 = wilson_interval(r * n_fit, n_fit, confidence)
+    lo, hi = (wilson_interval if method == "wilson" else clopper_pearson_interval)(k, n, confidence)
     p = k / n
     d = r - p
-    d_lo = d - math.sqrt((r - l1) ** 2 + (hi - p) ** 2)
-    d_hi = d + math.sqrt((u1 - r) ** 2 + (p - lo) ** 2)
-    return RInfCheck(float(r_inf), p, k, n, lo, hi, method, confidence, in_sample, int(n_fit), d_lo, d_hi)
+    return d - math.sqrt((r - l1) ** 2 + (hi - p) ** 2), d + math.sqrt((u1 - r) ** 2 + (p - lo) ** 2)
+
+
+def mover_p_value(r_inf: float, n_fit: int, k: int, n: int, method: IntervalMethod = "wilson") -> float:
+    """The p-value of the held-out R∞ check: 1 − γ* for the level γ* at which 0 lies on the edge of the MOVER interval
+    of R∞ − k/n (the interval widens with γ, so γ* is found by bisection). 1 when R∞ = k/n exactly.
+
+    >>> round(mover_p_value(0.5, 100, 50, 100), 3), round(mover_p_value(0.7, 200, 40, 100), 4)
+    (1.0, 0.0005)
+    """
+    r = min(1.0, max(0.0, float(r_inf)))
+    if abs(r - k / n) < 1e-15:
+        return 1.0
+
+    def excludes(gamma: float) -> bool:
+        d_lo, d_hi = _mover(r, n_fit, k, n, method, gamma)
+        return d_lo > 0.0 or d_hi < 0.0
+
+    lo, hi = 1e-9, 1.0 - 1e-12
+    if not excludes(lo):
+        return 1.0
+    if excludes(hi):
+        return 1e-12
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if excludes(mid):
+            lo = mid
+        else:
+            hi = mid
+    return float(1.0 - 0.5 * (lo + hi))
 
 
 # ------------------------------------------------------------------------------------------------ states
@@ -392,7 +448,7 @@ def holdout_audit(traces: TraceTable, *, states: Any = "label", pseudocount: flo
     model_rdc = chain.reliability(D)
     emp_rdc = empirical_rdc(test, D)
     n_fit_usable = int(np.count_nonzero(train.outcomes() != INVALID))
-    timing_res = timing.run(chain, test, seed=ks_seed, refit="train", n_fit_traces=n_fit_usable)
+    timing_res = timing.run(chain, test, seed=ks_seed, refit="train", fit_traces=train)
     order_res = order.run(train, chain, seed=order_seed)
     split = {"by": by, "test_fraction": test_fraction, "seed": seed, "n_train": int(fit_idx.size),
              "n_test": int(test_idx.size), "n_test_dropped": n_test_dropped,

@@ -1,10 +1,15 @@
 """Homogeneity of two trace groups (two agents, two weeks): do their transition rows differ?
 
 For every state i present in both groups, the outcomes of row i (next state, success, failure) form a 2 × (m+2)
-table; G²_i = 2 Σ n ln(n / E) with E the expected counts under one shared row (Anderson & Goodman 1957). The
-total G² is Σ_i G²_i. p-values: the χ² reference (df = Σ_i (observed columns_i − 1)) and, the one to rely on with
-sparse rows, a permutation test that shuffles whole traces between the groups (seeded; p = (1 + #{G²* ≥ G²}) /
-(B + 1)). States are reported as differing when their Holm-adjusted permutation p is below ``level``.
+table; G²_i = 2 Σ n ln(n / E) with E the expected counts under one shared row (Anderson & Goodman 1957). Under one
+shared chain, G²_i is asymptotically χ² with df_i = observed columns − 1 — if the rows' observations were independent.
+They are not quite: one trace visits a state several times, and repeated trials of a task share their difficulty, so
+counts vary more than multinomially. The first-order Rao–Scott correction (Rao & Scott 1981) divides G²_i by the row's
+mean design effect δ_i, the ratio of each cell proportion's variance over the bootstrap replicates (which resample
+whole traces, or tasks) to its multinomial variance, averaged over the cells and the two groups (clipped at 1, so the
+correction only ever makes the test more cautious). States are reported as differing when their Holm-adjusted p
+(Holm 1979) is below ``level``. Everything comes from the two groups' count tables and bootstrap replicates, which
+add up over partitions: one implementation for a corpus in memory and one read partition by partition.
 """
 
 from __future__ import annotations
@@ -14,12 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.sparse
 import scipy.stats
 from numpy.typing import NDArray
 
 from tracetochain.traces._table import TraceTable
-from tracetochain.uncertainty._bootstrap import per_trace_counts
 
 
 def _row_g2(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
@@ -53,43 +56,38 @@ def _holm(p: NDArray[np.float64], tested: NDArray[np.intp]) -> tuple[NDArray[np.
 
 @dataclass(frozen=True)
 class HomogeneityResult:
+    """Per-state and overall homogeneity of two groups' transition rows (module docstring). ``g2`` is the corrected
+    total (Σ G²_i / δ_i), ``p_value`` its χ² p; ``differing`` the states whose Holm-adjusted p is at most ``level``."""
+
     state_names: tuple[str, ...]
     g2: float
     df: int
     p_chi2: float | None
-    p_permutation: float
-    n_permutations: int
     per_state: tuple[dict[str, Any], ...]
     level: float
     differing: tuple[str, ...]
     seed: int
     n_traces: tuple[int, int] = field(default=(0, 0))
-    method: str = "permutation"  # or "chi2" (from counts only: partitioned corpora)
+    method: str = "rao-scott"
 
     @property
     def p_value(self) -> float:
-        """The p-value the decision uses: the permutation p, or the χ² p when only counts were available."""
-        if self.method == "chi2":
-            return 1.0 if self.p_chi2 is None else self.p_chi2
-        return self.p_permutation
+        return 1.0 if self.p_chi2 is None else self.p_chi2
 
     @property
     def rejects(self) -> bool:
         return self.p_value <= self.level
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "tracetochain.homogeneity", "schema_version": 1, "g2": self.g2, "df": self.df,
-                "method": self.method, "p_value": self.p_value,
-                "p_chi2": self.p_chi2, "p_permutation": self.p_permutation if self.method == "permutation" else None,
-                "n_permutations": self.n_permutations,
-                "level": self.level, "rejects": self.rejects, "differing_states": list(self.differing),
-                "per_state": list(self.per_state), "seed": self.seed, "n_traces": list(self.n_traces)}
+        return {"kind": "tracetochain.homogeneity", "schema_version": 2, "g2": self.g2, "df": self.df,
+                "method": self.method, "p_value": self.p_value, "level": self.level, "rejects": self.rejects,
+                "differing_states": list(self.differing), "per_state": list(self.per_state), "seed": self.seed,
+                "n_traces": list(self.n_traces)}
 
     def __str__(self) -> str:
         verdict = "the groups differ" if self.rejects else "no evidence that the groups differ"
-        how = (f"permutation p = {self.p_permutation:.4f} (B = {self.n_permutations})" if self.method == "permutation"
-               else f"χ² p = {self.p_value:.4g}")
-        text = f"Homogeneity: G² = {self.g2:.1f} (df {self.df}), {how} — {verdict}"
+        how = "χ², Rao–Scott corrected" if self.method == "rao-scott" else "χ²"
+        text = f"Homogeneity: G² = {self.g2:.1f} (df {self.df}), p = {self.p_value:.4g} ({how}) — {verdict}"
         if self.differing:
             text += "; states that differ: " + ", ".join(self.differing)
         return text
@@ -98,84 +96,93 @@ class HomogeneityResult:
         return "<pre>" + html.escape(str(self)) + "</pre>"
 
 
+def row_design_effects(boot: NDArray[np.float64], rows: NDArray[np.float64]) -> NDArray[np.float64]:
+    """δ_i per state from bootstrap replicate count vectors ``boot`` (B × (m² + 3m)) and the group's row counts
+    ``rows`` (m × (m + 2)): mean over cells with 0 < p < 1 of Var_boot(p̂_ij) / (p_ij (1 − p_ij) / c_i); 1 where it
+    cannot be estimated."""
+    m = rows.shape[0]
+    B = boot.shape[0]
+    if B < 2:
+        return np.ones(m)
+    X = np.concatenate([boot[:, : m * m].reshape(B, m, m), boot[:, m * m: m * m + m, None],
+                        boot[:, m * m + m: m * m + 2 * m, None]], axis=2)
+    tot = X.sum(axis=2, keepdims=True)
+    P = np.divide(X, tot, out=np.zeros_like(X), where=tot > 0)
+    var_boot = P.var(axis=0, ddof=1)
+    c = rows.sum(axis=1, keepdims=True)
+    p = np.divide(rows, c, out=np.zeros_like(rows), where=c > 0)
+    var_mult = np.divide(p * (1 - p), c, out=np.zeros_like(p), where=c > 0)
+    ok = (p > 0) & (p < 1) & (var_mult > 0)
+    ratio = np.divide(var_boot, var_mult, out=np.zeros_like(p), where=ok)
+    n_ok = ok.sum(axis=1)
+    out = np.where(n_ok > 0, ratio.sum(axis=1) / np.maximum(n_ok, 1), 1.0)
+    return np.maximum(out, 1.0)
+
+
 def homogeneity_test(a: TraceTable, b: TraceTable, *, states: list[str] | tuple[str, ...] | None = None,
-                     n_permutations: int = 999, level: float = 0.05, seed: int = 0) -> HomogeneityResult:
-    """Test whether two labelled trace sets share one transition kernel, state by state.
+                     level: float = 0.05, n_replicates: int = 200, seed: int = 0) -> HomogeneityResult:
+    """Test whether two labelled trace sets share one transition kernel, state by state (module docstring).
 
     Both tables must carry state labels on the same vocabulary (``states``; default: the union of their labels in
-    order of first appearance, A first). Invalid traces are left out.
+    order of first appearance, A first). Invalid traces are left out. The design effects come from ``n_replicates``
+    Poisson-bootstrap replicates of each set (by task when tasks repeat).
     """
-    ca, na = a.state_labels()
-    cb, nb = b.state_labels()
-    vocab = list(states) if states is not None else list(dict.fromkeys([*na, *nb]))
-    pos = {s: i for i, s in enumerate(vocab)}
-    m = len(vocab)
+    from tracetochain.analysis import SummarySpec, summarize_traces
+    from tracetochain.analysis._analyze import label_steps
 
-    def contributions(t: TraceTable, codes: NDArray[np.int64], names: list[str]) -> scipy.sparse.csr_matrix:
-        remap = np.array([pos[s] for s in names], np.int64) if names else np.zeros(0, np.int64)
-        mapped = remap[codes] if codes.size else codes
-        keep = t.outcomes() != 3
-        rows = per_trace_counts(mapped, t.offsets, t.outcomes(), m)
-        return rows[np.flatnonzero(keep)]
+    summaries = []
+    for k, t in enumerate((a, b)):
+        codes, names = label_steps(t, None)
+        spec = SummarySpec(seed=seed + k, n_splits=0, n_replicates=n_replicates,
+                           resample_by="task" if _tasks_repeat(t) else "trace")
+        summaries.append(summarize_traces(t, codes, names, spec, check_traces=False))
+    from tracetochain.analysis._summary import reindex_summary
 
-    A = contributions(a, ca, na)
-    B = contributions(b, cb, nb)
+    vocab = tuple(states) if states is not None else tuple(dict.fromkeys([*summaries[0].state_names,
+                                                                           *summaries[1].state_names]))
+    sa, sb = (reindex_summary(x, vocab) for x in summaries)
+    return homogeneity_from_counts(_rows_of(sa.counts), _rows_of(sb.counts), list(vocab), level=level,
+                                   n_traces=(sa.n_usable, sb.n_usable), boot=(sa.boot, sb.boot), seed=seed)
 
-    def table(X: scipy.sparse.csr_matrix) -> NDArray[np.float64]:
-        s = np.asarray(X.sum(axis=0)).ravel()
-        trans = s[: m * m].reshape(m, m)
-        return np.column_stack([trans, s[m * m: m * m + m], s[m * m + m: m * m + 2 * m]])
 
-    g2_rows, df_rows = _row_g2(table(A), table(B))
-    g2 = float(g2_rows.sum())
-    df = int(df_rows.sum())
-    p_chi2 = float(scipy.stats.chi2.sf(g2, df)) if df > 0 else None
-    pooled = scipy.sparse.vstack([A, B]).tocsr()
-    n_a, n_b = A.shape[0], B.shape[0]
-    rng = np.random.default_rng(seed)
-    exceed_total = 0
-    exceed_rows = np.zeros(m, np.int64)
-    for _ in range(n_permutations):
-        perm = rng.permutation(n_a + n_b)
-        ga, _ = _row_g2(table(pooled[perm[:n_a]]), table(pooled[perm[n_a:]]))
-        exceed_total += int(ga.sum() >= g2 - 1e-9)
-        exceed_rows += ga >= g2_rows - 1e-9
-    p_perm = (1 + exceed_total) / (n_permutations + 1)
-    p_rows = (1 + exceed_rows) / (n_permutations + 1)
-    tested = np.flatnonzero(df_rows > 0)
-    adjusted, order = _holm(p_rows, tested)
-    per_state = tuple({"state": vocab[i], "g2": float(g2_rows[i]), "df": int(df_rows[i]),
-                       "p_permutation": float(p_rows[i]) if df_rows[i] > 0 else None,
-                       "p_holm": float(adjusted[i]) if df_rows[i] > 0 else None} for i in range(m))
-    differing = tuple(vocab[i] for i in order if adjusted[i] <= level)
-    return HomogeneityResult(tuple(vocab), g2, df, p_chi2, float(p_perm), n_permutations, per_state, level,
-                             differing, seed, (n_a, n_b))
+def _tasks_repeat(t: TraceTable) -> bool:
+    from tracetochain.uncertainty._bootstrap import _tasks_repeat as repeat
+
+    return repeat(t)
+
+
+def _rows_of(c: Any) -> NDArray[np.float64]:
+    out: NDArray[np.float64] = np.column_stack([c.transitions, c.exits_success, c.exits_failure]).astype(float)
+    return out
 
 
 def homogeneity_from_counts(a: NDArray[np.float64], b: NDArray[np.float64], states: list[str] | tuple[str, ...], *,
-                            level: float = 0.05, n_traces: tuple[int, int] = (0, 0)) -> HomogeneityResult:
-    """:func:`homogeneity_test` from the two groups' row counts alone (m × (m + 2): transitions, then the success
-    and failure exits, on the same vocabulary ``states``): what partitioned corpora provide.
-
-    Without the traces there is no permutation test; the χ² reference decides (``method="chi2"``), per state with
-    Holm's step-down. Under the chain both groups' rows are multinomial given the visits, so G²_i → χ² with its df
-    (Anderson & Goodman 1957); with the large counts of partitioned corpora the approximation is good.
-    """
+                            level: float = 0.05, n_traces: tuple[int, int] = (0, 0),
+                            boot: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
+                            seed: int = 0) -> HomogeneityResult:
+    """The homogeneity test from the two groups' row counts (m × (m + 2): transitions, then the success and failure
+    exits, on the same vocabulary ``states``) and, for the design-effect correction, their bootstrap replicate count
+    vectors ``boot`` (without them δ = 1: plain χ²)."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     m = len(states)
     if a.shape != (m, m + 2) or b.shape != (m, m + 2):
         raise ValueError(f"row counts must have shape (m, m + 2) = {(m, m + 2)}, got {a.shape} and {b.shape}")
     g2_rows, df_rows = _row_g2(a, b)
-    g2, df = float(g2_rows.sum()), int(df_rows.sum())
+    if boot is not None:
+        delta = np.maximum(row_design_effects(boot[0], a), row_design_effects(boot[1], b))
+    else:
+        delta = np.ones(m)
+    g2_adj = g2_rows / delta
+    g2, df = float(g2_adj.sum()), int(df_rows.sum())
     p_chi2 = float(scipy.stats.chi2.sf(g2, df)) if df > 0 else None
     tested = np.flatnonzero(df_rows > 0)
     p_rows = np.ones(m)
-    p_rows[tested] = scipy.stats.chi2.sf(g2_rows[tested], df_rows[tested])
+    p_rows[tested] = scipy.stats.chi2.sf(g2_adj[tested], df_rows[tested])
     adjusted, order = _holm(p_rows, tested)
-    per_state = tuple({"state": states[i], "g2": float(g2_rows[i]), "df": int(df_rows[i]),
-                       "p_chi2": float(p_rows[i]) if df_rows[i] > 0 else None,
+    per_state = tuple({"state": states[i], "g2": float(g2_rows[i]), "design_effect": float(delta[i]),
+                       "df": int(df_rows[i]), "p_value": float(p_rows[i]) if df_rows[i] > 0 else None,
                        "p_holm": float(adjusted[i]) if df_rows[i] > 0 else None} for i in range(m))
     differing = tuple(states[i] for i in order if adjusted[i] <= level)
-    return HomogeneityResult(tuple(states), g2, df, p_chi2, 1.0, 0, per_state, level, differing, 0, n_traces,
-                             method="chi2")
+    return HomogeneityResult(tuple(states), g2, df, p_chi2, per_state, level, differing, seed, n_traces,
+                             "rao-scott" if boot is not None else "chi2")

@@ -442,7 +442,7 @@ def _table_permutation_pvalue(n2_by_j: NDArray[np.int64], l1: float, g2: float, 
         rows, cols = table.sum(axis=1), table.sum(axis=0)
         r, c = rows[rows > 0], cols[cols > 0]
         if r.size < 2 or c.size < 2:
-            l2_star += float(_loglik(table[None]))
+            l2_star += float(_loglik(table))
             continue
         draws = random_table(r, c).rvs(size=n_permutations, random_state=rng)
         l2_star += _loglik(draws[:, None, :, :]).reshape(n_permutations)

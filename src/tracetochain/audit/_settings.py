@@ -57,11 +57,11 @@ class TimingSettings:
             raise ValueError(f"n_bootstrap must be >= 1, got {self.n_bootstrap}")
 
     def run(self, chain: AbsorbingChain, traces: TraceTable, *, seed: Seed, refit: Refit = "same",
-            n_fit_traces: int | None = None) -> TimingResult:
+            fit_traces: TraceTable | None = None) -> TimingResult:
         if self.mode == "paper":
             return ks_paper(chain, traces, n_model=self.n_model, outcome=self.outcome, start=self.start,
                             pvalue=self.pvalue, max_steps=self.paper_max_steps, seed=seed)
-        return ks_calibrated(chain, traces, refit=refit, n_fit_traces=n_fit_traces, n_bootstrap=self.n_bootstrap,
+        return ks_calibrated(chain, traces, refit=refit, fit_traces=fit_traces, n_bootstrap=self.n_bootstrap,
                              seed=seed, max_steps=self.max_steps, max_simulated_traces=self.max_simulated_traces)
 
     def to_dict(self) -> dict[str, Any]:

@@ -42,9 +42,17 @@ from tracetochain.audit._common import (
     seed_record,
     trace_lengths,
 )
-from tracetochain.chain import AbsorbingChain, TransitionCounts, estimate_chain
-from tracetochain.exceptions import ChainValidationError, UndefinedMetricError
+from tracetochain.audit._censoring import (
+    cap_survival,
+    censoring_survival,
+    draw_caps,
+    length_histograms,
+    observed_success_pmf,
+)
+from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_rows, initial_distribution, outcome_matrix
+from tracetochain.exceptions import UndefinedMetricError
 from tracetochain.numerics import SimulatedTraces, simulate_traces
+from tracetochain.numerics.batched import ChainBatch
 from tracetochain.traces import TraceTable
 
 Refit = Literal["same", "train", "none"]
@@ -205,6 +213,11 @@ def _data_times(traces: TraceTable, outcome: str) -> tuple[NDArray[np.int64], ND
     return lengths[(oc == SUCCESS) | (oc == FAILURE)], oc, n_usable
 
 
+def table_histogram(traces: TraceTable) -> NDArray[np.int64]:
+    """Lengths of the usable traces by outcome, (3, L + 1) (success, failure, censored)."""
+    return length_histograms(trace_lengths(traces), traces.outcomes())
+
+
 @dataclass(frozen=True)
 class _ReplicateCounts:
     transitions: NDArray[np.int64]  # (R, m, m)
@@ -215,7 +228,7 @@ class _ReplicateCounts:
 
 
 def replicate_counts(sim: SimulatedTraces, n_per_replicate: int, n_replicates: int, m: int) -> _ReplicateCounts:
-    """Counting (``paper-spec.md`` §2.4) on simulated paths, for many replicates at once with ``np.bincount``.
+    """Counting on simulated paths, for many replicates at once with ``np.bincount``.
 
     Traces ``r·n .. (r+1)·n − 1`` of ``sim`` form replicate r. Transitions are pairs of consecutive steps of one
     trace; a success/failure trace adds one exit from its last state; a censored one adds none.
@@ -241,89 +254,121 @@ def replicate_counts(sim: SimulatedTraces, n_per_replicate: int, n_replicates: i
     return _ReplicateCounts(trans, es, ef, init, outc)
 
 
-def _refit(state_names: tuple[str, ...], rc: _ReplicateCounts, r: int, pseudocount: float, unvisited: str,
-           initial: str) -> AbsorbingChain:
-    counts = TransitionCounts(
-        state_names, rc.transitions[r], rc.exits_success[r], rc.exits_failure[r], rc.initial[r],
-        {"success": int(rc.outcomes[r, SUCCESS]), "failure": int(rc.outcomes[r, FAILURE]),
-         "censored": int(rc.outcomes[r, CENSORED]), "invalid": 0})
-    return estimate_chain(counts, pseudocount, unvisited, initial)  # type: ignore[arg-type]
+def _refit_batch(rc: _ReplicateCounts, prior: ChainPrior, policy: str, initial: str) -> ChainBatch:
+    """The chains re-estimated from replicate counts, all at once (the estimator's own row formula)."""
+    m = rc.transitions.shape[-1]
+    rows = estimate_rows(outcome_matrix(rc.transitions, rc.exits_success, rc.exits_failure), prior, policy)
+    return ChainBatch(rows[..., :m], rows[..., m], rows[..., m + 1], initial_distribution(rc.initial, initial))
 
 
-def _stat_or_inf(times: NDArray[np.int64], chain: AbsorbingChain, cap: int | None) -> float:
-    """D* of one replicate; +inf (counted as an exceedance, i.e. conservatively) when it is undefined."""
-    if times.size == 0:
-        return math.inf
-    try:
-        return lattice_ks_statistic(times, success_time_cdf(chain, int(times.max()), cap))
-    except UndefinedMetricError:
-        return math.inf
+def _observed_cdf(batch: ChainBatch, horizon: int,
+                  survival: NDArray[np.float64] | list[NDArray[np.float64] | None] | None
+                  ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """CDF (B, horizon + 1) of the success time among observed successes, and where it is defined.
+
+    Without censoring F(d) = R(d)/R∞; with censoring survival P(C ≥ d) the law of the observed success times,
+    f⊕(d) P(C ≥ d) / Σ f⊕ P(C ≥ ·) (``_censoring``). ``survival`` is one array for every chain, or one per chain.
+    """
+    B = batch.size
+    survs = survival if isinstance(survival, list) else [survival] * B
+    censored = [s is not None for s in survs]
+    cdf = np.zeros((B, horizon + 1))
+    ok = np.zeros(B, dtype=bool)
+    top = max([horizon] + [s.size - 2 for s in survs if s is not None])
+    sweep = batch.sweep(top, residual=False)
+    if not all(censored):
+        rel = sweep["reliability"][:, : horizon + 1]
+        r_inf = batch.r_inf()
+        good = batch.valid & (r_inf > 0)
+        plain = ~np.asarray(censored)
+        use = plain & good
+        cdf[use] = np.minimum(rel[use] / r_inf[use, None], 1.0)
+        ok |= use
+    if any(censored):
+        fs = sweep["success_pmf"]
+        for i, s in enumerate(survs):
+            if s is None:
+                continue
+            pmf = observed_success_pmf(fs[i], s)
+            total = float(pmf.sum())
+            if batch.absorbing[i] and total > 0:
+                cdf[i] = np.minimum(np.cumsum(pmf)[: horizon + 1] / total, 1.0)
+                ok[i] = True
+    return cdf, ok
+
+
+def _histogram_ks(success_hist: NDArray[np.int64], cdf: NDArray[np.float64]) -> float:
+    """The lattice KS statistic of the success times given as a histogram."""
+    n = int(success_hist.sum())
+    emp = np.cumsum(success_hist) / n
+    return float(np.max(np.abs(emp - cdf[: emp.size])))
+
+
+def _survival_of(hist: NDArray[np.int64], max_steps: int | None) -> NDArray[np.float64] | None:
+    return cap_survival(max_steps) if max_steps is not None else censoring_survival(hist)
 
 
 # ------------------------------------------------------------------------------------------------ calibrated
 def ks_calibrated(chain: AbsorbingChain, traces: TraceTable, *, refit: Refit = "same",
-                  n_fit_traces: int | None = None, n_bootstrap: int = 199, seed: Seed = 0,
+                  fit_traces: TraceTable | None = None, n_bootstrap: int = 199, seed: Seed = 0,
                   max_steps: int | None = None, pseudocount: float | None = None, unvisited: str | None = None,
                   initial: str | None = None,
                   max_simulated_traces: int | None = DEFAULT_MAX_SIMULATED_TRACES) -> TimingResult:
     """Lattice KS of the success times of ``traces`` against ``chain`` with a parametric-bootstrap p-value.
 
+    The traces are summarised (lengths by outcome) and passed to :func:`ks_calibrated_counts`, which holds the test;
+    ``fit_traces`` are the traces the chain was fitted on (``refit="train"``: their number and censoring).
+    """
+    fit_hist = table_histogram(fit_traces) if fit_traces is not None else None
+    return ks_calibrated_counts(chain, table_histogram(traces), refit=refit, fit_histogram=fit_hist,
+                                n_bootstrap=n_bootstrap, seed=seed, max_steps=max_steps, pseudocount=pseudocount,
+                                unvisited=unvisited, initial=initial, max_simulated_traces=max_simulated_traces)
+
+
+def ks_calibrated_counts(chain: AbsorbingChain, histogram: NDArray[np.int64], *, refit: Refit = "same",
+                         fit_histogram: NDArray[np.int64] | None = None, n_fit_traces: int | None = None,
+                         n_bootstrap: int = 199, seed: Seed = 0, max_steps: int | None = None,
+                         pseudocount: float | None = None, unvisited: str | None = None, initial: str | None = None,
+                         max_simulated_traces: int | None = DEFAULT_MAX_SIMULATED_TRACES) -> TimingResult:
+    """The calibrated KS timing test from the lengths of the tested traces by outcome.
+
     Parameters
     ----------
     chain : AbsorbingChain
         The fitted chain (its metadata supplies the refit settings unless given here).
-    traces : TraceTable
-        The traces whose success times are tested: the fit set itself (``refit="same"``) or held-out traces.
+    histogram : (3, L + 1) int array
+        Lengths of the tested traces by outcome (success, failure, censored): :func:`~tracetochain.audit.
+        length_histograms`. Success times are the lengths of the successful traces.
     refit : {"same", "train", "none"}, default "same"
-        ``"same"``: the chain was fitted on ``traces``; each replicate simulates one corpus of the same size,
-        refits on it and tests that corpus's successes against its own refit (``math.md`` §8.4).
-        ``"train"``: held-out use; each replicate simulates a fit corpus of ``n_fit_traces`` traces, refits on it,
-        and tests a fresh corpus of the test size against that refit (both sources of error of the real split).
-        ``"none"``: the chain is fixed independently of the traces (Monte Carlo from the chain, ``math.md`` §8.3 4).
-    n_fit_traces : int, optional
-        Size of the fit set (required for ``refit="train"``).
+        ``"same"``: the chain was fitted on the tested traces; each replicate simulates one corpus of the same size,
+        refits on it and tests that corpus's successes against its own refit.
+        ``"train"``: held-out use; each replicate simulates a fit corpus like the fit half (``fit_histogram``: its
+        size and censoring; or ``n_fit_traces`` without censoring), refits on it, and tests a fresh corpus like the
+        tested one against that refit (both sources of error of the real split).
+        ``"none"``: the chain is fixed independently of the traces (Monte Carlo from the chain).
     n_bootstrap : int, default 199
-        B. 199 is enough for a 5% decision in CI; use 999 for reported p-values (the smallest possible p is
-        1/(B + 1)).
+        B (the smallest possible p is 1/(B + 1)).
     seed : int, default 0
         Replicates are simulated in blocks of 32 per ``SeedSequence(seed).spawn`` child (prefix-consistent in B).
     max_steps : int, optional
-        The step cap the traces were cut at (traces still running are censored). Simulations apply the same cap and
-        F becomes R(d)/R(cap). Default: no cap (simulations stop at 10,000 steps).
+        A known step cap the traces were cut at. Default: the censoring is read off the traces (``_censoring``:
+        reverse Kaplan–Meier); without censored traces, none.
     pseudocount, unvisited, initial : optional
         Estimator settings of the refit; default: those recorded in ``chain.metadata``.
     max_simulated_traces : int or None, default 10,000
-        Largest corpus a replicate simulates. Above it (n = max(test size, fit size) traces) every replicate
-        simulates the corpora at the fraction r = max_simulated_traces / n of their sizes and its statistic is
-        rescaled, D* · √(n_test,sim / n_test). Under the null √n·D has a non-degenerate limit law that does not depend
-        on n (with estimated parameters, as in Lilliefors' test; the fit- and test-size errors both shrink as
-        1/√size, and r keeps their ratio), so the rescaled replicates estimate the law of D at the data's size
-        (``math.md`` §8.4). This makes the audit of millions of traces cost what 10,000 cost. None: never rescale.
+        Largest corpus a replicate simulates. Above it every replicate simulates the corpora at the fraction
+        r = max_simulated_traces / n of their sizes and its statistic is rescaled by √(n_test,sim / n_test): under the
+        null √n·D has a non-degenerate limit law that does not depend on n, so the rescaled replicates estimate the
+        law of D at the data's size. This makes the audit of millions of traces cost what 10,000 cost.
 
     Notes
     -----
-    Censored data traces are counted as censored (transitions, no exit) and are not success times. Without a cap
-    the simulator produces no censoring, so heavy non-cap censoring in the data is not mimicked by the replicates.
-    A replicate without successes, or whose refit has R∞ = 0 or no absorbing path, has no D*; it counts as D* ≥ D
-    (conservative) and is reported in ``bootstrap["n_undefined"]``.
-    """
-    times, oc, n_usable = _data_times(traces, "success")
-    lengths = trace_lengths(traces)[oc != INVALID]
-    return ks_calibrated_times(chain, times, n_usable=n_usable, longest=int(lengths.max()) if lengths.size else 0,
-                               refit=refit, n_fit_traces=n_fit_traces, n_bootstrap=n_bootstrap, seed=seed,
-                               max_steps=max_steps, pseudocount=pseudocount, unvisited=unvisited, initial=initial,
-                               max_simulated_traces=max_simulated_traces)
-
-
-def ks_calibrated_times(chain: AbsorbingChain, times: NDArray[np.int64], *, n_usable: int, longest: int,
-                        refit: Refit = "same", n_fit_traces: int | None = None, n_bootstrap: int = 199,
-                        seed: Seed = 0, max_steps: int | None = None, pseudocount: float | None = None,
-                        unvisited: str | None = None, initial: str | None = None,
-                        max_simulated_traces: int | None = DEFAULT_MAX_SIMULATED_TRACES) -> TimingResult:
-    """:func:`ks_calibrated` on the data's summary rather than its traces: the success times ``times`` (one per
-    successful trace), the number of usable (non-invalid) traces ``n_usable`` and the longest usable trace
-    ``longest`` (checked against ``max_steps``). This is what a partitioned corpus provides
-    (:func:`tracetochain.partitioned.audit_partitioned`); the result is the same as on the traces themselves.
+    The statistic is D = max_k |F_n(k) − F(k)| on the integer lattice with F the chain's law of the *observed*
+    success time: R(d)/R∞ without censoring; f⊕(d)·P(C ≥ d) normalised under the traces' censoring (``_censoring``).
+    Replicates are censored the same way (each simulated trace gets a cut drawn from the estimated P(C ≥ d) of its
+    half) and recompute their own censoring estimate, so the estimation of the censoring is part of the null law.
+    A replicate without successes, or whose refit cannot succeed, has no D*; it counts as D* ≥ D (conservative) and
+    is reported in ``bootstrap["n_undefined"]``.
     """
     if refit not in ("same", "train", "none"):
         raise ValueError(f"refit must be 'same', 'train' or 'none', got {refit!r}")
@@ -333,17 +378,28 @@ def ks_calibrated_times(chain: AbsorbingChain, times: NDArray[np.int64], *, n_us
         raise ValueError(f"n_bootstrap must be >= 1, got {n_bootstrap}")
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
-    a, u, init_policy = estimator_settings(chain, pseudocount, unvisited, initial)
-    times = np.asarray(times, dtype=np.int64)
+    prior, policy, init_policy = estimator_settings(chain, pseudocount, unvisited, initial)
+    hist = np.asarray(histogram, dtype=np.int64)
+    n_usable = int(hist.sum())
+    longest = int(np.flatnonzero(hist.sum(axis=0))[-1]) if n_usable else 0
     if max_steps is not None and longest > max_steps:
         raise ValueError(f"a trace has {longest} steps, more than max_steps={max_steps}; pass the cap "
                          "the traces were actually cut at")
+    fit_hist: NDArray[np.int64] | None = None
     if refit == "train":
-        if n_fit_traces is None or n_fit_traces < 1:
-            raise ValueError("refit='train' needs n_fit_traces (the number of traces the chain was fitted on)")
+        if fit_histogram is not None:
+            fit_hist = np.asarray(fit_histogram, dtype=np.int64)
+            n_fit = int(fit_hist.sum())
+        elif n_fit_traces is not None:
+            n_fit = int(n_fit_traces)
+        else:
+            raise ValueError("refit='train' needs the fit half's fit_histogram (or n_fit_traces)")
+        if n_fit < 1:
+            raise ValueError("refit='train' needs a fit half with at least one usable trace")
+    else:
+        n_fit = n_usable
     # Replicate sizes: the data's, or the same fraction r of both corpora when they exceed max_simulated_traces.
     n_test = n_usable
-    n_fit = int(n_fit_traces) if refit == "train" and n_fit_traces is not None else n_test
     largest = max(n_test, n_fit if refit == "train" else 0)
     if max_simulated_traces is not None and largest > max_simulated_traces:
         frac = max_simulated_traces / largest
@@ -351,59 +407,78 @@ def ks_calibrated_times(chain: AbsorbingChain, times: NDArray[np.int64], *, n_us
     else:
         n_test_sim, n_fit_sim = n_test, n_fit
     scale = math.sqrt(n_test_sim / n_test) if n_test else 1.0
+    surv_test = _survival_of(hist, max_steps)
+    surv_fit = (_survival_of(fit_hist, max_steps) if fit_hist is not None else
+                (cap_survival(max_steps) if max_steps is not None else None))
     settings: dict[str, Any] = {
         "n_bootstrap": n_bootstrap, "seed": seed_record(seed), "refit": refit, "max_steps": max_steps,
-        "n_fit_traces": n_fit_traces if refit == "train" else (n_usable if refit == "same" else None),
-        "pseudocount": a, "unvisited": u, "initial": init_policy, "replicate_block": REPLICATE_BLOCK,
-        "statistic": "lattice sup |F_n(k) - R(k)/R_inf|, k = 0..max time",
+        "n_fit_traces": n_fit if refit != "none" else None, "prior": prior.to_dict(), "unvisited": policy,
+        "initial": init_policy, "replicate_block": REPLICATE_BLOCK,
+        "statistic": "lattice sup |F_n(k) - F(k)| over the observed success times, F the chain's law of the observed "
+                     "success time",
+        "censoring": ("known cap" if max_steps is not None else
+                      "reverse Kaplan-Meier of the tested traces" if surv_test is not None else "none"),
+        "n_censored": int(hist[CENSORED].sum()) if hist.shape[0] > CENSORED else 0,
         "max_simulated_traces": max_simulated_traces,
         "simulated_traces": {"test": n_test_sim, "fit": n_fit_sim if refit == "train" else None,
                              "d_star_scale": scale},
     }
-    base = TimingResult("calibrated", None, None, "success", int(times.size), n_usable, settings)
-    if times.size == 0:
+    success_hist = hist[SUCCESS] if n_usable else np.zeros(1, np.int64)
+    n_times = int(success_hist.sum())
+    base = TimingResult("calibrated", None, None, "success", n_times, n_usable, settings)
+    if n_times == 0:
         return _with_undefined(base, "no successful trace: there are no success times to test")
-    try:
-        model = success_time_cdf(chain, int(times.max()), max_steps)
-    except UndefinedMetricError as exc:
-        return _with_undefined(base, str(exc))
-    d_obs = lattice_ks_statistic(times, model)
-    emp = np.cumsum(np.bincount(times, minlength=int(times.max()) + 1)) / times.size
+    kmax = int(np.flatnonzero(success_hist)[-1])
+    success_hist = success_hist[: kmax + 1]
+    ref = ChainBatch(chain.Q[None], chain.R_success[None], chain.R_failure[None], chain.pi0[None])
+    model_cdf, ok = _observed_cdf(ref, kmax, surv_test)
+    if not ok[0]:
+        return _with_undefined(base, "success is unreachable under the chain (or not observable under the "
+                                     "traces' censoring), so the success-time law is undefined")
+    model = model_cdf[0]
+    d_obs = _histogram_ks(success_hist, model)
+    emp = np.cumsum(success_hist) / n_times
 
-    cap = max_steps if max_steps is not None else UNCAPPED_SIMULATION_STEPS
     m = chain.n_states
-    names = chain.state_names
     Q, rs, rf, pi0 = chain.Q, chain.R_success, chain.R_failure, chain.pi0
-    n_rep = n_test_sim  # traces per simulated test corpus
     d_star = np.empty(n_bootstrap)
+    block = REPLICATE_BLOCK
+
+    def simulate(n_per: int, surv: NDArray[np.float64] | None, rng: np.random.Generator,
+                 paths: bool) -> SimulatedTraces:
+        caps = draw_caps(surv, block * n_per, rng)
+        return simulate_traces(Q, rs, rf, pi0, block * n_per, rng, max_steps=UNCAPPED_SIMULATION_STEPS,
+                               record_paths=paths, caps=caps)
+
     for first, count, rng in replicate_blocks(as_seed_sequence(seed), n_bootstrap):
+        refitted: ChainBatch | None = None
         if refit == "same":
-            sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_rep, rng, max_steps=cap, record_paths=True)
-            rc = replicate_counts(sim, n_rep, REPLICATE_BLOCK, m)
-            test_sim = sim
+            test_sim = simulate(n_test_sim, surv_test, rng, True)
+            refitted = _refit_batch(replicate_counts(test_sim, n_test_sim, block, m), prior, policy, init_policy)
         elif refit == "train":
-            fit_sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_fit_sim, rng, max_steps=cap,
-                                      record_paths=True)
-            rc = replicate_counts(fit_sim, n_fit_sim, REPLICATE_BLOCK, m)
-            test_sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_rep, rng, max_steps=cap)
+            fit_sim = simulate(n_fit_sim, surv_fit, rng, True)
+            refitted = _refit_batch(replicate_counts(fit_sim, n_fit_sim, block, m), prior, policy, init_policy)
+            test_sim = simulate(n_test_sim, surv_test, rng, False)
         else:
-            test_sim = simulate_traces(Q, rs, rf, pi0, REPLICATE_BLOCK * n_rep, rng, max_steps=cap)
-        if refit == "none":
-            done = test_sim.outcome == SUCCESS
-            top = int(test_sim.length[done].max()) if done.any() else 1
-            fixed_cdf = success_time_cdf(chain, top, max_steps)
+            test_sim = simulate(n_test_sim, surv_test, rng, False)
+        lengths = test_sim.length.reshape(block, n_test_sim)
+        outcomes = test_sim.outcome.reshape(block, n_test_sim)
+        hists = [length_histograms(lengths[r], outcomes[r]) for r in range(count)]
+        tops = [int(np.flatnonzero(h[SUCCESS])[-1]) if h[SUCCESS].any() else 0 for h in hists]
+        survs = [surv_test if max_steps is not None or surv_test is None else censoring_survival(h) for h in hists]
+        if refitted is None:
+            stack = ChainBatch(np.broadcast_to(Q, (count, m, m)), np.broadcast_to(rs, (count, m)),
+                               np.broadcast_to(rf, (count, m)), np.broadcast_to(pi0, (count, m)))
+        else:
+            stack = ChainBatch(refitted.Q[:count], refitted.r_success[:count], refitted.r_failure[:count],
+                               refitted.pi0[:count])
+        cdfs, oks = _observed_cdf(stack, max(tops), survs)
         for r in range(count):
-            sl = slice(r * n_rep, (r + 1) * n_rep)
-            x = test_sim.length[sl][test_sim.outcome[sl] == SUCCESS]
-            if refit == "none":
-                d_star[first + r] = lattice_ks_statistic(x, fixed_cdf) if x.size else math.inf
-                continue
-            try:
-                refitted = _refit(names, rc, r, a, u, init_policy)
-            except ChainValidationError:
+            s_hist = hists[r][SUCCESS]
+            if not s_hist.any() or not oks[r]:
                 d_star[first + r] = math.inf
                 continue
-            d_star[first + r] = _stat_or_inf(x, refitted, max_steps)
+            d_star[first + r] = _histogram_ks(s_hist[: tops[r] + 1], cdfs[r])
     if scale != 1.0:
         d_star *= scale
     tol = 1e-12 * max(1.0, d_obs)
@@ -416,7 +491,7 @@ def ks_calibrated_times(chain: AbsorbingChain, times: NDArray[np.int64], *, n_us
                              if finite.size else None),
         "min_p_value": 1.0 / (n_bootstrap + 1),
     }
-    return TimingResult("calibrated", d_obs, p, "success", int(times.size), n_usable, settings, boot,
+    return TimingResult("calibrated", d_obs, p, "success", n_times, n_usable, settings, boot,
                         tuple(float(v) for v in emp), tuple(float(v) for v in model[: emp.size]))
 
 

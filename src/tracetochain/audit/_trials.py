@@ -1,21 +1,24 @@
-"""The i.i.d.-trials check (``paper-spec.md`` §3.4, Thm 4 / Cor. 5; ``formats.md`` §4).
+r"""The i.i.d.-trials layer: are repeated trials of one task exchangeable draws from one chain?
 
-When each task was attempted several times, the harness estimators are, per task with n trials and c successes,
+A chain predicts pass^k = R∞^k and pass@k = 1 − (1 − R∞)^k only if every trial, of every task, succeeds with the same
+probability. When tasks differ in difficulty the per-task success probabilities p_t vary, and by Jensen's inequality
+pass^k = E[p_t^k] ≥ (E p_t)^k for k ≥ 2, with equality iff p_t is constant (TraceToChain Thm 4). So pass^k for
+k ≥ 2 (and pass@k) rest on this layer; R∞ and pass^1 do not.
 
-    pass^k_t = C(c, k) / C(n, k) = Π_{i<k} (c − i)/(n − i)       (Yao et al. 2024, unbiased)
-    pass@k_t = 1 − C(n − c, k) / C(n, k) = 1 − Π_{i<k} (n − c − i)/(n − i)   (Chen et al. 2021, unbiased)
+The test. With n_t usable trials and c_t successes per task, p̂ = Σc_t / Σn_t, the statistic is the binomial
+dispersion X = Σ_t (c_t − n_t p̂)² / n_t over tasks with n_t ≥ 2 (Tarone 1979; large when successes cluster within
+tasks). Its null law is exact and needs no model: given the total number of successes, exchangeable trials spread
+them over the traces uniformly, so the task counts are multivariate hypergeometric; p = (1 + #{X* ≥ X}) / (B + 1)
+over B such draws. One-sided: tasks that differ make X large.
 
-averaged over the tasks with n ≥ k (tasks with fewer trials are excluded for that k and counted). A single chain
-predicts pass^k = R∞^k and pass@k = 1 − (1 − R∞)^k under i.i.d. trials (Thm 3). If trials share a latent
-difficulty, pass^k ≥ R∞^k and pass@k ≤ 1 − (1 − R∞)^k, with equality for k ≥ 2 iff the success probability is the
-same for every task (Jensen; Thm 4). The gap pass^k − R∞^k gets a bootstrap interval over tasks: tasks are
-resampled with replacement, and — when the traces carry the chain's states — R∞ is refitted on the resampled tasks'
-counts with the chain's estimator settings. The check is **flagged** when, for some k ≥ 2, the interval of the
-pass^k gap excludes 0: the trials are then not exchangeable draws from one chain, and the chain's pass^k/pass@k
-(which assume they are) should not be reported as predictions.
+Descriptively the layer reports the harness estimators, per task with n trials and c successes
 
-Counting: every non-invalid trace is a trial; only ``success`` counts as a pass (failure and censored do not).
-Default k = 1..K with K the smallest number of trials among tasks that have at least two.
+    pass^k_t = C(c, k) / C(n, k)        (Yao et al. 2024, unbiased)
+    pass@k_t = 1 − C(n − c, k) / C(n, k) (Chen et al. 2021, unbiased)
+
+averaged over the tasks with n ≥ k, with percentile intervals by resampling tasks, beside R∞^k and 1 − (1 − R∞)^k.
+Every non-invalid trace is a trial; only ``success`` counts as a pass. Everything is computed from the per-task table
+(:func:`task_table`), which adds up over partitions.
 """
 
 from __future__ import annotations
@@ -24,17 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow.compute as pc
+import pyarrow as pa
 from numpy.typing import NDArray
 
 from tracetochain.audit._common import (
-    FAILURE,
     INVALID,
     SUCCESS,
     Seed,
     as_seed_sequence,
-    chain_codes,
-    estimator_settings,
     fmt,
     html_table,
     json_dict,
@@ -43,318 +43,321 @@ from tracetochain.audit._common import (
 from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces import TraceTable
+from tracetochain.traces._hashing import fnv1a_hashes
+
+#: Fewer repeated-trial traces than this and the layer reports insufficient evidence.
+MIN_REPEATED_TRACES = 20
 
 
 # ------------------------------------------------------------------------------------------------ formulas
 def per_task_pass_hat_k(successes: NDArray[np.int64], trials: NDArray[np.int64], k: int) -> NDArray[np.float64]:
-    """Unbiased per-task pass^k = C(c, k)/C(n, k) = Π_{i<k} (c − i)/(n − i) (``formats.md`` §4); NaN where n < k.
+    """Unbiased per-task pass^k = C(c, k)/C(n, k) = Π_{i<k} (c − i)/(n − i); NaN where n < k.
 
-    >>> per_task_pass_hat_k(np.array([3, 1]), np.array([4, 4]), 2).tolist()
+    >>> per_task_pass_hat_k(np.array([3, 1]), np.array([4, 4]), 2).round(4).tolist()
     [0.5, 0.0]
     """
     c = np.asarray(successes, dtype=np.float64)
     n = np.asarray(trials, dtype=np.float64)
-    ok = n >= k
     out = np.ones_like(c)
     for i in range(k):
-        out *= np.where(ok, np.maximum(c - i, 0.0) / np.where(n - i > 0, n - i, 1.0), 1.0)
-    result: NDArray[np.float64] = np.where(ok, out, np.nan)
-    return result
+        out *= np.divide(np.maximum(c - i, 0.0), n - i, out=np.zeros_like(c), where=n - i > 0)
+    out[n < k] = np.nan
+    return out
 
 
 def per_task_pass_at_k(successes: NDArray[np.int64], trials: NDArray[np.int64], k: int) -> NDArray[np.float64]:
-    """Unbiased per-task pass@k = 1 − C(n − c, k)/C(n, k) (Chen et al. 2021); NaN where n < k.
+    """Unbiased per-task pass@k = 1 − C(n − c, k)/C(n, k); NaN where n < k.
 
-    >>> per_task_pass_at_k(np.array([1, 0]), np.array([4, 4]), 2).tolist()
-    [0.5, 0.0]
+    >>> per_task_pass_at_k(np.array([3, 1]), np.array([4, 4]), 2).round(4).tolist()
+    [1.0, 0.5]
     """
     c = np.asarray(successes, dtype=np.float64)
     n = np.asarray(trials, dtype=np.float64)
-    ok = n >= k
-    out = np.ones_like(c)
-    for i in range(k):
-        out *= np.where(ok, np.maximum(n - c - i, 0.0) / np.where(n - i > 0, n - i, 1.0), 1.0)
-    result: NDArray[np.float64] = np.where(ok, 1.0 - out, np.nan)
-    return result
+    return 1.0 - per_task_pass_hat_k(n - c, n, k)
 
 
-def batched_r_inf(transitions: NDArray[np.float64], exits_success: NDArray[np.float64],
-                  exits_failure: NDArray[np.float64], initial: NDArray[np.float64], pseudocount: float,
-                  unvisited: str, initial_policy: str) -> NDArray[np.float64]:
-    """R∞ = π0 (I − Q)⁻¹ R⊕ of the Laplace MLE (``paper-spec.md`` §2.1 step 5) for a batch of count sets.
+def dispersion_statistic(successes: NDArray[np.int64], trials: NDArray[np.int64]) -> float:
+    """X = Σ_t (c_t − n_t p̂)² / n_t over tasks with n_t ≥ 2 (p̂ pooled over those tasks)."""
+    c = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    use = n >= 2
+    if not use.any():
+        return 0.0
+    p = c[use].sum() / n[use].sum()
+    return float(np.sum((c[use] - n[use] * p) ** 2 / n[use]))
 
-    The same estimator as :func:`~tracetochain.estimate_chain` (shared denominator c_i + α(m + 2), the unvisited-row
-    policy, empirical or modal π0), vectorised over the leading axis. Count sets whose I − Q is singular (a closed
-    loop, possible only with pseudocount 0) give NaN.
-    """
-    C = np.asarray(transitions, dtype=np.float64)
-    cs = np.asarray(exits_success, dtype=np.float64)
-    cf = np.asarray(exits_failure, dtype=np.float64)
-    init = np.asarray(initial, dtype=np.float64)
-    m = C.shape[-1]
-    a = float(pseudocount)
-    totals = C.sum(axis=-1) + cs + cf
-    policy = ("prior" if a > 0 else "failure") if unvisited == "auto" else unvisited
-    denom = totals + a * (m + 2)
-    safe = np.where(denom > 0, denom, 1.0)
-    Q = (C + a) / safe[..., None]
-    rs = (cs + a) / safe
-    if policy == "failure":
-        empty = totals == 0
-        Q = np.where(empty[..., None], 0.0, Q)
-        rs = np.where(empty, 0.0, rs)
-    if initial_policy == "modal":
-        pi0 = np.zeros_like(init)
-        np.put_along_axis(pi0, np.argmax(init, axis=-1)[..., None], 1.0, axis=-1)
-    else:
-        tot = init.sum(axis=-1, keepdims=True)
-        pi0 = init / np.where(tot > 0, tot, 1.0)
-    A = np.eye(m) - Q
-    out = np.full(C.shape[:-2], np.nan)
-    try:
-        h = np.linalg.solve(A, rs[..., None])[..., 0]
-        out = np.einsum("...i,...i->...", pi0, h)
-    except np.linalg.LinAlgError:
-        flatA, flatr, flatp = A.reshape(-1, m, m), rs.reshape(-1, m), pi0.reshape(-1, m)
-        res = np.full(flatA.shape[0], np.nan)
-        for b in range(flatA.shape[0]):
-            try:
-                res[b] = flatp[b] @ np.linalg.solve(flatA[b], flatr[b])
-            except np.linalg.LinAlgError:
-                continue
-        out = res.reshape(C.shape[:-2])
-    result: NDArray[np.float64] = np.clip(out, 0.0, 1.0)
-    return result
+
+# ------------------------------------------------------------------------------------------------ table
+@dataclass(frozen=True)
+class TaskTable:
+    """Usable trials and successes per task, keyed by the 64-bit hash of the task id (sorted by key)."""
+
+    keys: NDArray[np.uint64]
+    trials: NDArray[np.int64]
+    successes: NDArray[np.int64]
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.keys.size)
+
+    @property
+    def repeated(self) -> bool:
+        """Some task has two or more usable trials."""
+        return bool(np.any(self.trials >= 2))
+
+    def merge(self, other: TaskTable) -> TaskTable:
+        keys = np.concatenate([self.keys, other.keys])
+        uniq, inv = np.unique(keys, return_inverse=True)
+        n = np.bincount(inv, np.concatenate([self.trials, other.trials]), minlength=uniq.size).astype(np.int64)
+        c = np.bincount(inv, np.concatenate([self.successes, other.successes]), minlength=uniq.size).astype(np.int64)
+        return TaskTable(uniq, n, c)
+
+    @classmethod
+    def empty(cls) -> TaskTable:
+        return cls(np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    def design_effect(self) -> float:
+        """Kish's design effect of the pass rate, 1 + (n̄ − 1)·ρ, with n̄ = Σn²/Σn (unequal cluster sizes) and ρ the
+        intra-task correlation of success by the one-way ANOVA estimator (Fleiss 1981), clipped to ρ ≥ 0; 1 when no
+        task repeats."""
+        n = self.trials.astype(np.float64)
+        c = self.successes.astype(np.float64)
+        keep = n > 0
+        n, c = n[keep], c[keep]
+        N, T = float(n.sum()), int(n.size)
+        if T < 2 or N <= T or not np.any(n >= 2):
+            return 1.0
+        p = c.sum() / N
+        if p <= 0 or p >= 1:
+            return 1.0
+        msb = float(np.sum(n * (c / n - p) ** 2)) / (T - 1)
+        msw = float(np.sum(c - c * c / n)) / (N - T)
+        n0 = (N - float(np.sum(n * n)) / N) / (T - 1)
+        denom = msb + (n0 - 1.0) * msw
+        rho = max(0.0, (msb - msw) / denom) if denom > 0 else 0.0
+        nbar = float(np.sum(n * n)) / N
+        return 1.0 + (nbar - 1.0) * rho
+
+
+def task_table(traces: TraceTable) -> TaskTable | None:
+    """The per-task table of ``traces`` (None when no trace has a task id). Invalid traces are not trials."""
+    if "task_id" not in traces.columns or traces.n_traces == 0:
+        return None
+    task = traces.trace_column("task_id")
+    if task.null_count == len(task):
+        return None
+    oc = traces.outcomes()
+    use = np.asarray(task.is_valid().to_numpy(zero_copy_only=False), dtype=bool) & (oc != INVALID)
+    keys = fnv1a_hashes(task.filter(pa.array(use)))
+    succ = (oc[use] == SUCCESS).astype(np.int64)
+    uniq, inv = np.unique(keys, return_inverse=True)
+    return TaskTable(uniq, np.bincount(inv, minlength=uniq.size).astype(np.int64),
+                     np.bincount(inv, succ, minlength=uniq.size).astype(np.int64))
 
 
 # ------------------------------------------------------------------------------------------------ result
 @dataclass(frozen=True)
 class TrialsResult:
-    """Per-task pass^k / pass@k against the chain's R∞^k / 1 − (1 − R∞)^k, with bootstrap intervals of the gaps.
+    """The i.i.d.-trials layer: the dispersion test and the per-task pass^k / pass@k beside the chain's.
 
-    ``flagged`` is None when the check does not apply (no task with two or more trials).
+    ``applicable`` is False when no task has two trials; ``p_value`` is None then or when the evidence is
+    insufficient (``notes`` says why); ``flagged`` is True when p ≤ ``level``.
     """
 
     applicable: bool
-    flagged: bool | None
+    p_value: float | None
+    statistic: float | None
+    level: float
     ks: tuple[int, ...]
     n_tasks: int
+    n_repeated_traces: int
     trials_histogram: dict[int, int]
     n_tasks_used: tuple[int, ...]
-    n_tasks_excluded: tuple[int, ...]
-    pass_hat_k: tuple[float, ...]
-    pass_at_k: tuple[float, ...]
+    pass_hat_k: tuple[float | None, ...]
+    pass_hat_k_interval: tuple[tuple[float | None, float | None], ...]
+    pass_at_k: tuple[float | None, ...]
+    pass_at_k_interval: tuple[tuple[float | None, float | None], ...]
     r_inf: float
     chain_pass_hat_k: tuple[float, ...]
     chain_pass_at_k: tuple[float, ...]
-    gap_pass_hat_k: tuple[float, ...]
-    gap_pass_hat_k_interval: tuple[tuple[float | None, float | None], ...]
-    gap_pass_at_k: tuple[float, ...]
-    gap_pass_at_k_interval: tuple[tuple[float | None, float | None], ...]
-    flagged_ks: tuple[int, ...]
-    r_inf_refit: bool
+    design_effect: float
+    n_permutations: int
     n_bootstrap: int
     confidence: float
     seed: int | str | None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    @property
+    def flagged(self) -> bool | None:
+        return None if self.p_value is None else self.p_value <= self.level
+
+    @property
+    def flagged_ks(self) -> tuple[int, ...]:
+        """The k ≥ 2 whose empirical pass^k lies above the chain's R∞^k (where the gap shows)."""
+        if not self.flagged:
+            return ()
+        return tuple(k for k, e, c in zip(self.ks, self.pass_hat_k, self.chain_pass_hat_k, strict=True)
+                     if k >= 2 and e is not None and e > c)
+
+    @property
+    def insufficient(self) -> bool:
+        return self.applicable and self.p_value is None
+
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["trials_histogram"] = {str(k): v for k, v in self.trials_histogram.items()}
+        d["flagged"] = self.flagged
         d["definitions"] = {
+            "statistic": "sum over tasks with n >= 2 of (c - n p)^2 / n; null law: successes spread uniformly over "
+                         "the traces (multivariate hypergeometric), one-sided",
             "pass^k": "mean over tasks with n >= k of C(c,k)/C(n,k) (all k trials succeed)",
             "pass@k": "mean over tasks with n >= k of 1 - C(n-c,k)/C(n,k) (at least one of k succeeds)",
             "chain_pass^k": "R_inf^k (i.i.d. trials)", "chain_pass@k": "1 - (1 - R_inf)^k (i.i.d. trials)",
-            "gap": "empirical minus chain",
+            "design_effect": "1 + (n_bar - 1) rho: variance inflation of the pass rate by repeated trials of a task",
         }
         return json_dict(d)
 
     def describe(self) -> str:
         if not self.applicable:
             return "i.i.d.-trials check: not applicable (" + "; ".join(self.notes) + ")"
-        lines = [f"i.i.d.-trials check over {self.n_tasks} tasks (R∞ = {fmt(self.r_inf)}; {self.confidence:.0%} "
-                 f"bootstrap over tasks, B = {self.n_bootstrap}):"]
+        head = (f"i.i.d.-trials check over {self.n_tasks} tasks ({self.n_repeated_traces} traces in tasks with ≥ 2 "
+                f"trials; design effect {self.design_effect:.2f}): ")
+        if self.p_value is None:
+            head += "insufficient evidence (" + "; ".join(self.notes) + ")"
+        else:
+            head += (f"dispersion X = {fmt(self.statistic)}, p = {fmt(self.p_value, 4)} ("
+                     + ("tasks differ: trials are not exchangeable" if self.flagged else "no evidence that tasks "
+                        "differ") + ")")
+        lines = [head]
         for i, k in enumerate(self.ks):
-            lo, hi = self.gap_pass_hat_k_interval[i]
-            lines.append(f"  k={k}: pass^k {fmt(self.pass_hat_k[i])} vs R∞^k {fmt(self.chain_pass_hat_k[i])} "
-                         f"(gap {fmt(self.gap_pass_hat_k[i])} [{fmt(lo)}, {fmt(hi)}]); pass@k {fmt(self.pass_at_k[i])}"
-                         f" vs {fmt(self.chain_pass_at_k[i])}"
-                         + (f"; {self.n_tasks_excluded[i]} task(s) with fewer than {k} trials excluded"
-                            if self.n_tasks_excluded[i] else ""))
-        lines.append("  FLAG: trials are not exchangeable draws from one chain (gap interval above 0 at k = "
-                     + ", ".join(map(str, self.flagged_ks)) + ")" if self.flagged else
-                     "  no evidence against exchangeable trials")
+            lo, hi = self.pass_hat_k_interval[i]
+            lines.append(f"  k={k}: pass^k {fmt(self.pass_hat_k[i])} [{fmt(lo)}, {fmt(hi)}] vs R∞^k "
+                         f"{fmt(self.chain_pass_hat_k[i])}; pass@k {fmt(self.pass_at_k[i])} vs "
+                         f"{fmt(self.chain_pass_at_k[i])} ({self.n_tasks_used[i]} tasks)")
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.describe()
 
     def _repr_html_(self) -> str:
-        rows = [(f"k = {k}", f"pass^k {fmt(self.pass_hat_k[i])} vs R∞^k {fmt(self.chain_pass_hat_k[i])}, "
-                 f"gap {fmt(self.gap_pass_hat_k[i])}") for i, k in enumerate(self.ks)]
-        rows.append(("flagged", str(self.flagged)))
+        rows = [("p-value", fmt(self.p_value, 4)), ("design effect", fmt(self.design_effect))]
+        rows += [(f"k = {k}", f"pass^k {fmt(self.pass_hat_k[i])} vs R∞^k {fmt(self.chain_pass_hat_k[i])}")
+                 for i, k in enumerate(self.ks)]
         return html_table(rows, "i.i.d.-trials check")
 
 
 # ------------------------------------------------------------------------------------------------ check
-def _group_counts(codes: NDArray[np.int64], traces: TraceTable, group: NDArray[np.int64], use: NDArray[np.bool_],
-                  n_groups: int, m: int) -> tuple[NDArray[np.float64], ...]:
-    """Transition/exit/initial counts per group of traces (only traces with ``use``), vectorised."""
-    oc = traces.outcomes().astype(np.int64)
-    ti = traces.trace_index
-    offsets = traces.offsets
-    same = (ti[1:] == ti[:-1]) & use[ti[:-1]]
-    g_pair = group[ti[:-1][same]]
-    trans = np.bincount((g_pair * m + codes[:-1][same]) * m + codes[1:][same],
-                        minlength=n_groups * m * m).reshape(n_groups, m, m)
-    nonempty = np.diff(offsets) > 0
-    last = codes[offsets[1:][nonempty] - 1]
-    first = codes[offsets[:-1][nonempty]]
-    g, u, o = group[nonempty], use[nonempty], oc[nonempty]
-    s_mask, f_mask = u & (o == SUCCESS), u & (o == FAILURE)
-    es = np.bincount(g[s_mask] * m + last[s_mask], minlength=n_groups * m).reshape(n_groups, m)
-    ef = np.bincount(g[f_mask] * m + last[f_mask], minlength=n_groups * m).reshape(n_groups, m)
-    init = np.bincount(g[u] * m + first[u], minlength=n_groups * m).reshape(n_groups, m)
-    return (trans.astype(np.float64), es.astype(np.float64), ef.astype(np.float64), init.astype(np.float64))
+def _quantiles(x: NDArray[np.float64], confidence: float) -> tuple[float | None, float | None]:
+    x = x[np.isfinite(x)]
+    if not x.size:
+        return None, None
+    a = (1.0 - confidence) / 2.0
+    return float(np.quantile(x, a)), float(np.quantile(x, 1.0 - a))
+
+
+def trials_check_table(table: TaskTable | None, r_inf: float, *, ks: list[int] | tuple[int, ...] | None = None,
+                       level: float = 0.05, n_permutations: int = 999, n_bootstrap: int = 1000,
+                       confidence: float = 0.95, seed: Seed = 0) -> TrialsResult:
+    """The i.i.d.-trials layer from the per-task table (module docstring) against the chain's ``r_inf``.
+
+    ``ks`` default: 1..K with K the largest number of trials that at least two tasks have (at least 2).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    tab = table if table is not None else TaskTable.empty()
+    n, c = tab.trials, tab.successes
+    hist = {int(v): int(k) for v, k in zip(*np.unique(n, return_counts=True), strict=True)} if n.size else {}
+    rep = n >= 2
+    n_rep = int(n[rep].sum())
+    if ks is None:
+        top = 2
+        for v in sorted(hist, reverse=True):
+            if sum(k for w, k in hist.items() if w >= v) >= 2:
+                top = max(2, v)
+                break
+        ks = tuple(range(1, top + 1))
+    ks = tuple(int(k) for k in ks)
+    if not ks or min(ks) < 1:
+        raise ValueError(f"ks must be positive integers, got {ks!r}")
+    seed_seq = as_seed_sequence(seed)
+    perm_seed, boot_seed = seed_seq.spawn(2)
+    notes: list[str] = []
+    chain_hat = tuple(float(r_inf) ** k for k in ks)
+    chain_at = tuple(1.0 - (1.0 - float(r_inf)) ** k for k in ks)
+    applicable = bool(rep.any())
+    if not applicable:
+        notes.append("no task has two or more trials" if n.size else "the traces carry no task_id")
+        empty: tuple[Any, ...] = tuple(None for _ in ks)
+        return TrialsResult(False, None, None, level, ks, tab.n_tasks, 0, hist, tuple(0 for _ in ks), empty,
+                            tuple((None, None) for _ in ks), empty, tuple((None, None) for _ in ks), float(r_inf),
+                            chain_hat, chain_at, 1.0, n_permutations, n_bootstrap, confidence, seed_record(seed),
+                            tuple(notes))
+    # Descriptive: per-task estimators with task-bootstrap intervals.
+    used = tuple(int(np.count_nonzero(n >= k)) for k in ks)
+    rng_b = np.random.default_rng(boot_seed)
+    idx = rng_b.integers(0, n.size, (n_bootstrap, n.size))
+    hat, hat_iv, at, at_iv = [], [], [], []
+    for k in ks:
+        ph = per_task_pass_hat_k(c, n, k)
+        pa_ = per_task_pass_at_k(c, n, k)
+        ok = n >= k
+        if not ok.any():
+            hat.append(None)
+            at.append(None)
+            hat_iv.append((None, None))
+            at_iv.append((None, None))
+            continue
+        hat.append(float(np.mean(ph[ok])))
+        at.append(float(np.mean(pa_[ok])))
+        w = ok[idx].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            hb = np.nansum(np.where(ok, ph, 0.0)[idx], axis=1) / w.sum(axis=1)
+            ab = np.nansum(np.where(ok, pa_, 0.0)[idx], axis=1) / w.sum(axis=1)
+        hat_iv.append(_quantiles(hb, confidence))
+        at_iv.append(_quantiles(ab, confidence))
+    deff = tab.design_effect()
+    # The test.
+    total_succ = int(c[rep].sum())
+    p_value: float | None = None
+    stat: float | None = None
+    if n_rep < MIN_REPEATED_TRACES:
+        notes.append(f"only {n_rep} traces in tasks with two or more trials; the test needs at least "
+                     f"{MIN_REPEATED_TRACES}")
+    elif total_succ == 0 or total_succ == n_rep:
+        notes.append("every repeated trial " + ("failed" if total_succ == 0 else "succeeded") +
+                     ": there is no spread to test")
+    else:
+        stat = dispersion_statistic(c[rep], n[rep])
+        rng_p = np.random.default_rng(perm_seed)
+        draws = rng_p.multivariate_hypergeometric(n[rep], total_succ, size=n_permutations)
+        nn = n[rep].astype(np.float64)
+        p = total_succ / nn.sum()
+        x_star = np.sum((draws - nn * p) ** 2 / nn, axis=1)
+        tol = 1e-9 * max(1.0, stat)
+        p_value = (1 + int(np.count_nonzero(x_star >= stat - tol))) / (n_permutations + 1)
+    return TrialsResult(True, p_value, stat, level, ks, tab.n_tasks, n_rep, hist, used, tuple(hat), tuple(hat_iv),
+                        tuple(at), tuple(at_iv), float(r_inf), chain_hat, chain_at, deff, n_permutations,
+                        n_bootstrap, confidence, seed_record(seed), tuple(notes))
 
 
 def trials_check(traces: TraceTable, chain: AbsorbingChain | None = None, *, r_inf: float | None = None,
-                 ks: tuple[int, ...] | list[int] | None = None, fit_mask: NDArray[np.bool_] | None = None,
-                 n_bootstrap: int = 2000, confidence: float = 0.95, seed: Seed = 0) -> TrialsResult:
-    """Per-task pass^k and pass@k vs the chain's R∞^k and 1 − (1 − R∞)^k, with a bootstrap over tasks.
+                 ks: list[int] | tuple[int, ...] | None = None, level: float = 0.05, n_permutations: int = 999,
+                 n_bootstrap: int = 1000, confidence: float = 0.95, seed: Seed = 0) -> TrialsResult:
+    """:func:`trials_check_table` on the traces' per-task table, against ``chain.r_inf`` (or ``r_inf``).
 
-    Parameters
-    ----------
-    traces : TraceTable
-        Traces with ``task_id`` (repeated trials of the same task share it).
-    chain : AbsorbingChain, optional
-        The fitted chain. When the traces are labelled with its states, R∞ is refitted in every bootstrap replicate
-        from the resampled tasks' counts (estimator settings from ``chain.metadata``); otherwise ``chain.r_inf`` is
-        held fixed.
-    r_inf : float, optional
-        A fixed R∞ instead of a chain.
-    ks : sequence of int, optional
-        The k values; default 1..K, K = fewest trials among tasks with at least two.
-    fit_mask : bool array over traces, optional
-        Which traces the chain was fitted on (held-out audits fit on one half): the refit uses only those, so the
-        point estimate equals the chain's R∞. Default: all traces.
-    n_bootstrap, confidence, seed
-        The bootstrap over tasks (seeded, percentile interval).
+    >>> import tracetochain as tt
+    >>> rows = [{"trace_id": f"t{t}-{j}", "step_idx": 0, "state": "a", "task_id": str(t),
+    ...          "outcome": "success" if t < 10 else "failure"} for t in range(20) for j in range(3)]
+    >>> res = trials_check(tt.TraceTable.from_records(rows), r_inf=0.5)
+    >>> res.flagged, res.pass_hat_k[2], res.chain_pass_hat_k[2]   # tasks either always or never succeed
+    (True, 0.5, 0.125)
     """
-    if (chain is None) == (r_inf is None):
-        raise ValueError("give either a chain or r_inf")
-    if n_bootstrap < 1:
-        raise ValueError(f"n_bootstrap must be >= 1, got {n_bootstrap}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    oc = traces.outcomes()
-    valid = oc != INVALID
-    task = traces.trace_column("task_id")
-    fixed_r = float(chain.r_inf if chain is not None else r_inf)  # type: ignore[arg-type]
-    empty = TrialsResult(False, None, (), 0, {}, (), (), (), (), fixed_r, (), (), (), (), (), (), (), False,
-                         n_bootstrap, confidence, seed_record(seed))
-    if traces.n_traces == 0 or task.null_count == traces.n_traces:
-        return _note(empty, "the traces carry no task_id")
-    has_task = np.asarray(task.is_valid(), dtype=bool) & valid
-    enc = pc.dictionary_encode(task)
-    tcode = np.asarray(enc.indices.fill_null(-1), dtype=np.int64)
-    used_tasks, group = np.unique(tcode[has_task], return_inverse=True)
-    T = used_tasks.size
-    n_t = np.bincount(group, minlength=T)
-    c_t = np.bincount(group, weights=(oc[has_task] == SUCCESS).astype(np.float64), minlength=T).astype(np.int64)
-    hist = {int(k): int(v) for k, v in zip(*np.unique(n_t, return_counts=True), strict=True)}
-    multi = n_t[n_t >= 2]
-    notes: list[str] = []
-    if task.null_count:
-        notes.append(f"{task.null_count} trace(s) without a task_id left out")
-    if ks is None:
-        K = int(multi.min()) if multi.size else 1
-        k_list = list(range(1, K + 1))
-    else:
-        k_list = sorted({int(k) for k in ks})
-        if not k_list or k_list[0] < 1:
-            raise ValueError(f"ks must be positive integers, got {ks!r}")
-    applicable = bool(multi.size)
-    if not applicable:
-        notes.append("every task has a single trial, so pass^k for k >= 2 cannot be estimated")
-
-    # R∞ per bootstrap replicate: refit from per-task counts when the traces carry the chain's states.
-    refit = False
-    group_of_trace = np.full(traces.n_traces, 0, np.int64)
-    group_of_trace[has_task] = group
-    counts: tuple[NDArray[np.float64], ...] | None = None
-    settings: tuple[float, str, str] | None = None
-    if chain is not None:
-        try:
-            codes = chain_codes(traces, chain.state_names)
-        except TraceValidationError:
-            notes.append("traces are not labelled with the chain's states: R∞ held fixed in the bootstrap")
-        else:
-            use = has_task & (np.ones(traces.n_traces, bool) if fit_mask is None else np.asarray(fit_mask, bool))
-            counts = _group_counts(codes, traces, group_of_trace, use, T, chain.n_states)
-            settings = estimator_settings(chain, None, None, None)
-            refit = True
-    rng = np.random.default_rng(as_seed_sequence(seed))
-    draw = rng.integers(0, T, size=(n_bootstrap, T))
-    W = np.bincount((np.arange(n_bootstrap)[:, None] * T + draw).ravel(),
-                    minlength=n_bootstrap * T).reshape(n_bootstrap, T).astype(np.float64)
-    if refit and counts is not None and settings is not None:
-        C, cs, cf, ci = counts
-        a, u, i = settings
-        point_r = float(batched_r_inf(C.sum(axis=0), cs.sum(axis=0), cf.sum(axis=0), ci.sum(axis=0), a, u, i))
-        boot_r = batched_r_inf(np.einsum("bt,tij->bij", W, C), W @ cs, W @ cf, W @ ci, a, u, i)
-    else:
-        point_r = fixed_r
-        boot_r = np.full(n_bootstrap, fixed_r)
-    alpha = (1.0 - confidence) / 2.0
-    out: dict[str, list[Any]] = {key: [] for key in ("used", "excl", "ph", "pa", "cph", "cpa", "gph", "gpa",
-                                                    "iph", "ipa")}
-    flagged_ks: list[int] = []
-    below: list[int] = []
-    for k in k_list:
-        elig = n_t >= k
-        out["used"].append(int(elig.sum()))
-        out["excl"].append(int((~elig).sum()))
-        cph, cpa = point_r ** k, 1.0 - (1.0 - point_r) ** k
-        out["cph"].append(cph)
-        out["cpa"].append(cpa)
-        if not elig.any():
-            for key in ("ph", "pa", "gph", "gpa"):
-                out[key].append(float("nan"))
-            out["iph"].append((None, None))
-            out["ipa"].append((None, None))
-            continue
-        vh = per_task_pass_hat_k(c_t[elig], n_t[elig], k)
-        va = per_task_pass_at_k(c_t[elig], n_t[elig], k)
-        ph, pa = float(vh.mean()), float(va.mean())
-        out["ph"].append(ph)
-        out["pa"].append(pa)
-        out["gph"].append(ph - cph)
-        out["gpa"].append(pa - cpa)
-        We = W[:, elig]
-        tot = We.sum(axis=1)
-        okb = (tot > 0) & np.isfinite(boot_r)
-        bh = (We[okb] @ vh) / tot[okb] - boot_r[okb] ** k
-        ba = (We[okb] @ va) / tot[okb] - (1.0 - (1.0 - boot_r[okb]) ** k)
-        iph = (float(np.quantile(bh, alpha)), float(np.quantile(bh, 1 - alpha))) if bh.size else (None, None)
-        ipa = (float(np.quantile(ba, alpha)), float(np.quantile(ba, 1 - alpha))) if ba.size else (None, None)
-        out["iph"].append(iph)
-        out["ipa"].append(ipa)
-        if k >= 2 and iph[0] is not None and iph[0] > 0:
-            flagged_ks.append(k)
-        elif k >= 2 and iph[1] is not None and iph[1] < 0:
-            below.append(k)
-    if below:
-        notes.append("pass^k is below R∞^k beyond sampling error at k = " + ", ".join(map(str, below))
-                     + " (under-dispersed trials, or a rare event not observed); not flagged")
-    return TrialsResult(
-        applicable, (bool(flagged_ks) if applicable else None), tuple(k_list), int(T), hist, tuple(out["used"]),
-        tuple(out["excl"]), tuple(out["ph"]), tuple(out["pa"]), point_r, tuple(out["cph"]), tuple(out["cpa"]),
-        tuple(out["gph"]), tuple(out["iph"]), tuple(out["gpa"]), tuple(out["ipa"]), tuple(flagged_ks), refit,
-        n_bootstrap, confidence, seed_record(seed), tuple(notes))
-
-
-def _note(res: TrialsResult, note: str) -> TrialsResult:
-    from dataclasses import replace
-
-    return replace(res, notes=(*res.notes, note))
+    if chain is None and r_inf is None:
+        raise ValueError("give the chain (or its r_inf) to compare the per-task estimates with")
+    if "task_id" not in traces.columns:
+        raise TraceValidationError("the traces carry no task_id, so repeated trials cannot be grouped",
+                                   source=traces.report.source, field="task_id",
+                                   hint="add a task_id (the same value on every trial of a task)")
+    value = float(chain.r_inf if chain is not None else r_inf)  # type: ignore[arg-type]
+    return trials_check_table(task_table(traces), value, ks=ks, level=level, n_permutations=n_permutations,
+                              n_bootstrap=n_bootstrap, confidence=confidence, seed=seed)

@@ -3,6 +3,18 @@
 from tracetochain.chain._counts import TransitionCounts, count_transitions, count_transitions_from_codes
 from tracetochain.chain._estimator import ChainEstimator, estimate_chain
 from tracetochain.chain._model import CHAIN_SCHEMA_VERSION, AbsorbingChain
+from tracetochain.chain._prior import ChainPrior, estimate_rows, initial_distribution, outcome_matrix
 
-__all__ = ["CHAIN_SCHEMA_VERSION", "AbsorbingChain", "ChainEstimator", "TransitionCounts", "count_transitions",
-           "count_transitions_from_codes", "estimate_chain"]
+__all__ = [
+           "CHAIN_SCHEMA_VERSION",
+           "AbsorbingChain",
+           "ChainEstimator",
+           "ChainPrior",
+           "TransitionCounts",
+           "count_transitions",
+           "count_transitions_from_codes",
+           "estimate_chain",
+           "estimate_rows",
+           "initial_distribution",
+           "outcome_matrix",
+]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse
 from numpy.typing import NDArray
 
 from tracetochain.exceptions import TraceValidationError
@@ -180,3 +181,27 @@ def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np
         initial.astype(np.int64),
         {o.value: int(n_by_outcome[i]) for i, o in enumerate(Outcome)},
     )
+
+
+def per_trace_counts(codes: NDArray[np.int64], offsets: NDArray[np.int64], outcomes: NDArray[np.int8],
+                     n_states: int) -> scipy.sparse.csr_matrix:
+    """Each trace's count contribution as a sparse (n_traces × (m² + 3m)) matrix (the counting rules).
+
+    Columns: [0, m²) transitions i → j at i·m + j (consecutive steps of the trace); [m², m² + m) the success exit from
+    the last state; [m² + m, m² + 2m) the failure exit; [m² + 2m, m² + 3m) the first state. Censored traces add
+    transitions and the first state, no exit. Summing the rows gives :func:`~tracetochain.count_transitions`'s counts.
+    """
+    m = int(n_states)
+    n = offsets.size - 1
+    lengths = np.diff(offsets)
+    trace_of_row = np.repeat(np.arange(n), lengths)
+    same = trace_of_row[1:] == trace_of_row[:-1]
+    t_rows = trace_of_row[:-1][same]
+    t_cols = codes[:-1][same] * m + codes[1:][same]
+    last = codes[offsets[1:] - 1] if n else np.zeros(0, np.int64)
+    first = codes[offsets[:-1]] if n else np.zeros(0, np.int64)
+    succ = np.flatnonzero(outcomes == _SUCCESS)
+    fail = np.flatnonzero(outcomes == _FAILURE)
+    rows = np.concatenate([t_rows, succ, fail, np.arange(n)])
+    cols = np.concatenate([t_cols, m * m + last[succ], m * m + m + last[fail], m * m + 2 * m + first])
+    return scipy.sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, m * m + 3 * m))

@@ -1,8 +1,11 @@
-"""ChainEstimator: Laplace-smoothed maximum likelihood over the m + 2 outcomes of each row.
+"""ChainEstimator: the posterior mean of every row of the chain under a prior (``chain._prior``).
 
-Q_ij = (c_ij + α) / (c_i + α(m+2)), R⊕_i = (c_i⊕ + α) / (c_i + α(m+2)), R⊖_i = (c_i⊖ + α) / (c_i + α(m+2))
-(``paper-spec.md`` §2.1 step 5, Algorithm 1). α = ``pseudocount`` (default 1; 0 gives the unsmoothed MLE, for
-which R∞ equals the fit set's pass rate exactly when π0 is empirical and nothing is censored, §6.14).
+Row i of the chain is (x_i + a_i) / (c_i + Σ a_i), with x_i the m + 2 outcome counts of state i (transitions to each
+state, exits to success and failure), c_i their total and a_i the prior's pseudo-counts. The default prior is one
+pseudo-episode for the whole chain (½ success, ½ failure, spread over the states by their observations); a
+``pseudocount`` α selects the Laplace prior of the TraceToChain paper (α on each of the m + 2 outcomes of every row;
+α = 0 is the plain maximum-likelihood estimate, for which R∞ equals the pass rate exactly when π0 is empirical and
+nothing is censored). π0 is the empirical first-state distribution.
 """
 
 from __future__ import annotations
@@ -10,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
 from tracetochain.chain._counts import TransitionCounts, count_transitions
 from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain._prior import ChainPrior, estimate_rows, initial_distribution, outcome_matrix
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
 from tracetochain.traces._table import TraceTable
 
@@ -23,8 +25,8 @@ Initial = Literal["empirical", "modal"]
 
 @dataclass(frozen=True)
 class _Params:
-    pseudocount: float
-    unvisited: Unvisited
+    prior: ChainPrior
+    unvisited: str
     initial: Initial
     states: tuple[str, ...] | None
 
@@ -34,13 +36,17 @@ class ChainEstimator:
 
     Parameters
     ----------
-    pseudocount : float, default 1.0
-        Laplace α added to each of the m + 2 outcomes of every row (≥ 0).
+    pseudocount : float, optional
+        α of the Laplace prior (α on each of the m + 2 outcomes of every row; the paper used 1; 0 is the plain MLE).
+        Default (None): the episode prior (one pseudo-episode for the whole chain; ``chain._prior``), which does not
+        invent failures in large state spaces.
+    prior : {"episode", "laplace"}, optional
+        Name the prior explicitly; ``pseudocount`` is then its strength.
     unvisited : {"auto", "prior", "failure"}, default "auto"
-        Rows with no observed outgoing step. "prior" keeps the smoothed prior row (every outcome 1/(m+2); needs
-        pseudocount > 0), "failure" sends the row to FAILURE with probability 1 (conservative; the paper's SS15
-        convention). "auto" is "prior" when pseudocount > 0, else "failure". The affected states are always
-        listed in the model's metadata.
+        Rows with no observed outgoing step. "prior" gives them the prior's row (the pooled outcome distribution of
+        all states under the episode prior, the uniform row under Laplace), "failure" sends the row to FAILURE with
+        probability 1 (conservative; the paper's SS15 convention). "auto" is "prior" when the prior has mass, else
+        "failure". The affected states are always listed in the model's metadata.
     initial : {"empirical", "modal"}, default "empirical"
         π0 as the empirical first-state distribution, or a point mass on the most frequent first state (the
         artifact's s0, for reproducing SS10–SS12).
@@ -55,28 +61,31 @@ class ChainEstimator:
     ...     {"trace_id": "b", "step_idx": 0, "state": "plan", "outcome": "failure"}])
     >>> ChainEstimator(pseudocount=0).fit(traces).fetch_model().r_inf
     0.5
+    >>> ChainEstimator().fit(traces).fetch_model().r_inf   # (1 + ½) / (2 + 1): half a pseudo-episode each way
+    0.5
     """
 
-    def __init__(self, *, pseudocount: float = 1.0, unvisited: Unvisited = "auto", initial: Initial = "empirical",
-                 states: list[str] | tuple[str, ...] | None = None) -> None:
+    def __init__(self, *, pseudocount: float | None = None, prior: str | None = None, unvisited: Unvisited = "auto",
+                 initial: Initial = "empirical", states: list[str] | tuple[str, ...] | None = None) -> None:
         self.pseudocount = pseudocount
+        self.prior = prior
         self.unvisited = unvisited
         self.initial = initial
         self.states = states
         self._model: AbsorbingChain | None = None
         self.counts_: TransitionCounts | None = None
 
+    def __repr__(self) -> str:
+        args = [f"{k}={getattr(self, k)!r}" for k in ("pseudocount", "prior", "unvisited", "initial", "states")
+                if getattr(self, k) != {"unvisited": "auto", "initial": "empirical"}.get(k)]
+        return f"ChainEstimator({', '.join(args)})"
+
     def _check_params(self) -> _Params:
-        a = float(self.pseudocount)
-        if not np.isfinite(a) or a < 0:
-            raise ValueError(f"pseudocount must be a finite number >= 0, got {self.pseudocount!r}")
-        if self.unvisited not in ("auto", "prior", "failure"):
-            raise ValueError(f"unvisited must be 'auto', 'prior' or 'failure', got {self.unvisited!r}")
-        if self.unvisited == "prior" and a == 0:
-            raise ValueError("unvisited='prior' needs pseudocount > 0 (with no prior an unvisited row is undefined)")
+        prior = ChainPrior.from_settings(self.pseudocount, self.prior)
+        policy = prior.resolve_unvisited(self.unvisited)
         if self.initial not in ("empirical", "modal"):
             raise ValueError(f"initial must be 'empirical' or 'modal', got {self.initial!r}")
-        return _Params(a, self.unvisited, self.initial, tuple(self.states) if self.states is not None else None)
+        return _Params(prior, policy, self.initial, tuple(self.states) if self.states is not None else None)
 
     def fit(self, data: TraceTable | TransitionCounts) -> ChainEstimator:
         """Count (if given traces) and estimate. Returns self; get the chain with :meth:`fetch_model`."""
@@ -96,7 +105,7 @@ class ChainEstimator:
                 f"{sum(n.values()) - n['invalid']} usable. Check the input (and the skipped-record report)."
             )
         self.counts_ = counts
-        self._model = estimate_chain(counts, p.pseudocount, p.unvisited, p.initial)
+        self._model = estimate_chain(counts, prior=p.prior, unvisited=p.unvisited, initial=p.initial)
         return self
 
     def fetch_model(self) -> AbsorbingChain:
@@ -105,35 +114,24 @@ class ChainEstimator:
         return self._model
 
 
-def estimate_chain(counts: TransitionCounts, pseudocount: float = 1.0, unvisited: Unvisited = "auto",
-                   initial: Initial = "empirical") -> AbsorbingChain:
-    """The Laplace-smoothed MLE from counts (pure; see :class:`ChainEstimator` for the parameters)."""
+def estimate_chain(counts: TransitionCounts, pseudocount: float | None = None, unvisited: str = "auto",
+                   initial: str = "empirical", *, prior: ChainPrior | str | None = None) -> AbsorbingChain:
+    """The posterior-mean chain of the counts under a prior (pure; see :class:`ChainEstimator` for the parameters).
+
+    ``prior`` is a :class:`~tracetochain.chain.ChainPrior`, or a kind name with ``pseudocount`` as its strength;
+    with neither, ``pseudocount`` selects Laplace and None the episode prior.
+    """
+    p = prior if isinstance(prior, ChainPrior) else ChainPrior.from_settings(pseudocount, prior)
+    policy = p.resolve_unvisited(unvisited)
+    if initial not in ("empirical", "modal"):
+        raise ValueError(f"initial must be 'empirical' or 'modal', got {initial!r}")
     m = counts.n_states
-    a = float(pseudocount)
-    C = counts.transitions.astype(np.float64)
-    cs = counts.exits_success.astype(np.float64)
-    cf = counts.exits_failure.astype(np.float64)
-    totals = counts.row_totals.astype(np.float64)
-    empty = totals == 0
-    policy = ("prior" if a > 0 else "failure") if unvisited == "auto" else unvisited
-    denom = totals + a * (m + 2)
-    safe = np.where(denom > 0, denom, 1.0)
-    Q = (C + a) / safe[:, None]
-    rs = (cs + a) / safe
-    rf = (cf + a) / safe
-    if policy == "failure" and empty.any():
-        Q[empty] = 0.0
-        rs[empty] = 0.0
-        rf[empty] = 1.0
-    init = counts.initial.astype(np.float64)
-    if initial == "modal":
-        pi0 = np.zeros(m)
-        pi0[int(np.argmax(init))] = 1.0
-    else:
-        pi0 = init / init.sum()
+    rows = estimate_rows(outcome_matrix(counts.transitions, counts.exits_success, counts.exits_failure), p, policy)
+    pi0 = initial_distribution(counts.initial, initial)
     metadata = {
         "estimator": "ChainEstimator",
-        "pseudocount": a,
+        "prior": p.to_dict(),
+        "pseudocount": p.strength if p.kind == "laplace" else None,
         "unvisited_policy": policy,
         "unvisited_states": counts.unvisited_states(),
         "initial": initial,
@@ -141,4 +139,4 @@ def estimate_chain(counts: TransitionCounts, pseudocount: float = 1.0, unvisited
         "n_transitions": int(counts.transitions.sum()),
         "counts": counts.to_dict(),
     }
-    return AbsorbingChain(Q, rs, rf, pi0, counts.state_names, metadata)
+    return AbsorbingChain(rows[:, :m], rows[:, m], rows[:, m + 1], pi0, counts.state_names, metadata)

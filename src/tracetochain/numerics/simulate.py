@@ -39,12 +39,23 @@ def simulate_traces(
     *,
     max_steps: int = 10_000,
     record_paths: bool = False,
+    caps: NDArray[np.int64] | None = None,
 ) -> SimulatedTraces:
-    """Simulate ``n_traces`` independent traces; one vectorised draw per step for all still-running traces."""
+    """Simulate ``n_traces`` independent traces; one vectorised draw per step for all still-running traces.
+
+    ``caps`` (one per trace, each ≥ 1) censors trace i after ``caps[i]`` steps instead of ``max_steps`` — independent
+    censoring at a random time, as a censoring distribution drawn beforehand makes it. With ``caps`` the random stream
+    is consumed exactly as without it until a trace is censored.
+    """
     if n_traces < 0:
         raise ValueError(f"n_traces must be >= 0, got {n_traces}")
     if max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    if caps is not None:
+        caps = np.asarray(caps, dtype=np.int64)
+        if caps.shape != (n_traces,) or (n_traces and caps.min() < 1):
+            raise ValueError("caps needs one cap >= 1 per trace")
+        max_steps = int(min(max_steps, caps.max())) if n_traces else max_steps
     m = Q.shape[0]
     # Columns 0..m-1 transient, m = success, m + 1 = failure.
     cum = np.cumsum(np.column_stack([Q, r_success, r_failure]), axis=1)
@@ -86,6 +97,8 @@ def simulate_traces(
         outcome[done] = np.where(nxt[absorbed] == m, SUCCESS, FAILURE)
         active = active[~absorbed]
         state[active] = nxt[~absorbed]
+        if caps is not None:
+            active = active[length[active] < caps[active]]
 
     if not record_paths:
         return SimulatedTraces(length, outcome)

@@ -10,19 +10,16 @@ import datetime as _dt
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from tracetochain._version import __version__
 from tracetochain.chain import AbsorbingChain
-from tracetochain.metrics import ReliabilitySummary, success_lengths, summarize
-from tracetochain.pipeline import FitResult
+from tracetochain.metrics import ReliabilitySummary, summarize
 from tracetochain.whatif import bottlenecks
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 REPORT_KIND = "tracetochain.report"
-#: Outputs that depend on the timing of the chain (withheld when the KS timing layer rejects); names as in the
-#: certificate's ``withheld`` list.
-TIMING_OUTPUTS = ("R(d)", "RDC", "horizons", "step_budgets", "mean_steps")
+#: A state or transition seen fewer times than this is marked low-confidence in every output.
+THIN_EVIDENCE = 20
 
 
 class Report(dict[str, Any]):
@@ -43,66 +40,66 @@ class Report(dict[str, Any]):
         return render_markdown(self)
 
 
-def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
-                 certificate: dict[str, Any] | None = None, intervals: dict[str, Any] | None = None,
-                 settings: dict[str, Any] | None = None, fallback_fraction: float = 0.1) -> Report:
-    """Assemble the report document from a fit (and, when run, the certificate and intervals)."""
-    traces = fit.labelled
-    lengths = success_lengths(traces)
-    outcomes = traces.outcome_counts()
-    source = {"path": traces.report.source, "format": traces.report.format, "ingest": traces.report.to_dict(),
-              "outcomes": outcomes, "n_traces": traces.n_traces, "n_steps": traces.n_steps}
-    return assemble_report(fit.chain, fit.states.to_dict(), source,
-                           success_length_counts=np.bincount(lengths) if lengths.size else np.zeros(1, np.int64),
-                           n_usable=traces.n_traces - outcomes["invalid"],
-                           success_lengths=[int(x) for x in lengths], horizon=horizon, ks=ks,
-                           certificate=certificate, intervals=intervals, settings=settings,
-                           fallback_fraction=fallback_fraction)
-
-
-def assemble_report(chain: AbsorbingChain, states: dict[str, Any], source: dict[str, Any], *,
-                    success_length_counts: NDArray[np.int64], n_usable: int,
-                    success_lengths: list[int] | None = None, horizon: int = 50,
-                    ks: tuple[int, ...] = (1, 2, 3, 4, 5), certificate: dict[str, Any] | None = None,
-                    intervals: dict[str, Any] | None = None, settings: dict[str, Any] | None = None,
-                    fallback_fraction: float = 0.1) -> Report:
-    """The report document from its parts: what :func:`build_report` (traces in memory) and
-    :func:`build_partitioned_report` (a partitioned corpus: only counts) both call.
-
-    ``success_length_counts[k]`` is the number of successful traces of k steps; ``n_usable`` the traces that count
-    (invalid ones excluded), the denominator of the empirical RDC and pass rate. ``success_lengths`` (one entry per
-    successful trace) is kept in documents of traces read in memory and is None for partitioned corpora.
-    """
+def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
+                 fallback_fraction: float = 0.1, thin_evidence: int = THIN_EVIDENCE) -> Report:
+    """The report document of an :class:`~tracetochain.analysis.AnalysisResult` (every number comes from it)."""
+    chain: AbsorbingChain = result.chain
     summary: ReliabilitySummary = summarize(chain, horizon=horizon, ks=ks)
-    counts = np.asarray(success_length_counts, dtype=np.int64)
+    counts = result.summary.success_length_counts()
     top = int(np.flatnonzero(counts)[-1]) if counts.any() else 0
     pmf = chain.success_pmf(max(top, horizon)) if chain.r_inf > 0 else None
-    withheld = list(certificate.get("withheld", [])) if certificate else []
-    reason = None
-    if certificate and any(w in withheld for w in TIMING_OUTPUTS):
-        reasons = [str(r) for r in certificate.get("reasons", []) if "success-time" in str(r) or "timing" in str(r)]
-        reason = reasons[0] if reasons else "the timing audit rejected the chain's first-passage distribution"
-    within = np.zeros(horizon + 1, np.int64)
-    within[: min(horizon + 1, counts.size)] = counts[: horizon + 1]
-    rdc = [float(x) for x in np.cumsum(within) / n_usable] if n_usable else [0.0] * (horizon + 1)
+    cert = result.certificate
+    certificate = None if cert is None else cert.to_dict()
+    if certificate is not None:
+        certificate.pop("chain", None)  # the report shows the chain fitted on all traces
+    statuses = {} if cert is None else {name: c.status for name, c in cert.outputs.items()}
+    withheld = [o for o, st in statuses.items() if st == "withheld"]
+    untested = [o for o, st in statuses.items() if st == "untested"]
+    timing_status = statuses.get("R(d)", "not audited")
+    timing_reason = None
+    if cert is not None and timing_status != "certified":
+        because = cert.outputs["R(d)"].because
+        timing_reason = "; ".join(cert.layers[b].message for b in because if b in cert.layers) or None
+    n_usable = result.summary.n_usable
+    rdc = [float(x) for x in result.summary.empirical_rdc(horizon)]
+    intervals = result.intervals(horizon=horizon, ks=ks)
+    visits = result.summary.visits
+    row_totals = result.summary.counts.row_totals
+    thin = [{"state": n, "observations": int(row_totals[i]), "steps": int(visits[i])}
+            for i, n in enumerate(chain.state_names) if row_totals[i] < thin_evidence]
+    trials = cert.trials if cert is not None else None
+    never_failed = [n for i, n in enumerate(chain.state_names) if result.summary.counts.exits_failure[i] == 0]
     return Report({
         "kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
         "tracetochain_version": __version__,
         "generated_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "source": source,
-        "settings": dict(settings or {}),
-        "states": states,
+        "source": {k: v for k, v in result.source.items() if k != "report"} | {"ingest": result.ingest.to_dict()},
+        "settings": dict(result.settings),
+        "states": result.states_document(),
         "chain": {k: v for k, v in chain.to_dict().items() if k != "metadata"},
         "metrics": summary.to_dict(),
         "intervals": intervals,
-        "empirical": {"rdc": rdc, "success_lengths": success_lengths,
+        "empirical": {"rdc": rdc, "success_lengths": None,
                       "success_length_counts": [int(x) for x in counts[: top + 1]],
-                      "pass_rate": int(counts.sum()) / max(1, n_usable)},
+                      "pass_rate": result.pass_rate, "n_usable": n_usable},
         "model_success_pmf": ([float(p) / chain.r_inf for p in pmf] if pmf is not None else None),
         "certificate": certificate,
+        "output_status": statuses,
         "withheld": withheld,
-        "timing_withheld_reason": reason,
-        "pass_k_withheld": "pass^k" in withheld or "pass@k" in withheld,
+        "untested": untested,
+        "timing_status": timing_status,
+        "timing_withheld_reason": timing_reason if timing_status == "withheld" else None,
+        "timing_untested_reason": timing_reason if timing_status == "untested" else None,
+        "pass_k_status": statuses.get("pass^k", "not audited"),
+        "pass_k_withheld": statuses.get("pass^k") == "withheld",
+        "per_task_pass_k": None if trials is None or not trials.applicable else {
+            "ks": list(trials.ks), "pass_hat_k": list(trials.pass_hat_k),
+            "pass_hat_k_interval": [list(x) for x in trials.pass_hat_k_interval], "pass_at_k": list(trials.pass_at_k),
+            "pass_at_k_interval": [list(x) for x in trials.pass_at_k_interval],
+            "design_effect": trials.design_effect},
+        "design_effect": result.design_effect,
+        "thin_evidence": {"threshold": thin_evidence, "states": thin},
+        "never_failed_states": never_failed,
         "bottlenecks": bottlenecks(chain, fraction=fallback_fraction).to_dict(),
     })

@@ -596,6 +596,11 @@ class TraceTable:
         return [str(x) for x in self._trace_ids.to_pylist()]
 
     @property
+    def trace_id_array(self) -> pa.Array:
+        """The trace ids, one per trace in table order, as an Arrow string array."""
+        return self._trace_ids
+
+    @property
     def trace_index(self) -> NDArray[np.int64]:
         """Index of the trace of every step (table order; read-only view)."""
         out = self._trace_index.view()

@@ -38,83 +38,80 @@ import pyarrow.compute as pc
 import scipy.sparse
 from numpy.typing import NDArray
 
-from tracetochain.chain._counts import TransitionCounts
+from tracetochain.chain._counts import TransitionCounts, per_trace_counts
+from tracetochain.chain._prior import ChainPrior, estimate_rows, initial_distribution, outcome_matrix
+from tracetochain.traces._hashing import WeightKind, replicate_weights, unit_hashes
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError, TraceValidationError
 from tracetochain.traces._table import TraceTable
 from tracetochain.uncertainty._align import match_by_centroids, match_by_exit_profile, match_by_names
-from tracetochain.uncertainty._dirichlet import resolve_unvisited
 from tracetochain.uncertainty._ensemble import ChainEnsemble
 from tracetochain.uncertainty._stats import check_confidence
 
-By = Literal["trace", "task"]
+By = Literal["auto", "trace", "task"]
 Path_ = Literal["fast", "full"]
-Weights = Literal["multinomial", "poisson"]
+Weights = Literal["poisson", "multinomial"]
 Relabel = Literal["fit", "nearest-centroid"]
 Align = Literal["auto", "centroids", "names", "exit-profile"]
 
 _SUCCESS, _FAILURE, _CENSORED, _INVALID = 0, 1, 2, 3
 _CHUNK = 128  # replicates per sparse product in the fast driver (bounds the dense weight block)
+_WEIGHT_BLOCK = 32  # replicates per block of hash weights
 
 
 # ------------------------------------------------------------------------------------------------ pure functions
-def per_trace_counts(codes: NDArray[np.int64], offsets: NDArray[np.int64], outcomes: NDArray[np.int8],
-                     n_states: int) -> scipy.sparse.csr_matrix:
-    """Each trace's count contribution as a sparse (n_traces × (m² + 3m)) matrix (``paper-spec.md`` §2.4 rules).
+def estimate_batch(counts: NDArray[np.float64], n_states: int, prior: ChainPrior, unvisited_policy: str,
+                   initial: str, *, prior_draws: NDArray[np.float64] | None = None) -> dict[str, NDArray[np.float64]]:
+    """Chains from a stack of count vectors (b × (m² + 3m), the layout of :func:`~tracetochain.chain.
+    per_trace_counts`), with the estimator's own row formula (:func:`~tracetochain.chain.estimate_rows`), so a single
+    vector gives the chain :func:`~tracetochain.estimate_chain` fits.
 
-    Columns: [0, m²) transitions i → j at i·m + j (consecutive steps of the trace); [m², m² + m) the success exit from
-    the last state; [m² + m, m² + 2m) the failure exit; [m² + 2m, m² + 3m) the first state. Censored traces add
-    transitions and the first state, no exit. Summing the rows gives :func:`~tracetochain.count_transitions`'s counts.
-    """
-    m = int(n_states)
-    n = offsets.size - 1
-    lengths = np.diff(offsets)
-    trace_of_row = np.repeat(np.arange(n), lengths)
-    same = trace_of_row[1:] == trace_of_row[:-1]
-    t_rows = trace_of_row[:-1][same]
-    t_cols = codes[:-1][same] * m + codes[1:][same]
-    last = codes[offsets[1:] - 1] if n else np.zeros(0, np.int64)
-    first = codes[offsets[:-1]] if n else np.zeros(0, np.int64)
-    succ = np.flatnonzero(outcomes == _SUCCESS)
-    fail = np.flatnonzero(outcomes == _FAILURE)
-    rows = np.concatenate([t_rows, succ, fail, np.arange(n)])
-    cols = np.concatenate([t_cols, m * m + last[succ], m * m + m + last[fail], m * m + 2 * m + first])
-    return scipy.sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, m * m + 3 * m))
-
-
-def estimate_batch(counts: NDArray[np.float64], n_states: int, pseudocount: float, unvisited_policy: str,
-                   initial: str) -> dict[str, NDArray[np.float64]]:
-    """The Laplace MLE of :func:`~tracetochain.estimate_chain` for a stack of count vectors (b × (m² + 3m)).
-
-    Q_ij = (c_ij + α)/(c_i + α(m+2)), R⊕_i = (c_i⊕ + α)/(…), R⊖_i = (c_i⊖ + α)/(…) — the same float operations as the
-    estimator, so a single replicate gives a bit-identical chain; empty rows follow ``unvisited_policy``; π0 is the
-    empirical first-state distribution (``"empirical"``) or a point mass on the modal first state (``"modal"``).
+    ``prior_draws`` (b, m, m + 2): the Bayesian bootstrap — the prior enters as random pseudo-counts drawn per
+    replicate (Gamma(a) for pseudo-count a) and every row is the replicate's counts plus its draws, normalised; rows
+    with neither data nor prior mass follow ``unvisited_policy``.
     """
     m = int(n_states)
     b = counts.shape[0]
-    a = float(pseudocount)
-    C = counts[:, : m * m].reshape(b, m, m)
-    cs = counts[:, m * m: m * m + m]
-    cf = counts[:, m * m + m: m * m + 2 * m]
-    init = counts[:, m * m + 2 * m:]
-    totals = C.sum(axis=2) + cs + cf
-    empty = totals == 0
-    denom = totals + a * (m + 2)
-    safe = np.where(denom > 0, denom, 1.0)
-    Q = (C + a) / safe[:, :, None]
-    rs = (cs + a) / safe
-    rf = (cf + a) / safe
-    if unvisited_policy == "failure" and empty.any():
-        Q[empty] = 0.0
-        rs[empty] = 0.0
-        rf[empty] = 1.0
-    if initial == "modal":
-        pi0 = np.zeros((b, m))
-        pi0[np.arange(b), np.argmax(init, axis=1)] = 1.0
+    X = outcome_matrix(counts[:, : m * m].reshape(b, m, m), counts[:, m * m: m * m + m],
+                       counts[:, m * m + m: m * m + 2 * m])
+    if prior_draws is None:
+        rows = estimate_rows(X, prior, unvisited_policy)
     else:
-        total = init.sum(axis=1, keepdims=True)
-        pi0 = np.divide(init, total, out=np.zeros_like(init), where=total > 0)
-    return {"Q": Q, "R_success": rs, "R_failure": rf, "pi0": pi0}
+        shape = X + prior_draws
+        total = shape.sum(axis=-1, keepdims=True)
+        rows = np.divide(shape, total, out=np.zeros_like(shape), where=total > 0)
+        empty = total[..., 0] <= 0
+        if empty.any():
+            fill = estimate_rows(X, prior, unvisited_policy)
+            rows[empty] = fill[empty]
+    pi0 = initial_distribution(counts[:, m * m + 2 * m:], initial)
+    return {"Q": rows[..., :m], "R_success": rows[..., m], "R_failure": rows[..., m + 1], "pi0": pi0}
+
+
+def prior_draws(reference: TransitionCounts, prior: ChainPrior, unvisited_policy: str, n: int,
+                rng: np.random.Generator) -> NDArray[np.float64]:
+    """The Bayesian bootstrap's random pseudo-counts, (n, m, m + 2): Gamma(a) for each pseudo-count a of the prior
+    on the reference counts (a Dirichlet process posterior puts a Gamma(a) weight on each atom of its base measure,
+    Ferguson 1973), and for rows without data, under the "prior" policy, Gamma of the prior row's concentration."""
+    X = outcome_matrix(reference.transitions, reference.exits_success, reference.exits_failure)
+    shape = prior.pseudo_counts(X)
+    empty = X.sum(axis=1) == 0
+    if empty.any() and unvisited_policy == "prior":
+        shape[empty] = prior.unvisited_concentration(X)
+    out: NDArray[np.float64] = rng.standard_gamma(np.broadcast_to(shape, (n, *shape.shape)))
+    return out
+
+
+def weighted_counts(per_trace: scipy.sparse.csr_matrix, unit_hashes: NDArray[np.uint64], seed: int,
+                    replicates: range, kind: WeightKind) -> NDArray[np.float64]:
+    """Replicate count vectors Σ_t w_tb · (trace t's counts) for the replicates ``replicates`` (len × (m² + 3m)),
+    with the weights of ``traces._hashing.replicate_weights`` (functions of each unit's id)."""
+    PT = per_trace.T.tocsr()
+    out = np.zeros((len(replicates), per_trace.shape[1]))
+    for k in range(0, len(replicates), _WEIGHT_BLOCK):
+        block = replicates[k: k + _WEIGHT_BLOCK]
+        out[k: k + len(block)] = np.asarray(PT @ replicate_weights(unit_hashes, seed, block, kind)).T
+    return out
 
 
 def take_traces(traces: TraceTable, idx: NDArray[np.int64]) -> tuple[TraceTable, NDArray[np.int64]]:
@@ -148,16 +145,28 @@ def group_means(X: NDArray[np.float64], labels: NDArray[np.int64], k: int) -> ND
     return out
 
 
-def _units(traces: TraceTable, by: str) -> tuple[NDArray[np.int64], int]:
-    """Resampling unit of each trace: itself, or its task (traces without a task_id are their own task)."""
+def _units(traces: TraceTable, by: str) -> tuple[NDArray[np.int64], int, NDArray[np.uint64]]:
+    """Resampling unit of each trace (itself, or its task; traces without a task_id are their own task), the number
+    of units and each unit's id hash (``traces._hashing.unit_hashes``)."""
     n = traces.n_traces
-    if by == "trace":
-        return np.arange(n, dtype=np.int64), n
-    task = traces.trace_column("task_id")
-    ids = pa.array(["\x00trace:" + t for t in traces.trace_ids], pa.string())
-    key = pc.if_else(task.is_valid(), task.cast(pa.string()), ids) if n else ids
-    enc = pc.dictionary_encode(key)
-    return np.asarray(enc.indices, dtype=np.int64), len(enc.dictionary)
+    ids = traces.trace_id_array
+    task = traces.trace_column("task_id") if by == "task" and "task_id" in traces.columns else None
+    hashes = unit_hashes(ids, task)
+    if by == "trace" or task is None:
+        return np.arange(n, dtype=np.int64), n, hashes
+    uniq, first, inv = np.unique(hashes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # units in order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inv].astype(np.int64), int(uniq.size), uniq[order]
+
+
+def _tasks_repeat(traces: TraceTable) -> bool:
+    """Some task id is carried by two or more traces."""
+    if "task_id" not in traces.columns or traces.n_traces < 2:
+        return False
+    task = traces.trace_column("task_id").drop_null()
+    return len(task) > len(pc.unique(task))
 
 
 class _FrozenFeaturizer:
@@ -174,33 +183,59 @@ class _FrozenFeaturizer:
 
 
 # ------------------------------------------------------------------------------------------------------- plans
+def prior_draws_for(reference: TransitionCounts, prior: ChainPrior, unvisited_policy: str, seed: int,
+                    replicates: range) -> NDArray[np.float64]:
+    """:func:`prior_draws` for the replicates ``replicates``, replicate i from its own stream
+    ``SeedSequence([seed, 0x9D1A, i])`` (the same draws whatever else is computed, and wherever)."""
+    parts = [prior_draws(reference, prior, unvisited_policy, 1,
+                         np.random.default_rng(np.random.SeedSequence([int(seed), 0x9D1A, int(i)])))
+             for i in replicates]
+    m = reference.n_states
+    return np.concatenate(parts) if parts else np.zeros((0, m, m + 2))
+
+
 @dataclass(frozen=True, eq=False)
 class _PlanBase:
     reference: AbsorbingChain
+    reference_counts: TransitionCounts
     seeds: tuple[np.random.SeedSequence, ...]
+    seed: int
     unit_of_trace: NDArray[np.int64]
+    unit_hashes: NDArray[np.uint64]
     n_units: int
     weights: str
     n_states: int
-    pseudocount: float
+    prior: ChainPrior
     unvisited_policy: str
     initial: str
+    draw_prior: bool = True
 
     @property
     def n_resamples(self) -> int:
         return len(self.seeds)
 
     def trace_weights(self, seed: np.random.SeedSequence) -> NDArray[np.float64]:
-        """How often each trace appears in the replicate seeded by ``seed`` (multinomial resample of the units, or
-        Poisson(1) weights per unit)."""
+        """How often each trace appears in the replicate seeded by ``seed``: a multinomial resample of the units, or
+        the hash-based weights of its units (``traces._hashing``) for replicate ``seed.spawn_key[-1]``."""
+        if self.weights == "poisson":
+            i = int(seed.spawn_key[-1]) if seed.spawn_key else 0
+            unit_w = replicate_weights(self.unit_hashes, self.seed, range(i, i + 1), "poisson")[:, 0]
+            out: NDArray[np.float64] = unit_w[self.unit_of_trace]
+            return out
         rng = np.random.default_rng(seed)
         U = self.n_units
-        if self.weights == "poisson":
-            unit_w = rng.poisson(1.0, U)
-        else:
-            unit_w = np.bincount(rng.integers(0, U, U), minlength=U)
-        out: NDArray[np.float64] = unit_w[self.unit_of_trace].astype(np.float64)
-        return out
+        counts = np.bincount(rng.integers(0, U, U), minlength=U).astype(np.float64)
+        w: NDArray[np.float64] = counts[self.unit_of_trace]
+        return w
+
+    def _estimate(self, counts: NDArray[np.float64], replicates: range) -> dict[str, Any]:
+        draws = (prior_draws_for(self.reference_counts, self.prior, self.unvisited_policy, self.seed, replicates)
+                 if self.draw_prior else None)
+        arr: dict[str, Any] = estimate_batch(counts, self.n_states, self.prior, self.unvisited_policy, self.initial,
+                                             prior_draws=draws)
+        m = self.n_states
+        arr["dropped"] = counts[:, m * m + 2 * m:].sum(axis=1) == 0  # no trace drawn at all (Poisson only)
+        return arr
 
     def arrays_for_seed(self, seed: np.random.SeedSequence) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -213,7 +248,7 @@ class _PlanBase:
     def replicate(self, i: int) -> AbsorbingChain:
         """Replicate i as a chain (raises ``NonAbsorbingError`` if, with pseudocount 0, it is not absorbing)."""
         arr = self.replicate_arrays(i)
-        if arr.get("dropped"):
+        if arr.get("dropped") is not None and bool(np.asarray(arr["dropped"])[0]):
             raise EmptyTraceSetError(f"replicate {i} drew no traces (Poisson weights all zero)")
         return AbsorbingChain(arr["Q"][0], arr["R_success"][0], arr["R_failure"][0], arr["pi0"][0],
                               self.reference.state_names, {"bootstrap_replicate": i})
@@ -228,28 +263,29 @@ class FastBootstrapPlan(_PlanBase):
 
     per_trace: scipy.sparse.csr_matrix = field(repr=False, default=None)  # type: ignore[assignment]
 
-    def _estimate(self, counts: NDArray[np.float64]) -> dict[str, Any]:
-        arr: dict[str, Any] = estimate_batch(counts, self.n_states, self.pseudocount, self.unvisited_policy,
-                                             self.initial)
-        m = self.n_states
-        arr["dropped"] = counts[:, m * m + 2 * m:].sum(axis=1) == 0  # no trace drawn at all (Poisson only)
-        return arr
-
     def arrays_for_seed(self, seed: np.random.SeedSequence) -> dict[str, Any]:
         """One replicate from its seed: arrays of shape (1, …)."""
+        i = int(seed.spawn_key[-1]) if seed.spawn_key else 0
         w = self.trace_weights(seed)
         counts = np.asarray(self.per_trace.T @ w, dtype=np.float64)[None, :]
-        return self._estimate(counts)
+        return self._estimate(counts, range(i, i + 1))
 
     def run(self) -> dict[str, Any]:
-        """All replicates: weights drawn per replicate from its own seed, counts by one sparse product per chunk."""
+        """All replicates: the weights of each replicate, counts by one sparse product per chunk of replicates."""
+        B = self.n_resamples
+        if self.weights == "poisson":
+            unit_P = scipy.sparse.csr_matrix(
+                (np.ones(self.unit_of_trace.size), (self.unit_of_trace, np.arange(self.unit_of_trace.size))),
+                shape=(self.n_units, self.unit_of_trace.size)) @ self.per_trace
+            counts = weighted_counts(unit_P.tocsr(), self.unit_hashes, self.seed, range(B), "poisson")
+            return self._estimate(counts, range(B))
         PT = self.per_trace.T.tocsr()
         blocks = []
-        for start in range(0, self.n_resamples, _CHUNK):
-            stop = min(self.n_resamples, start + _CHUNK)
+        for start in range(0, B, _CHUNK):
+            stop = min(B, start + _CHUNK)
             W = np.stack([self.trace_weights(self.seeds[i]) for i in range(start, stop)], axis=1)  # (n_traces, b)
             blocks.append(np.asarray(PT @ W).T)
-        return self._estimate(np.vstack(blocks))
+        return self._estimate(np.vstack(blocks), range(B))
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,8 +305,7 @@ class FullBootstrapPlan(_PlanBase):
         idx = np.repeat(np.arange(w.size), w)
         m = self.n_states
         if idx.size == 0:
-            empty = estimate_batch(np.zeros((1, m * m + 3 * m)), m, self.pseudocount, self.unvisited_policy,
-                                   self.initial)
+            empty = estimate_batch(np.zeros((1, m * m + 3 * m)), m, self.prior, self.unvisited_policy, self.initial)
             return {**empty, "dropped": np.array([True]), "diagnostics": [{"replicate": i, "dropped": True}]}
         rep, rows = take_traces(self.traces, idx)
         est = copy.copy(self.estimator)
@@ -289,8 +324,8 @@ class FullBootstrapPlan(_PlanBase):
             detail: dict[str, Any] = {}
         elif self.align == "exit-profile":
             own = per_trace_counts(labels, rep.offsets, outcomes, mb).sum(axis=0)
-            own_arr = estimate_batch(np.asarray(own, dtype=np.float64), mb, self.pseudocount,
-                                     self.unvisited_policy, self.initial)
+            own_arr = estimate_batch(np.asarray(own, dtype=np.float64), mb, self.prior, self.unvisited_policy,
+                                     self.initial)
             mapping = match_by_exit_profile(self.reference.R_success, own_arr["R_success"][0])
             detail = {}
         else:
@@ -300,7 +335,7 @@ class FullBootstrapPlan(_PlanBase):
             detail = {"mean_centroid_distance": float(np.sqrt(cost).mean())}
         codes = mapping[labels]
         counts = per_trace_counts(codes, rep.offsets, outcomes, m).sum(axis=0)
-        arr: dict[str, Any] = estimate_batch(np.asarray(counts, dtype=np.float64), m, self.pseudocount,
+        arr: dict[str, Any] = estimate_batch(np.asarray(counts, dtype=np.float64), m, self.prior,
                                              self.unvisited_policy, self.initial)
         matched = np.unique(mapping)
         missing = [self.reference.state_names[j] for j in range(m) if j not in set(matched.tolist())]
@@ -325,21 +360,33 @@ def combine_replicates(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------------------- estimator
 class TraceBootstrap:
-    """Non-parametric bootstrap of the chain: resample traces (or tasks) with replacement and refit (§5.2).
+    """Non-parametric bootstrap of the chain: resample traces (or tasks) and refit.
+
+    Each replicate weights the resampling units (traces, or tasks) — by default with Poisson(1) weights that are
+    functions of each unit's id (``traces._hashing``; the same weights wherever a trace is read, so the partitioned
+    engines give the same replicates) — sums the weighted counts and re-estimates the chain. The prior enters every
+    replicate as random pseudo-counts (Gamma(a) for a pseudo-count a: the bootstrap of the data *and* of the prior's
+    pseudo-episode, as a Dirichlet-process posterior resamples its base measure). Without that, a corpus with no
+    failure would give every replicate R∞ = 1 and a zero-width interval; with it the interval behaves like a Jeffreys
+    interval of the pass rate when failures are rare.
 
     Parameters
     ----------
     n_resamples : int, default 200
         Number of replicates B (the paper's default).
-    by : {"trace", "task"}, default "trace"
+    by : {"auto", "trace", "task"}, default "auto"
         Resampling unit. "task" resamples whole tasks (all trials of a task together; traces without a ``task_id``
-        are their own task), which respects correlation between trials of the same task.
+        are their own task), which respects correlation between trials of the same task; "auto" is "task" when some
+        task has two or more traces, else "trace".
     path : {"fast", "full"}, default "fast"
         States fixed (fast, vectorised) or re-discovered on every replicate (full; needs ``states`` to be a state
         estimator such as ``WardStates(...)``).
-    weights : {"multinomial", "poisson"}, default "multinomial"
-        Classic resampling of n units out of n, or independent Poisson(1) weights per unit (the Poisson bootstrap;
-        partition-friendly).
+    weights : {"poisson", "multinomial"}, default "poisson"
+        Independent Poisson(1) weights per unit, functions of the unit's id (the Poisson bootstrap; partition-
+        friendly), or the classic resampling of n units out of n from ``seed`` (the paper's).
+    draw_prior : bool, default True
+        Draw the prior's pseudo-counts in every replicate (above); False adds them at their mean (the paper's
+        refit).
     states : state estimator, fitted StateModel or None
         None: the traces are already labelled (their ``state`` column, as ``ChainEstimator`` reads it). A fitted
         ``StateModel``: label the traces with it (fast path only). An estimator (``WardStates``,
@@ -353,13 +400,14 @@ class TraceBootstrap:
     align : {"auto", "centroids", "names", "exit-profile"}, default "auto"
         Full path label alignment: Hungarian on centroids (Ward; "auto" picks it when the estimator has a
         featurizer), by state name (other estimators), or the artifact's greedy R⊕ matching (parity only).
-    pseudocount, unvisited, initial
+    pseudocount, prior, unvisited, initial
         As :class:`~tracetochain.ChainEstimator`, applied to every replicate and to the reference.
     confidence : float, default 0.95
         Default interval level of the resulting ensemble.
     seed : int, default 0
-        Master seed; replicate i uses ``SeedSequence(seed).spawn(n_resamples)[i]``. ``None`` draws fresh entropy
-        (recorded in ``info["seed"]`` so the run can be repeated).
+        Master seed: of the hash weights, of the prior draws, and — multinomial weights and the full path — replicate i
+        uses ``SeedSequence(seed).spawn(n_resamples)[i]``. ``None`` draws fresh entropy (recorded in ``info["seed"]``
+        so the run can be repeated).
     engine : engine, optional
         Where the replicates run (``tracetochain.engines``: anything with ``map_seeds(fn, seed, n)``). Default: this
         process, with the vectorised driver for the fast path. Every engine gives the same numbers.
@@ -378,13 +426,16 @@ class TraceBootstrap:
     ('bootstrap', 100, True)
     """
 
-    def __init__(self, *, n_resamples: int = 200, by: By = "trace", path: Path_ = "fast",
-                 weights: Weights = "multinomial", states: Any = None, state_names: Sequence[str] | None = None,
-                 relabel: Relabel = "fit", align: Align = "auto", pseudocount: float = 1.0,
+    def __init__(self, *, n_resamples: int = 200, by: By = "auto", path: Path_ = "fast",
+                 weights: Weights = "poisson", draw_prior: bool = True, states: Any = None,
+                 state_names: Sequence[str] | None = None, relabel: Relabel = "fit", align: Align = "auto",
+                 pseudocount: float | None = None, prior: str | None = None,
                  unvisited: Literal["auto", "prior", "failure"] = "auto",
                  initial: Literal["empirical", "modal"] = "empirical", confidence: float = 0.95,
                  seed: int | None = 0, engine: Any = None) -> None:
         self.n_resamples = n_resamples
+        self.draw_prior = draw_prior
+        self.prior = prior
         self.by = by
         self.path = path
         self.weights = weights
@@ -402,21 +453,23 @@ class TraceBootstrap:
         self._model: ChainEnsemble | None = None
 
     # ------------------------------------------------------------------ validation
-    def _check(self) -> tuple[float, str, float]:
+    def __repr__(self) -> str:
+        return (f"TraceBootstrap(n_resamples={self.n_resamples!r}, by={self.by!r}, path={self.path!r}, weights="
+                f"{self.weights!r}, pseudocount={self.pseudocount!r}, seed={self.seed!r})")
+
+    def _check(self) -> tuple[ChainPrior, str, float]:
         B = self.n_resamples
         if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 1:
             raise ValueError(f"n_resamples must be a positive integer, got {B!r}")
-        for name, value, allowed in (("by", self.by, ("trace", "task")), ("path", self.path, ("fast", "full")),
-                                     ("weights", self.weights, ("multinomial", "poisson")),
+        for name, value, allowed in (("by", self.by, ("auto", "trace", "task")), ("path", self.path, ("fast", "full")),
+                                     ("weights", self.weights, ("poisson", "multinomial")),
                                      ("relabel", self.relabel, ("fit", "nearest-centroid")),
                                      ("align", self.align, ("auto", "centroids", "names", "exit-profile")),
                                      ("initial", self.initial, ("empirical", "modal"))):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
-        a = float(self.pseudocount)
-        if not np.isfinite(a) or a < 0:
-            raise ValueError(f"pseudocount must be a finite number >= 0, got {self.pseudocount!r}")
-        policy = resolve_unvisited(self.unvisited, a)
+        prior = ChainPrior.from_settings(self.pseudocount, self.prior)
+        policy = prior.resolve_unvisited(self.unvisited)
         level = check_confidence(self.confidence)
         if self.path == "full" and (self.states is None or not hasattr(self.states, "fit")):
             raise ValueError("path='full' re-discovers the states on every replicate, so it needs a state estimator: "
@@ -427,7 +480,7 @@ class TraceBootstrap:
         if self.path == "full" and self.align == "centroids" and not hasattr(self.states, "featurizer"):
             raise ValueError("align='centroids' needs a clustering state estimator with a featurizer (WardStates); "
                              "use align='names' for categorical or milestone states")
-        return a, policy, level
+        return prior, policy, level
 
     # ------------------------------------------------------------------ states
     def _label(self, usable: TraceTable) -> tuple[NDArray[np.int64], tuple[str, ...], dict[str, Any]]:
@@ -482,7 +535,7 @@ class TraceBootstrap:
         if not isinstance(traces, TraceTable):
             raise TypeError(f"fit expects a TraceTable (the labelled traces, or raw traces with states=...), got "
                             f"{type(traces).__name__}")
-        a, policy, level = self._check()
+        prior, policy, level = self._check()
         outcomes_all = traces.outcomes()
         usable = traces.select_traces(outcomes_all != _INVALID)
         if usable.n_traces == 0:
@@ -500,7 +553,7 @@ class TraceBootstrap:
             {"success": int(n_by[0]), "failure": int(n_by[1]), "censored": int(n_by[2]), "invalid": int(n_by[3])})
         from tracetochain.chain._estimator import estimate_chain
 
-        reference = estimate_chain(counts, a, policy, self.initial)  # type: ignore[arg-type]
+        reference = estimate_chain(counts, prior=prior, unvisited=policy, initial=self.initial)
         if "state_model" in extra:
             reference = reference.with_metadata(states=extra["state_model"].to_dict())
         if self.seed is None:
@@ -510,11 +563,15 @@ class TraceBootstrap:
             root = np.random.SeedSequence(int(self.seed))
             seed_used = int(self.seed)
         seeds = tuple(root.spawn(int(self.n_resamples)))
-        unit_of_trace, n_units = _units(usable, self.by)
+        by = self.by
+        if by == "auto":
+            by = "task" if _tasks_repeat(usable) else "trace"
+        unit_of_trace, n_units, unit_hash = _units(usable, by)
         common: dict[str, Any] = {
-            "reference": reference, "seeds": seeds, "unit_of_trace": unit_of_trace, "n_units": n_units,
-            "weights": self.weights, "n_states": m, "pseudocount": a, "unvisited_policy": policy,
-            "initial": self.initial}
+            "reference": reference, "reference_counts": counts, "seeds": seeds, "seed": seed_used,
+            "unit_of_trace": unit_of_trace, "unit_hashes": unit_hash, "n_units": n_units, "weights": self.weights,
+            "n_states": m, "prior": prior, "unvisited_policy": policy, "initial": self.initial,
+            "draw_prior": bool(self.draw_prior)}
         plan: FastBootstrapPlan | FullBootstrapPlan
         align = self.align
         if self.path == "fast":
@@ -534,12 +591,13 @@ class TraceBootstrap:
             raise EmptyTraceSetError("every bootstrap replicate drew no traces; use more traces or weights="
                                      "'multinomial'")
         info: dict[str, Any] = {
-            "path": self.path, "by": self.by, "weights": self.weights, "n_resamples": int(self.n_resamples),
+            "path": self.path, "by": by, "weights": self.weights, "n_resamples": int(self.n_resamples),
             "n_dropped": int((~keep).sum()), "n_traces": usable.n_traces, "n_units": n_units,
-            "pseudocount": a, "unvisited_policy": policy, "initial": self.initial, "seed": seed_used,
+            "prior": prior.to_dict(), "draw_prior": bool(self.draw_prior), "unvisited_policy": policy,
+            "initial": self.initial, "seed": seed_used,
             "relabel": self.relabel if self.states is not None and self.path == "fast" else None,
             "align": align if self.path == "full" else None,
-            "point_estimator": (f"ChainEstimator(pseudocount={a!r}, unvisited={policy!r}, initial={self.initial!r}) "
+            "point_estimator": (f"ChainEstimator({prior.describe()}, unvisited={policy!r}, initial={self.initial!r}) "
                                 f"on all {usable.n_traces} usable traces"
                                 + (" (nearest-centroid labels)" if self.relabel == "nearest-centroid" else "")),
         }

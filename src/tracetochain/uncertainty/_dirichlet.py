@@ -1,22 +1,25 @@
-"""DirichletPosterior: the conjugate posterior of the chain given the transition counts (``paper-spec.md`` §5.1).
+"""DirichletPosterior: the conjugate posterior of the chain given the transition counts.
 
-Each transient row i has m + 2 outcomes (m states, success, failure). Under a symmetric Dirichlet(α) prior the row's
-posterior is Dir(c_{i,·} + α·1), whose mean is exactly the Laplace-smoothed MLE of :class:`~tracetochain.ChainEstimator`
-with pseudocount α. Two things follow:
+Each transient row i has m + 2 outcomes (m states, success, failure). Under the chain's prior (``chain._prior``: the
+episode prior by default, or Laplace α) the row's posterior is Dir(x_i + a_i), with x_i the row's counts and a_i the
+prior's pseudo-counts; its mean is exactly the row :class:`~tracetochain.ChainEstimator` fits. Two things follow:
 
-* **Closed-form marginals** — each entry X_ij (Q, R⊕ or R⊖ column) is Beta(c_ij + α, c_i + α(m+2) − c_ij − α), with
-  c_i the row's total; equal-tailed intervals are Beta quantiles (:func:`beta_intervals`).
+* **Closed-form marginals** — each entry X_ij is Beta(x_ij + a_ij, c_i + A_i − x_ij − a_ij), with c_i and A_i the
+  row's count and pseudo-count totals; equal-tailed intervals are Beta quantiles (:func:`beta_intervals`).
 * **Joint draws** — rows are independent a posteriori, so a posterior chain is m independent Dirichlet rows; all rows
-  of all draws are drawn at once by gamma normalisation (X = G / ΣG, G_k ~ Gamma(c_k + α)), then propagated to any
-  derived quantity by :class:`ChainEnsemble` (§3.10).
+  of all draws are drawn at once by gamma normalisation (X = G / ΣG, G_k ~ Gamma(x_k + a_k)), then propagated to any
+  derived quantity by :class:`ChainEnsemble`.
 
-Unvisited rows (no observed outgoing step) follow the estimator's policy: under ``"failure"`` they stay absorbing to
-failure in every draw (Q_i = 0, R⊕_i = 0, R⊖_i = 1, interval [1, 1]); under ``"prior"`` they are drawn from the prior
-Dir(α·1). With α = 0, outcomes never observed in a row are exactly 0 in every draw (deeptime's sparse-prior
-convention, ``math.md`` §9 item 12).
+π0 is drawn too (``initial="sample"``, the default): Dir(first-state counts), so the intervals count the noise of the
+start distribution (holding it fixed under-covers when start states differ in their prospects: 80 % instead of 95 %
+in our study). Unvisited rows (no observed outgoing step) follow the estimator's policy: under ``"failure"`` they stay
+absorbing to failure in every draw; under ``"prior"`` they are drawn from the prior's row. Entries with neither counts
+nor pseudo-counts are exactly 0 in every draw (deeptime's sparse-prior convention).
 
-π0 is kept fixed at the reference's point estimate by default (``initial="fixed"``: intervals are then conditional on
-the start distribution); ``initial="sample"`` draws it from Dir(first-state counts + α) in every draw.
+**Repeated trials of one task.** Traces of one task are not independent draws: their outcomes correlate. With a
+design effect d ≥ 1 (Kish 1965; estimated from the per-task success counts, :func:`tracetochain.analysis.
+design_effect`) the posterior is tempered — every count divided by d before the prior is added —, which widens every
+interval by about √d, as an effective sample size of n/d traces would.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from numpy.typing import NDArray
 from tracetochain.chain._counts import TransitionCounts
 from tracetochain.chain._estimator import estimate_chain
 from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain._prior import ChainPrior
 from tracetochain.exceptions import NotFittedError
 from tracetochain.uncertainty._ensemble import ChainEnsemble
 from tracetochain.uncertainty._stats import EntryIntervals, check_confidence, equal_tailed
@@ -67,32 +71,46 @@ def outcome_counts(counts: TransitionCounts) -> NDArray[np.float64]:
     return np.column_stack([counts.transitions, counts.exits_success, counts.exits_failure]).astype(np.float64)
 
 
-def resolve_unvisited(unvisited: str, pseudocount: float) -> str:
-    """``"auto"`` → ``"prior"`` when pseudocount > 0, else ``"failure"`` (the estimator's rule)."""
-    if unvisited not in ("auto", "prior", "failure"):
-        raise ValueError(f"unvisited must be 'auto', 'prior' or 'failure', got {unvisited!r}")
-    if unvisited == "prior" and pseudocount == 0:
-        raise ValueError("unvisited='prior' needs pseudocount > 0 (with no prior an unvisited row is undefined)")
-    if unvisited == "auto":
-        return "prior" if pseudocount > 0 else "failure"
-    return unvisited
+def resolve_unvisited(unvisited: str, pseudocount: float | None) -> str:
+    """``"auto"`` → ``"prior"`` when the prior has mass, else ``"failure"`` (the estimator's rule)."""
+    return ChainPrior.from_settings(pseudocount).resolve_unvisited(unvisited)
 
 
-def beta_intervals(counts: NDArray[np.float64], pseudocount: float, confidence: float,
-                   absorbing_rows: NDArray[np.bool_] | None = None
+def posterior_shape(counts: NDArray[np.float64], prior: ChainPrior, unvisited: str, design_effect: float = 1.0
+                    ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """The Dirichlet parameters of every row's posterior, (m, m + 2), and the rows fixed absorbing to failure.
+
+    Row i: x_i / d + a_i (counts tempered by the design effect d, module docstring) with a_i the prior's
+    pseudo-counts of the untempered counts (the prior does not depend on d); an unvisited row gets the prior's row
+    (``"prior"``) or is marked absorbing (``"failure"``).
+    """
+    x = np.asarray(counts, dtype=np.float64)
+    if not np.isfinite(design_effect) or design_effect < 1.0:
+        raise ValueError(f"design_effect must be a finite number >= 1, got {design_effect!r}")
+    shape = x / design_effect + prior.pseudo_counts(x)
+    empty = x.sum(axis=1) == 0
+    absorbing = np.zeros(x.shape[0], dtype=bool)
+    if empty.any():
+        if unvisited == "failure":
+            absorbing = empty
+        else:
+            shape[empty] = prior.unvisited_concentration(x)
+    return shape, absorbing
+
+
+def beta_intervals(shape: NDArray[np.float64], confidence: float, absorbing_rows: NDArray[np.bool_] | None = None
                    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    r"""Closed-form marginal posterior of every entry of a row-Dirichlet matrix (``paper-spec.md`` §5.1).
+    r"""Closed-form marginal posterior of every entry of a row-Dirichlet matrix with parameters ``shape``.
 
-    For row i with outcome counts c_{i,·} (m + 2 of them) and prior Dir(α·1), entry X_ij ~ Beta(a, b) with
-    a = c_ij + α and b = c_i + α(m+2) − c_ij − α (c_i = Σ_k c_ik). Returns (mean, lower, upper) of the same shape as
-    ``counts``; mean = a/(a+b) is the Laplace MLE; [lower, upper] are the (1 ∓ confidence)/2 Beta quantiles.
-    Degenerate marginals are exact: a = 0 gives the point 0, b = 0 the point 1. Rows in ``absorbing_rows`` (unvisited
-    under the "failure" policy) are the fixed row (0, …, 0, 0, 1).
+    For row i with Dirichlet parameters s_i (m + 2 of them), entry X_ij ~ Beta(a, b) with a = s_ij and
+    b = Σ_k s_ik − s_ij. Returns (mean, lower, upper) of the same shape; mean = a/(a+b) is the fitted entry;
+    [lower, upper] are the (1 ∓ confidence)/2 Beta quantiles. Degenerate marginals are exact: a = 0 gives the point
+    0, b = 0 the point 1. Rows in ``absorbing_rows`` (unvisited under the "failure" policy) are the fixed row
+    (0, …, 0, 0, 1).
     """
     lo_q, hi_q = equal_tailed(confidence)
-    c = np.asarray(counts, dtype=np.float64)
-    a = c + pseudocount
-    b = c.sum(axis=1, keepdims=True) + pseudocount * c.shape[1] - a
+    a = np.asarray(shape, dtype=np.float64)
+    b = a.sum(axis=1, keepdims=True) - a
     total = a + b
     mean = np.divide(a, total, out=np.zeros_like(a), where=total > 0)
     lower = np.zeros_like(a)
@@ -103,29 +121,28 @@ def beta_intervals(counts: NDArray[np.float64], pseudocount: float, confidence: 
     ones = (a > 0) & (b <= 0)
     lower[ones] = upper[ones] = 1.0
     if absorbing_rows is not None and absorbing_rows.any():
-        fixed = np.zeros(c.shape[1])
+        fixed = np.zeros(a.shape[1])
         fixed[-1] = 1.0
         mean[absorbing_rows] = lower[absorbing_rows] = upper[absorbing_rows] = fixed
     return mean, lower, upper
 
 
-def sample_rows(counts: NDArray[np.float64], pseudocount: float, n_samples: int, rng: np.random.Generator,
+def sample_rows(shape: NDArray[np.float64], n_samples: int, rng: np.random.Generator,
                 absorbing_rows: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
-    """``n_samples`` joint posterior draws of the row-stochastic matrix [Q | R⊕ | R⊖]: shape (n, m, m + 2).
+    """``n_samples`` joint draws of independent Dirichlet rows with parameters ``shape`` (m, k): shape (n, m, k).
 
-    Every row of every draw at once: G ~ Gamma(c + α) elementwise, X = G / Σ_row G (a Dirichlet draw per row).
-    Entries with c + α = 0 are exactly 0. Rows in ``absorbing_rows`` are (0, …, 0, 0, 1) in every draw. A row whose
-    gamma draws all underflow to 0 (possible only for a tiny α) is replaced by its posterior mean.
+    Every row of every draw at once: G ~ Gamma(shape) elementwise, X = G / Σ_row G. Entries with parameter 0 are
+    exactly 0. Rows in ``absorbing_rows`` are (0, …, 0, 0, 1) in every draw. A row whose gamma draws all underflow to
+    0 (possible only for tiny parameters) is replaced by its mean.
     """
-    c = np.asarray(counts, dtype=np.float64)
-    shape = c + pseudocount
-    G = rng.standard_gamma(np.broadcast_to(shape, (n_samples, *shape.shape)))
+    s = np.asarray(shape, dtype=np.float64)
+    G = rng.standard_gamma(np.broadcast_to(s, (n_samples, *s.shape)))
     total = G.sum(axis=2, keepdims=True)
     empty = total[..., 0] <= 0
     X = np.divide(G, total, out=np.zeros_like(G), where=total > 0)
     if empty.any():
-        row_total = shape.sum(axis=1, keepdims=True)
-        mean = np.divide(shape, row_total, out=np.zeros_like(shape), where=row_total > 0)
+        row_total = s.sum(axis=1, keepdims=True)
+        mean = np.divide(s, row_total, out=np.zeros_like(s), where=row_total > 0)
         draws, rows = np.nonzero(empty)
         X[draws, rows] = mean[rows]
     if absorbing_rows is not None and absorbing_rows.any():
@@ -140,20 +157,21 @@ def sample_rows(counts: NDArray[np.float64], pseudocount: float, n_samples: int,
 class ChainPosterior:
     """The fitted Dirichlet posterior: closed-form per-entry intervals and a sampler of whole chains.
 
-    ``intervals`` are the Beta-marginal intervals (§5.1); :meth:`sample` (or the cached :attr:`ensemble`) gives a
-    :class:`ChainEnsemble` of joint draws for intervals of any derived quantity (§3.10). ``reference`` is the point
-    estimate (the chain given to ``fit``, or the Laplace MLE of the counts).
+    ``intervals`` are the Beta-marginal intervals; :meth:`sample` (or the cached :attr:`ensemble`) gives a
+    :class:`ChainEnsemble` of joint draws for intervals of any derived quantity. ``reference`` is the point estimate
+    (the chain given to ``fit``, or the posterior-mean chain of the counts).
     """
 
     reference: AbsorbingChain
     counts: TransitionCounts
-    pseudocount: float
+    prior: ChainPrior
     unvisited_policy: str
     initial: str
     confidence: float
     n_samples: int
     seed: int | None
     intervals: EntryIntervals
+    design_effect: float = 1.0
     info: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -161,10 +179,18 @@ class ChainPosterior:
         return self.counts.state_names
 
     @property
+    def pseudocount(self) -> float | None:
+        """α of a Laplace prior (None for the episode prior)."""
+        return self.prior.strength if self.prior.kind == "laplace" else None
+
+    @cached_property
+    def _shape(self) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+        return posterior_shape(outcome_counts(self.counts), self.prior, self.unvisited_policy, self.design_effect)
+
+    @property
     def absorbing_rows(self) -> NDArray[np.bool_]:
         """Rows with no data that the "failure" policy sends to failure with probability 1 in every draw."""
-        empty: NDArray[np.bool_] = self.counts.row_totals == 0
-        return empty if self.unvisited_policy == "failure" else np.zeros_like(empty)
+        return self._shape[1]
 
     def sample(self, n_samples: int | None = None, seed: int | np.random.Generator | None = None, *,
                initial: InitialDraw | None = None) -> ChainEnsemble:
@@ -178,14 +204,16 @@ class ChainPosterior:
         seed_used = self.seed if seed is None else seed
         rng = seed_used if isinstance(seed_used, np.random.Generator) else np.random.default_rng(seed_used)
         m = self.counts.n_states
-        X = sample_rows(outcome_counts(self.counts), self.pseudocount, n, rng, self.absorbing_rows)
+        shape, absorbing = self._shape
+        X = sample_rows(shape, n, rng, absorbing)
         Q, rs, rf = X[:, :, :m], X[:, :, m], X[:, :, m + 1]  # the ensemble makes contiguous copies
-        if init == "sample":
-            pi = sample_rows(self.counts.initial.astype(np.float64)[None, :], self.pseudocount, n, rng)[:, 0, :]
+        if init == "sample" and self.reference.metadata.get("initial", "empirical") == "empirical":
+            pi = sample_rows(self.counts.initial.astype(np.float64)[None, :] / self.design_effect, n, rng)[:, 0, :]
         else:
             pi = np.broadcast_to(self.reference.pi0, (n, m))
-        info = {**self.info, "pseudocount": self.pseudocount, "unvisited_policy": self.unvisited_policy,
-                "initial": init, "n_samples": n, "point_estimator": self.info.get("point_estimator")}
+        info = {**self.info, "prior": self.prior.to_dict(), "unvisited_policy": self.unvisited_policy,
+                "initial": init, "n_samples": n, "design_effect": self.design_effect,
+                "point_estimator": self.info.get("point_estimator")}
         return ChainEnsemble(self.reference, {"Q": Q, "R_success": rs, "R_failure": rf, "pi0": pi},
                              method="posterior", confidence=self.confidence,
                              seed=None if isinstance(seed_used, np.random.Generator) else seed_used, info=info)
@@ -196,30 +224,33 @@ class ChainPosterior:
         return self.sample()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "tracetochain.dirichlet_posterior", "pseudocount": self.pseudocount,
+        return {"kind": "tracetochain.dirichlet_posterior", "prior": self.prior.to_dict(),
                 "unvisited_policy": self.unvisited_policy, "initial": self.initial, "confidence": self.confidence,
-                "n_samples": self.n_samples, "seed": self.seed, "intervals": self.intervals.to_dict(),
-                "counts": self.counts.to_dict()}
+                "n_samples": self.n_samples, "seed": self.seed, "design_effect": self.design_effect,
+                "intervals": self.intervals.to_dict(), "counts": self.counts.to_dict()}
+
+    def _title(self) -> str:
+        deff = f", design effect {self.design_effect:.2f}" if self.design_effect != 1.0 else ""
+        return (f"Dirichlet posterior ({self.prior.describe()}; unvisited rows: {self.unvisited_policy}; π0 "
+                f"{self.initial}{deff})")
 
     def __str__(self) -> str:
-        return (f"Dirichlet posterior (pseudocount {self.pseudocount:g}, unvisited rows: {self.unvisited_policy}, "
-                f"π0 {self.initial})\n{self.intervals}")
+        return f"{self._title()}\n{self.intervals}"
 
     def _repr_html_(self) -> str:
-        head = html.escape(f"Dirichlet posterior (pseudocount {self.pseudocount:g}, unvisited rows: "
-                           f"{self.unvisited_policy}, π0 {self.initial})")
-        return f"<div><b>{head}</b>{self.intervals._repr_html_()}</div>"
+        return f"<div><b>{html.escape(self._title())}</b>{self.intervals._repr_html_()}</div>"
 
 
 # --------------------------------------------------------------------------------------------------- estimator
 class DirichletPosterior:
-    """Bayesian uncertainty of a fitted chain from its transition counts (``paper-spec.md`` §5.1, §3.10).
+    """Bayesian uncertainty of a fitted chain from its transition counts.
 
     Parameters
     ----------
-    pseudocount : float, default 1.0
-        Symmetric Dirichlet prior α on each row's m + 2 outcomes (≥ 0). α = 1 matches ``ChainEstimator``'s default,
-        so the posterior mean of every entry is the fitted chain's entry.
+    pseudocount, prior : optional
+        The prior (:class:`~tracetochain.chain.ChainPrior`; as in :class:`~tracetochain.ChainEstimator`). Default:
+        the prior of the chain given to :meth:`fit` (so the posterior mean of every entry is the chain's entry), or
+        the episode prior when given counts.
     confidence : float, default 0.95
         Level of the equal-tailed intervals.
     n_samples : int, default 2000
@@ -228,9 +259,12 @@ class DirichletPosterior:
         Seed of the joint draws (``numpy.random.default_rng``).
     unvisited : {"auto", "prior", "failure"}, default "auto"
         Rows with no data. "auto" takes the fitted chain's policy (``metadata["unvisited_policy"]``) when given a
-        chain, else "prior" for α > 0 and "failure" for α = 0 (as the estimator).
-    initial : {"fixed", "sample"}, default "fixed"
-        Keep π0 at the point estimate in every draw, or draw it from Dir(first-state counts + α).
+        chain, else the estimator's rule.
+    initial : {"sample", "fixed"}, default "sample"
+        Draw π0 from Dir(first-state counts) in every draw (its noise counted), or keep it at the point estimate
+        (intervals conditional on the start distribution).
+    design_effect : float, default 1.0
+        Temper the counts by d ≥ 1 (repeated trials of one task; module docstring).
 
     Examples
     --------
@@ -239,69 +273,80 @@ class DirichletPosterior:
     >>> chain = tt.ChainEstimator().fit(traces).fetch_model()
     >>> post = DirichletPosterior(n_samples=1000).fit(chain).fetch_model()
     >>> w = post.intervals.width_summary("Q")
-    >>> 0 < w["min"] <= w["median"] <= w["max"] < 1
+    >>> 0 <= w["min"] <= w["median"] <= w["max"] < 1
     True
     >>> post.ensemble.stats("r_inf").n_samples
     1000
     """
 
-    def __init__(self, *, pseudocount: float = 1.0, confidence: float = 0.95, n_samples: int = 2000, seed: int = 0,
-                 unvisited: Unvisited = "auto", initial: InitialDraw = "fixed") -> None:
+    def __init__(self, *, pseudocount: float | None = None, prior: str | None = None, confidence: float = 0.95,
+                 n_samples: int = 2000, seed: int = 0, unvisited: Unvisited = "auto",
+                 initial: InitialDraw = "sample", design_effect: float = 1.0) -> None:
         self.pseudocount = pseudocount
+        self.prior = prior
         self.confidence = confidence
         self.n_samples = n_samples
         self.seed = seed
         self.unvisited = unvisited
         self.initial = initial
+        self.design_effect = design_effect
         self._model: ChainPosterior | None = None
+
+    def __repr__(self) -> str:
+        return (f"DirichletPosterior(pseudocount={self.pseudocount!r}, prior={self.prior!r}, confidence="
+                f"{self.confidence!r}, n_samples={self.n_samples!r}, seed={self.seed!r}, initial={self.initial!r}, "
+                f"design_effect={self.design_effect!r})")
 
     def fit(self, data: AbsorbingChain | TransitionCounts) -> DirichletPosterior:
         """Take the counts (from a fitted chain's metadata, or given directly) and form the posterior."""
-        a = float(self.pseudocount)
-        if not np.isfinite(a) or a < 0:
-            raise ValueError(f"pseudocount must be a finite number >= 0, got {self.pseudocount!r}")
         level = check_confidence(self.confidence)
         if isinstance(self.n_samples, bool) or not isinstance(self.n_samples, (int, np.integer)) \
                 or self.n_samples < 1:
             raise ValueError(f"n_samples must be a positive integer, got {self.n_samples!r}")
         if self.initial not in ("fixed", "sample"):
             raise ValueError(f"initial must be 'fixed' or 'sample', got {self.initial!r}")
+        deff = float(self.design_effect)
+        if not np.isfinite(deff) or deff < 1.0:
+            raise ValueError(f"design_effect must be a finite number >= 1, got {self.design_effect!r}")
+        explicit = self.pseudocount is not None or self.prior is not None
         if isinstance(data, AbsorbingChain):
             counts = counts_from_chain(data)
+            prior = (ChainPrior.from_settings(self.pseudocount, self.prior) if explicit
+                     else ChainPrior.from_metadata(data.metadata))
             unvisited = self.unvisited
             if unvisited == "auto" and data.metadata.get("unvisited_policy") in ("prior", "failure"):
                 unvisited = data.metadata["unvisited_policy"]
-                if unvisited == "prior" and a == 0:
+                if unvisited == "prior" and not prior.has_mass:
                     unvisited = "failure"
-            policy = resolve_unvisited(unvisited, a)
+            policy = prior.resolve_unvisited(unvisited)
             reference = data
         elif isinstance(data, TransitionCounts):
             counts = data
-            policy = resolve_unvisited(self.unvisited, a)
+            prior = ChainPrior.from_settings(self.pseudocount, self.prior)
+            policy = prior.resolve_unvisited(self.unvisited)
             if counts.n_states == 0 or counts.n_fitted_traces == 0:
                 raise ValueError("the counts are empty: there is nothing to form a posterior from")
-            reference = estimate_chain(counts, a, policy, "empirical")  # type: ignore[arg-type]
+            reference = estimate_chain(counts, prior=prior, unvisited=policy)
         else:
             raise TypeError(f"fit expects an AbsorbingChain (fitted by ChainEstimator) or TransitionCounts, got "
                             f"{type(data).__name__}")
         empty = counts.row_totals == 0
-        absorbing = empty if policy == "failure" else np.zeros_like(empty)
-        mean, lower, upper = beta_intervals(outcome_counts(counts), a, level, absorbing)
+        shape, absorbing = posterior_shape(outcome_counts(counts), prior, policy, deff)
+        mean, lower, upper = beta_intervals(shape, level, absorbing)
         m = counts.n_states
         intervals = EntryIntervals(counts.state_names, lower[:, :m], upper[:, :m], lower[:, m], upper[:, m],
                                    lower[:, m + 1], upper[:, m + 1], mean[:, :m], mean[:, m], mean[:, m + 1], level,
                                    "beta", "Dirichlet posterior")
         md = reference.metadata
         if "estimator" in md:
-            est = (f"{md['estimator']}(pseudocount={md.get('pseudocount')!r}, unvisited="
+            est = (f"{md['estimator']}({ChainPrior.from_metadata(md).describe()}, unvisited="
                    f"{md.get('unvisited_policy')!r}, initial={md.get('initial')!r}) on all the data")
         else:
             est = "the chain as given"
         info = {"point_estimator": est, "n_traces": dict(counts.n_traces), "unvisited_states":
-                [counts.state_names[i] for i in np.flatnonzero(empty)],
-                "reference_pseudocount": md.get("pseudocount")}
-        self._model = ChainPosterior(reference, counts, a, policy, self.initial, level, int(self.n_samples),
-                                     self.seed, intervals, info)
+                [counts.state_names[i] for i in np.flatnonzero(empty)]}
+        self._model = ChainPosterior(reference, counts, prior, policy, self.initial, level, int(self.n_samples),
+                                     self.seed, intervals, deff, info)
         return self
 
     def fetch_model(self) -> ChainPosterior:

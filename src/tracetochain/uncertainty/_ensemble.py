@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.exceptions import ChainValidationError, UndefinedMetricError
 from tracetochain.numerics._checks import ROW_SUM_ATOL
-from tracetochain.uncertainty._batched import ChainBatch
+from tracetochain.numerics.batched import ChainBatch
 from tracetochain.uncertainty._stats import EntryIntervals, QuantityStats, check_confidence, equal_tailed
 
 Batched = Callable[[ChainBatch, dict[str, Any]], tuple[NDArray[np.float64], NDArray[np.bool_] | None, str]]

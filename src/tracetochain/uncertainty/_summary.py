@@ -13,6 +13,7 @@ from tracetochain._version import __version__
 from tracetochain.chain._counts import TransitionCounts
 from tracetochain.chain._estimator import ChainEstimator
 from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain._prior import ChainPrior
 from tracetochain.traces._table import TraceTable
 from tracetochain.uncertainty._bootstrap import TraceBootstrap
 from tracetochain.uncertainty._dirichlet import DirichletPosterior
@@ -49,8 +50,8 @@ def _resolve(source: Any, traces: TraceTable | None) -> tuple[AbsorbingChain | N
 def interval_summary(source: Any, *, method: Method = "posterior", confidence: float = 0.95,
                      samples: int | None = None, seed: int = 0, horizon: int = 50,
                      ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01, traces: TraceTable | None = None,
-                     states: Any = None, by: Literal["trace", "task"] = "trace",
-                     pseudocount: float | None = None) -> dict[str, Any]:
+                     states: Any = None, by: Literal["auto", "trace", "task"] = "auto",
+                     pseudocount: float | None = None, design_effect: float = 1.0) -> dict[str, Any]:
     """Intervals for every number of :func:`tracetochain.summarize` (R∞, 1 − R∞, R(d) band, tail at the horizon,
     MTTA and its sd, conditional means, pass@k / pass^k, ρ(Q), step budget (exact, Prop. 8 bound, κ), and per state:
     expected visits, R⊕, R⊖, success probability, failure share, sensitivity), plus per-entry intervals of Q, R⊕, R⊖.
@@ -77,9 +78,13 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
     horizon, ks, delta
         As :func:`tracetochain.summarize` (R(d) for d = 0..horizon; pass@k/pass^k for ``ks``; step budget δ).
     traces, states, by
-        Labelled traces (with a chain), the state estimator (``bootstrap-full``), the resampling unit.
+        Labelled traces (with a chain), the state estimator (``bootstrap-full``), the resampling unit ("auto": tasks
+        when some task repeats).
     pseudocount : float, optional
-        Prior / smoothing α; default: the chain's (``metadata["pseudocount"]``), else 1.0.
+        A Laplace α for the posterior/refits; default: the chain's own prior (``metadata["prior"]``), else the
+        episode prior.
+    design_effect : float, default 1.0
+        Posterior only: temper the counts by the design effect of repeated trials (``DirichletPosterior``).
 
     Returns
     -------
@@ -98,18 +103,20 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
     n = DEFAULT_SAMPLES[method] if samples is None else int(samples)
     chain, counts, labelled = _resolve(source, traces)
     md = chain.metadata if chain is not None else {}
-    alpha = float(pseudocount if pseudocount is not None else md.get("pseudocount", 1.0))
+    prior = (ChainPrior.from_settings(pseudocount) if pseudocount is not None or chain is None
+             else ChainPrior.from_metadata(md))
     policy = md.get("unvisited_policy", "auto")
-    if policy == "prior" and alpha == 0:
+    if policy == "prior" and not prior.has_mass:
         policy = "failure"
     initial = md.get("initial", "empirical")
     entries: EntryIntervals
     if method == "posterior":
         if chain is None and counts is None:
             assert labelled is not None
-            chain = ChainEstimator(pseudocount=alpha).fit(labelled).fetch_model()
-        post = DirichletPosterior(pseudocount=alpha, confidence=level, n_samples=n, seed=seed,
-                                  unvisited=policy).fit(chain if chain is not None else counts).fetch_model()  # type: ignore[arg-type]
+            chain = ChainEstimator(prior=prior.kind, pseudocount=prior.strength).fit(labelled).fetch_model()
+        post = DirichletPosterior(prior=prior.kind, pseudocount=prior.strength, confidence=level, n_samples=n,
+                                  seed=seed, unvisited=policy, design_effect=design_effect).fit(
+            chain if chain is not None else counts).fetch_model()  # type: ignore[arg-type]
         ensemble: ChainEnsemble = post.ensemble
         entries = post.intervals
     else:
@@ -119,13 +126,15 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
         if method == "bootstrap":
             boot = TraceBootstrap(n_resamples=n, by=by, path="fast",
                                   state_names=chain.state_names if chain is not None else None,
-                                  pseudocount=alpha, unvisited=policy, initial=initial, confidence=level, seed=seed)
+                                  prior=prior.kind, pseudocount=prior.strength, unvisited=policy, initial=initial,
+                                  confidence=level, seed=seed)
         else:
             if states is None or not hasattr(states, "fit"):
                 raise ValueError("method='bootstrap-full' refits the states on every replicate: pass the state "
                                  "estimator, e.g. states=WardStates(featurizer=RuleFeaturizer(...))")
-            boot = TraceBootstrap(n_resamples=n, by=by, path="full", states=states, pseudocount=alpha,
-                                  unvisited=policy, initial=initial, confidence=level, seed=seed)
+            boot = TraceBootstrap(n_resamples=n, by=by, path="full", states=states, prior=prior.kind,
+                                  pseudocount=prior.strength, unvisited=policy, initial=initial, confidence=level,
+                                  seed=seed)
         ensemble = boot.fit(labelled).fetch_model()
         entries = ensemble.entry_intervals()
     return _summary(ensemble, entries, method, n, level, horizon, ks, delta)

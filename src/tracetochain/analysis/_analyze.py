@@ -1,0 +1,453 @@
+"""``analyze()``: traces → states → chain → certificate → intervals, in one call, in memory or partition by partition.
+
+This is what every command runs (``fit``, ``report``, ``audit``, ``compare``), whatever the engine: the in-memory
+corpus is a single partition of the same pipeline, so a file gives the same chain, certificate and intervals with and
+without ``--engine`` (tested on every reader format).
+
+1. **Input.** A :class:`~tracetochain.TraceTable`, or a path read by any reader (``reader=``/reader options). With an
+   engine, canonical Parquet/JSONL corpora are cut into partitions that workers read themselves; every other format is
+   read on the driver and shipped as one partition.
+2. **States** are learned on the fit half of the first held-out split (a seeded sample of it at scale:
+   ``state_sample`` traces), never on held-out traces, then applied to every trace; a step a learned model cannot place
+   (a category it never saw) goes to the state ``(unseen)``, counted. The traces' own labels need no learning: their
+   vocabulary is the union over all traces.
+3. **Summary.** Each partition is reduced to its sufficient statistics (``analysis._summary``); they add up.
+4. **Chain** from all usable traces' counts, under the prior (``chain._prior``).
+5. **Certificate** from the summary (``analysis._audit``).
+6. **Intervals** from the summary (``analysis._intervals``).
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from tracetochain.analysis._audit import AuditSettings, audit_summary
+from tracetochain.analysis._intervals import design_effect, summary_ensemble
+from tracetochain.analysis._summary import CorpusSummary, SummarySpec, merge_summaries, reindex_summary, \
+    summarize_traces
+from tracetochain.audit._certificate import Certificate
+from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
+from tracetochain.exceptions import EmptyTraceSetError, TraceValidationError
+from tracetochain.traces import IngestReport, TraceTable
+from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, unit_hashes
+
+UNSEEN_STATE = "(unseen)"
+#: Largest fit-half sample the states are learned on in a partitioned corpus.
+DEFAULT_STATE_SAMPLE = 50_000
+_INVALID = 3
+
+Intervals = Literal["posterior", "bootstrap"]
+
+
+# ---------------------------------------------------------------------------------------------------- input
+@dataclass(frozen=True, eq=False)
+class MemoryPartition:
+    """A corpus already in memory, as one partition (what an engine ships like a file range)."""
+
+    index: int
+    traces: TraceTable
+    source: str
+    format: str = "memory"
+
+    def describe(self) -> str:
+        return f"{self.source} (in memory)"
+
+    def read(self, *, on_error: str = "raise") -> TraceTable:
+        return self.traces
+
+
+def _is_canonical_corpus(source: Any, reader: str | None) -> bool:
+    if reader not in (None, "canonical", "parquet", "jsonl"):
+        return False
+    paths = source if isinstance(source, (list, tuple)) else [source]
+    for p in paths:
+        s = str(p)
+        if "://" in s:
+            continue
+        path = Path(s)
+        if path.is_dir():
+            continue
+        if path.suffix.lower() not in (".parquet", ".pq", ".jsonl", ".ndjson"):
+            return False
+    return True
+
+
+def plan_input(source: Any, *, engine: Any, reader: str | None, on_error: str, reader_options: dict[str, Any],
+               partition_options: dict[str, Any]) -> tuple[list[Any], str, str]:
+    """(partitions, source name, reader name) for any input."""
+    if isinstance(source, TraceTable):
+        return [MemoryPartition(0, source, source.report.source)], source.report.source, source.report.format
+    if engine is not None and _is_canonical_corpus(source, reader) and not reader_options:
+        from tracetochain.partitioned._counts import source_name
+        from tracetochain.partitioned._ingest import plan_partitions
+
+        fmt = reader if reader in ("parquet", "jsonl") else None
+        parts = plan_partitions(source, format=fmt, **partition_options)
+        return parts, source_name(source), "canonical"
+    if isinstance(source, (list, tuple)):
+        raise ValueError("several inputs are read together only partition by partition (--engine) and only for the "
+                         "canonical Parquet/JSONL table; read other formats one at a time")
+    from tracetochain.readers import read_traces
+
+    table = read_traces(source, reader, on_error=on_error, **reader_options)
+    return [MemoryPartition(0, table, table.report.source, table.report.format)], table.report.source, \
+        table.report.format
+
+
+# ---------------------------------------------------------------------------------------------------- states
+def _usable(traces: TraceTable) -> TraceTable:
+    return traces.select_traces(traces.outcomes() != _INVALID)
+
+
+def fit_half(traces: TraceTable, spec: SummarySpec) -> TraceTable:
+    """The usable traces of the fit half of the first split (all usable traces when there is no split)."""
+    usable = _usable(traces)
+    if spec.n_splits == 0 or usable.n_traces == 0:
+        return usable
+    ids = usable.trace_id_array
+    task = usable.trace_column("task_id") if spec.split_by == "task" and "task_id" in usable.columns else None
+    h = unit_hashes(ids, task) if spec.split_by == "task" else fnv1a_hashes(ids)
+    return usable.select_traces(~holdout_mask(h, spec.test_fraction, spec.seed, 0))
+
+
+def _concat(tables: list[TraceTable]) -> TraceTable:
+    if len(tables) == 1:
+        return tables[0]
+    arrow = pa.concat_tables([t.to_arrow() for t in tables], promote_options="default")
+    return TraceTable.from_arrow(arrow, source=tables[0].report.source)
+
+
+def resolve_states(states: Any, state_options: dict[str, Any], parts: list[Any], spec: SummarySpec, on_error: str,
+                   state_sample: int) -> tuple[Any, tuple[str, ...] | None]:
+    """(state model to predict with, or None for the traces' labels; fixed vocabulary, or None)."""
+    from tracetochain.states import StateModel, states_from_spec
+
+    if states is None or (isinstance(states, str) and states == "label" and not state_options):
+        return None, None
+    if isinstance(states, StateModel):
+        return states, None
+    if isinstance(states, (list, tuple)) and all(isinstance(s, str) for s in states):
+        return None, tuple(states)
+    if isinstance(states, str):
+        estimator = states_from_spec(states, **state_options)
+    elif hasattr(states, "fit") and hasattr(states, "fetch_model"):
+        estimator = states
+    elif hasattr(states, "predict") and hasattr(states, "state_names"):
+        return states, None
+    else:
+        raise TypeError(f"states must be None, 'label', a list of state names, a StateModel, a state estimator or a "
+                        f"spec string, got {type(states).__name__}")
+    # Learn on the fit half of split 0: partitions in a seeded order until the sample is large enough.
+    order = np.random.default_rng(spec.seed).permutation(len(parts)) if len(parts) > 1 else [0]
+    sample: list[TraceTable] = []
+    n = 0
+    for i in order:
+        half = fit_half(parts[int(i)].read(on_error=on_error), spec)
+        if half.n_traces:
+            sample.append(half)
+            n += half.n_traces
+        if n >= state_sample:
+            break
+    if not sample:
+        raise EmptyTraceSetError("no usable traces in the fit half to learn the states on")
+    return estimator.fit(_concat(sample)).fetch_model(), None
+
+
+def label_steps(traces: TraceTable, model: Any) -> tuple[NDArray[np.int64], tuple[str, ...]]:
+    """State code of every step and the state names: the traces' own labels, or the model's prediction with steps it
+    cannot place in :data:`UNSEEN_STATE`."""
+    if model is None:
+        codes, names = traces.state_labels()
+        return np.asarray(codes, dtype=np.int64), tuple(names)
+    names = tuple(model.state_names)
+    try:
+        codes = np.asarray(model.predict(traces), dtype=np.int64)
+    except ValueError:
+        # Label-based categorical states refuse unseen labels: place what is known, the rest is unseen.
+        raw, raw_names = traces.state_labels()
+        lookup = {s: i for i, s in enumerate(names)}
+        codes = np.array([lookup.get(x, -1) for x in raw_names], np.int64)[raw] if raw.size else raw
+    bad = (codes < 0) | (codes >= len(names))
+    if bad.any():
+        codes = codes.copy()
+        codes[bad] = len(names)
+        names = (*names, UNSEEN_STATE)
+    return codes, names
+
+
+def _summarize_part(part: Any, *, on_error: str, model: Any, spec: SummarySpec, check_traces: bool) -> CorpusSummary:
+    traces = part.read(on_error=on_error)
+    codes, names = label_steps(traces, model)
+    return summarize_traces(traces, codes, names, spec, partition=part.index, check_traces=check_traces)
+
+
+# ---------------------------------------------------------------------------------------------------- result
+@dataclass(frozen=True, eq=False)
+class AnalysisResult:
+    """Everything one analysis produced: the chain, its certificate and intervals, and what they came from.
+
+    ``chain`` is fitted on all usable traces; ``certificate`` (None without an audit) says which outputs the traces
+    support; ``ensemble`` (None without intervals) holds the draws behind every interval; ``summary`` the sufficient
+    statistics; ``state_model`` the learned states (None for the traces' own labels); ``source`` where the traces came
+    from and what was read or skipped; ``timings`` wall seconds per stage.
+    """
+
+    chain: AbsorbingChain
+    certificate: Certificate | None
+    ensemble: Any
+    summary: CorpusSummary
+    state_model: Any
+    source: dict[str, Any]
+    settings: dict[str, Any]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def pass_rate(self) -> float:
+        """Successful traces over usable traces (the observed pass rate)."""
+        return self.summary.n_success / max(1, self.summary.n_usable)
+
+    @property
+    def design_effect(self) -> float:
+        return design_effect(self.summary)
+
+    @property
+    def ingest(self) -> IngestReport:
+        rep: IngestReport = self.source["report"]
+        return rep
+
+    def states_document(self) -> dict[str, Any]:
+        """The taxonomy: the learned model's, or the traces' labels with their step counts."""
+        if self.state_model is not None and hasattr(self.state_model, "to_dict"):
+            doc: dict[str, Any] = self.state_model.to_dict()
+            if UNSEEN_STATE in self.chain.state_names:
+                doc["unseen_steps"] = int(self.summary.visits[self.chain.state_names.index(UNSEEN_STATE)])
+            return doc
+        visits = self.summary.visits
+        total = int(visits.sum())
+        return {"method": "label", "state_names": list(self.chain.state_names),
+                "taxonomy": [{"name": n, "n_steps": int(v), "share_of_steps": int(v) / max(1, total),
+                              "composition": {n: 1.0}} for n, v in zip(self.chain.state_names, visits, strict=True)],
+                "settings": {"n_steps": total}, "silhouette_by_k": {}}
+
+    def intervals(self, *, horizon: int = 50, ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01
+                  ) -> dict[str, Any] | None:
+        """An interval for every reported metric (:func:`~tracetochain.uncertainty.interval_summary`)."""
+        if self.ensemble is None:
+            return None
+        from tracetochain.uncertainty import interval_summary
+
+        return interval_summary(self.ensemble, horizon=horizon, ks=ks, delta=delta)
+
+    def to_dict(self) -> dict[str, Any]:
+        rep = self.ingest
+        return {"kind": "tracetochain.analysis", "source": {k: v for k, v in self.source.items() if k != "report"}
+                | {"ingest": rep.to_dict()}, "settings": self.settings, "chain": self.chain.to_dict(),
+                "certificate": None if self.certificate is None else self.certificate.to_dict(),
+                "pass_rate": self.pass_rate, "design_effect": self.design_effect, "timings": self.timings}
+
+    def __str__(self) -> str:
+        n = self.summary.counts.n_traces
+        lines = [f"{self.summary.n_usable} usable traces ({n['success']} success, {n['failure']} failure, "
+                 f"{n['censored']} censored; {n['invalid']} invalid excluded), {self.chain.n_states} states",
+                 f"R∞ = {self.chain.r_inf:.4f} (pass rate {self.pass_rate:.4f})"]
+        if self.ensemble is not None:
+            s = self.ensemble.stats("r_inf")
+            lines[-1] += f", {s.confidence:.0%} interval [{s.lower:.4f}, {s.upper:.4f}] ({self.ensemble.method})"
+        if self.certificate is not None:
+            lines += ["", str(self.certificate)]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head = html.escape("\n".join(str(self).splitlines()[:2]))
+        cert = self.certificate._repr_html_() if self.certificate is not None else ""
+        return f"<div><pre>{head}</pre>{cert}</div>"
+
+
+# ---------------------------------------------------------------------------------------------------- driver
+def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str, Any] | None = None,
+            on_error: str = "raise", engine: Any = None, states: Any = "label",
+            state_options: dict[str, Any] | None = None, pseudocount: float | None = None, prior: str | None = None,
+            unvisited: str = "auto", initial: str = "empirical", audit: bool | AuditSettings = True,
+            n_splits: int = 5, test_fraction: float = 0.5, split_by: Literal["trace", "task"] = "trace",
+            intervals: Intervals | None = "posterior", n_samples: int | None = None, confidence: float = 0.95,
+            horizon: int | None = None, seed: int = 0, state_sample: int = DEFAULT_STATE_SAMPLE,
+            check_traces: bool = True, progress: Callable[[str], None] | None = None,
+            partition_options: dict[str, Any] | None = None, **audit_options: Any) -> AnalysisResult:
+    """Fit, audit and bound a corpus in one pass (module docstring).
+
+    Parameters
+    ----------
+    source : TraceTable, path, or list of paths
+        The traces (any reader's format; a list only for canonical Parquet/JSONL with an engine).
+    reader, reader_options, on_error
+        How to read a path (``read_traces``); ``on_error="skip"`` drops a bad trace whole and counts it.
+    engine : None, "local", "dask" or an Engine
+        Where the partitions are summarised (None: this process, in memory).
+    states, state_options
+        How steps become states: ``"label"`` (the traces' labels), a spec (``"categorical"``, ``"ward"``,
+        ``"milestones:FILE"`` …), a state estimator, a fitted state model, or a list of state names.
+    pseudocount, prior, unvisited, initial
+        The chain's prior and estimator settings (:class:`~tracetochain.ChainEstimator`).
+    audit : bool or AuditSettings, default True
+        Run the certificate; ``audit_options`` are :class:`AuditSettings` fields (``level``, ``n_bootstrap``,
+        ``n_permutations``, ``order_criterion``, ``max_steps``, ``holdout`` …).
+    n_splits, test_fraction, split_by
+        The repeated held-out splits (random halves by trace id, or by task id).
+    intervals : {"posterior", "bootstrap"} or None, default "posterior"
+        The ensemble behind the intervals; ``n_samples`` draws (default 2000 posterior, 200 bootstrap).
+    confidence : float, default 0.95
+    horizon : int, optional
+        D of the descriptive model-vs-empirical RDC comparison in the certificate (default: the longest trace).
+    seed : int, default 0
+        Seeds the splits, the bootstrap weights and every test.
+    state_sample : int
+        Largest fit-half sample learned states are fitted on (partitioned corpora).
+
+    Examples
+    --------
+    >>> import tracetochain as tt
+    >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=2)
+    >>> res = analyze(traces, n_bootstrap=49, n_permutations=49, n_samples=200)
+    >>> res.certificate.status("R_inf"), round(res.chain.r_inf, 2) == round(res.pass_rate, 2)
+    ('certified', True)
+    """
+    step = progress or (lambda stage: None)
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if intervals not in ("posterior", "bootstrap", None):
+        raise ValueError(f"intervals must be 'posterior', 'bootstrap' or None, got {intervals!r}")
+    settings_audit = audit if isinstance(audit, AuditSettings) else AuditSettings(**audit_options)
+    if isinstance(audit, AuditSettings) and audit_options:
+        raise TypeError(f"pass audit options either as AuditSettings or as keywords, not both: {list(audit_options)}")
+    run_audit = audit is not False
+    prior_obj = ChainPrior.from_settings(pseudocount, prior)
+    policy = prior_obj.resolve_unvisited(unvisited)
+    n_draws = n_samples if n_samples is not None else (2000 if intervals == "posterior" else 200)
+    if intervals is not None and n_draws < 1:
+        raise ValueError(f"n_samples must be >= 1, got {n_draws}")
+    t0 = time.perf_counter()
+    step("reading")
+    from tracetochain.engines import Engine, get_engine
+
+    owns = engine is not None and not isinstance(engine, Engine)
+    eng = get_engine(engine) if owns else engine
+    parts, src, reader_name = plan_input(source, engine=eng, reader=reader, on_error=on_error,
+                                         reader_options=dict(reader_options or {}),
+                                         partition_options=dict(partition_options or {}))
+    tasks_repeat = _tasks_repeat_hint(parts)
+    spec = SummarySpec(seed=seed, n_splits=n_splits if run_audit and settings_audit.holdout else 0,
+                       test_fraction=test_fraction, split_by=split_by,
+                       n_replicates=n_draws if intervals == "bootstrap" else 0,
+                       resample_by="task" if tasks_repeat else "trace",
+                       include_outcomes=settings_audit.include_outcomes)
+    try:
+        step("states")
+        model, vocab = resolve_states(states, dict(state_options or {}), parts, spec, on_error, state_sample)
+        t1 = time.perf_counter()
+        step("summarising")
+        fn = functools.partial(_summarize_part, on_error=on_error, model=model, spec=spec, check_traces=check_traces)
+        if eng is None:
+            acc = fn(parts[0])
+            for p in parts[1:]:
+                acc = merge_summaries(acc, fn(p))
+        else:
+            acc = eng.map_reduce(fn, parts, merge_summaries)
+    finally:
+        if owns and eng is not None:
+            eng.close()
+    if check_traces and len(parts) > 1:
+        from tracetochain.partitioned._counts import _check_unique_traces
+
+        _check_unique_traces(acc.base, parts, on_error)  # type: ignore[arg-type]
+    if vocab is not None:
+        missing = [s for s in acc.state_names if s not in set(vocab)]
+        if missing:
+            raise TraceValidationError(f"state {missing[0]!r} occurs in the traces but is not in the given states",
+                                       source=src, field="state",
+                                       hint=f"add it to the state list ({len(missing)} label(s) missing) or relabel "
+                                            "those steps")
+        acc = reindex_summary(acc, tuple(vocab))
+    elif model is not None:
+        names = tuple(model.state_names) + ((UNSEEN_STATE,) if UNSEEN_STATE in acc.state_names else ())
+        acc = reindex_summary(acc, names)
+    if acc.counts.n_fitted_traces == 0 or acc.n_states == 0:
+        n = acc.counts.n_traces
+        raise EmptyTraceSetError(f"no traces to fit in {src}: {n['invalid']} invalid trace(s) excluded, "
+                                 f"{sum(n.values()) - n['invalid']} usable. Check the input (and the skipped-record "
+                                 "report).")
+    t2 = time.perf_counter()
+    step("chain")
+    chain = estimate_chain(acc.counts, prior=prior_obj, unvisited=policy, initial=initial)
+    if model is not None and hasattr(model, "to_dict"):
+        chain = chain.with_metadata(states=model.to_dict())
+    certificate = None
+    if run_audit:
+        step("audit")
+        certificate = audit_summary(acc, chain, prior=prior_obj, unvisited=policy, initial=initial,
+                                    settings=settings_audit, seed=seed, horizon=horizon, state_model=model,
+                                    extra_settings={"states": _describe_states(states), "n_splits": spec.n_splits,
+                                                    "split_by": split_by, "test_fraction": test_fraction})
+    t3 = time.perf_counter()
+    ensemble = None
+    if intervals is not None:
+        step(f"intervals ({intervals})")
+        ensemble = summary_ensemble(acc, chain, method=intervals, prior=prior_obj, unvisited=policy, initial=initial,
+                                    n_samples=n_draws, seed=seed, confidence=confidence)
+    t4 = time.perf_counter()
+    report = _ingest_report(acc, src, reader_name)
+    source_doc = {"path": src, "format": reader_name, "report": report, "n_partitions": len(parts),
+                  "engine": getattr(eng, "name", "memory") if eng is not None else "memory",
+                  "outcomes": dict(acc.counts.n_traces), "n_traces": sum(acc.counts.n_traces.values()),
+                  "n_steps": int(acc.visits.sum())}
+    settings = {"states": _describe_states(states), "state_options": dict(state_options or {}),
+                "prior": prior_obj.to_dict(), "unvisited": policy, "initial": initial, "seed": seed,
+                "audit": settings_audit.to_dict() if run_audit else None, "n_splits": spec.n_splits,
+                "split_by": split_by, "test_fraction": test_fraction, "intervals": intervals,
+                "n_samples": n_draws if intervals else None, "confidence": confidence,
+                "resample_by": spec.resample_by}
+    return AnalysisResult(chain, certificate, ensemble, acc, model, source_doc, settings,
+                          {"read_and_states": t1 - t0, "summaries": t2 - t1, "audit": t3 - t2,
+                           "intervals": t4 - t3})
+
+
+def _tasks_repeat_hint(parts: list[Any]) -> bool:
+    """Whether some task repeats, judged on in-memory input (a partitioned corpus decides per its summary: the
+    resampling unit must be fixed before the pass, so partitioned corpora resample by task whenever they carry a
+    task_id column)."""
+    if len(parts) == 1 and isinstance(parts[0], MemoryPartition):
+        t = parts[0].traces
+        if "task_id" not in t.columns or t.n_traces < 2:
+            return False
+        task = t.trace_column("task_id").drop_null()
+        import pyarrow.compute as pc
+
+        return len(task) > len(pc.unique(task))
+    return True
+
+
+def _ingest_report(acc: CorpusSummary, source: str, fmt: str) -> IngestReport:
+    from tracetochain.partitioned._counts import ingest_report
+
+    return ingest_report(acc.base, acc.counts, source, fmt)
+
+
+def _describe_states(states: Any) -> str:
+    if states is None or isinstance(states, str):
+        return states or "label"
+    if isinstance(states, (list, tuple)):
+        return "fixed list"
+    return type(states).__name__
+
+
+__all__ = ["AnalysisResult", "AuditSettings", "MemoryPartition", "analyze"]
+

@@ -1,0 +1,244 @@
+"""Compare two trace sets (two agents, two versions, last week and this week), in memory or partition by partition.
+
+Both sets get one state model (learned on a seeded sample of both, or the traces' own labels, whose vocabularies are
+united), so their chains share states. Each set is reduced to its summary (``analysis._summary``) with its own
+bootstrap replicates — Poisson weights by trace, or by task when tasks repeat —, so ΔR∞ and ΔR(d) get percentile
+intervals from the two sets' independent replicates (or posterior draws), paired by index; the per-state homogeneity
+test (Rao–Scott corrected G², ``audit._homogeneity``) says which rows differ; the transitions that moved most are
+listed; a verdict sums it up. A difference is never called on too little data: each side needs ``min_traces`` usable
+traces, else the verdict is *insufficient evidence* and says how many are missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tracetochain.analysis._analyze import UNSEEN_STATE, _summarize_part, plan_input, resolve_states
+from tracetochain.analysis._intervals import summary_ensemble
+from tracetochain.analysis._summary import CorpusSummary, SummarySpec, merge_summaries, reindex_summary
+from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts
+from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
+from tracetochain.exceptions import EmptyTraceSetError
+
+#: Usable traces each side needs before a difference is called.
+MIN_TRACES_PER_SIDE = 20
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of :func:`compare`: B relative to A."""
+
+    names: tuple[str, str]
+    chain_a: AbsorbingChain
+    chain_b: AbsorbingChain
+    delta_r_inf: float
+    delta_r_inf_interval: tuple[float, float]
+    horizon: int
+    delta_reliability: list[float]
+    delta_reliability_lower: list[float]
+    delta_reliability_upper: list[float]
+    homogeneity: HomogeneityResult
+    changed_transitions: tuple[dict[str, Any], ...]
+    confidence: float
+    samples: int
+    seed: int
+    method: str = "bootstrap"
+    n_usable: tuple[int, int] = (0, 0)
+    pass_rates: tuple[float, float] = (0.0, 0.0)
+    design_effects: tuple[float, float] = (1.0, 1.0)
+    min_traces: int = MIN_TRACES_PER_SIDE
+
+    @property
+    def insufficient(self) -> bool:
+        """Too few usable traces on a side to call a difference."""
+        return min(self.n_usable) < self.min_traces
+
+    @property
+    def direction(self) -> Literal["better", "worse", "same", "insufficient"]:
+        """B against A: its interval of ΔR∞ above 0, below 0, across 0 — or too little data to tell."""
+        if self.insufficient:
+            return "insufficient"
+        lo, hi = self.delta_r_inf_interval
+        return "better" if lo > 0 else ("worse" if hi < 0 else "same")
+
+    @property
+    def verdict(self) -> str:
+        lo, hi = self.delta_r_inf_interval
+        d = f"ΔR∞ = {self.delta_r_inf:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        a, b = self.names
+        if self.insufficient:
+            short = [f"{n} has {k}" for n, k in zip(self.names, self.n_usable, strict=True) if k < self.min_traces]
+            return (f"Insufficient evidence to compare {a} and {b}: {', '.join(short)} usable trace(s); a comparison "
+                    f"needs at least {self.min_traces} per side ({d}).")
+        if self.direction == "better":
+            return f"{b} is more reliable than {a}: {d}."
+        if self.direction == "worse":
+            return f"{b} is less reliable than {a}: {d}."
+        shape = (" — but their transitions differ (states: " + ", ".join(self.homogeneity.differing) + ")"
+                 if self.homogeneity.differing else "")
+        return f"No significant difference in eventual success between {a} and {b}: {d}{shape}."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "tracetochain.comparison", "schema_version": 2, "a": self.names[0], "b": self.names[1],
+                "verdict": self.verdict, "direction": self.direction, "insufficient_evidence": self.insufficient,
+                "min_traces_per_side": self.min_traces, "n_usable": list(self.n_usable),
+                "pass_rate": {"a": self.pass_rates[0], "b": self.pass_rates[1]},
+                "design_effect": {"a": self.design_effects[0], "b": self.design_effects[1]},
+                "r_inf": {"a": self.chain_a.r_inf, "b": self.chain_b.r_inf},
+                "delta_r_inf": self.delta_r_inf, "delta_r_inf_interval": list(self.delta_r_inf_interval),
+                "horizon": self.horizon, "delta_reliability": self.delta_reliability,
+                "delta_reliability_lower": self.delta_reliability_lower,
+                "delta_reliability_upper": self.delta_reliability_upper, "homogeneity": self.homogeneity.to_dict(),
+                "changed_transitions": list(self.changed_transitions), "confidence": self.confidence,
+                "method": self.method, "samples": self.samples, "seed": self.seed,
+                "state_names": list(self.chain_a.state_names)}
+
+    def __str__(self) -> str:
+        lines = [self.verdict, f"  R∞: {self.names[0]} {self.chain_a.r_inf:.4f}, {self.names[1]} "
+                               f"{self.chain_b.r_inf:.4f} ({self.confidence:.0%} {self.method}, {self.samples} draws; "
+                               f"usable traces {self.n_usable[0]} / {self.n_usable[1]})",
+                 "  " + str(self.homogeneity)]
+        if self.changed_transitions:
+            lines.append("  transitions that changed most:")
+            lines += [f"    {t['from']} → {t['to']}: {t['a']:.3f} → {t['b']:.3f} ({t['delta']:+.3f})"
+                      for t in self.changed_transitions]
+        return "\n".join(lines)
+
+    def to_markdown(self) -> str:
+        """A pull-request comment: verdict, the R∞ table and the transitions that moved."""
+        from tracetochain.report._markdown import _cell as md_text
+
+        a, b = (md_text(n) for n in self.names)
+        lo, hi = self.delta_r_inf_interval
+        lines = [f"### {md_text(self.verdict)}", "", f"| | {a} | {b} | Δ ({self.confidence:.0%} interval) |",
+                 "|---|---|---|---|",
+                 f"| R∞ | {self.chain_a.r_inf:.3f} | {self.chain_b.r_inf:.3f} | {self.delta_r_inf:+.3f} "
+                 f"[{lo:+.3f}, {hi:+.3f}] |"]
+        for d in (10, 20, 50):
+            if d <= self.horizon:
+                lo_d, hi_d = self.delta_reliability_lower[d], self.delta_reliability_upper[d]
+                lines.append(f"| R({d}) | | | {self.delta_reliability[d]:+.3f} [{lo_d:+.3f}, {hi_d:+.3f}] |")
+        lines += ["", md_text(str(self.homogeneity)), ""]
+        if self.changed_transitions:
+            lines += ["| transition | " + a + " | " + b + " | Δ |", "|---|---|---|---|"]
+            lines += [f"| {md_text(t['from'])} → {md_text(t['to'])} | {t['a']:.3f} | {t['b']:.3f} | "
+                      f"{t['delta']:+.3f} |" for t in self.changed_transitions]
+        return "\n".join(lines) + "\n"
+
+    def _repr_html_(self) -> str:
+        return "<pre>" + html.escape(str(self)) + "</pre>"
+
+
+def _rows(chain: AbsorbingChain) -> NDArray[np.float64]:
+    out: NDArray[np.float64] = np.column_stack([chain.Q, chain.R_success, chain.R_failure])
+    return out
+
+
+def _count_rows(s: CorpusSummary) -> NDArray[np.float64]:
+    c = s.counts
+    out: NDArray[np.float64] = np.column_stack([c.transitions, c.exits_success, c.exits_failure]).astype(float)
+    return out
+
+
+def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str | None = None,
+            reader_options: dict[str, Any] | None = None, on_error: str = "raise", engine: Any = None,
+            states: Any = "label", state_options: dict[str, Any] | None = None, pseudocount: float | None = None,
+            prior: str | None = None, horizon: int = 50, samples: int = 200,
+            method: Literal["bootstrap", "posterior"] = "bootstrap", confidence: float = 0.95, seed: int = 0,
+            level: float = 0.05, min_row_count: int = 5, top: int = 5, min_traces: int = MIN_TRACES_PER_SIDE,
+            partition_options: dict[str, Any] | None = None) -> Comparison:
+    """Compare B with A (module docstring): ΔR∞ and ΔR(d) with intervals, per-state homogeneity, biggest moves.
+
+    ``a`` and ``b`` are TraceTables or paths (any reader; canonical Parquet/JSONL corpora partition by partition with
+    an ``engine``). Seeds: A's replicates use ``seed``, B's ``seed + 1``; the same inputs give the same numbers on
+    every engine and every partitioning.
+    """
+    if samples < 2:
+        raise ValueError(f"samples must be >= 2, got {samples}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    from tracetochain.engines import Engine, get_engine
+
+    owns = engine is not None and not isinstance(engine, Engine)
+    eng = get_engine(engine) if owns else engine
+    prior_obj = ChainPrior.from_settings(pseudocount, prior)
+    policy = prior_obj.resolve_unvisited("auto")
+    opts = dict(reader_options or {})
+    popts = dict(partition_options or {})
+    try:
+        parts_a, src_a, _ = plan_input(a, engine=eng, reader=reader, on_error=on_error, reader_options=opts,
+                                       partition_options=popts)
+        parts_b, src_b, _ = plan_input(b, engine=eng, reader=reader, on_error=on_error, reader_options=opts,
+                                       partition_options=popts)
+        # One state model for both: learned on a seeded sample of both corpora (no held-out split here).
+        learn_spec = SummarySpec(seed=seed, n_splits=0)
+        model, vocab = resolve_states(states, dict(state_options or {}), [*parts_a, *parts_b], learn_spec, on_error,
+                                      50_000)
+        summaries = []
+        for k, parts in enumerate((parts_a, parts_b)):
+            spec = SummarySpec(seed=seed + k, n_splits=0, n_replicates=samples if method == "bootstrap" else 0,
+                               resample_by="task")
+            fn = functools.partial(_summarize_part, on_error=on_error, model=model, spec=spec, check_traces=True)
+            if eng is None:
+                acc = fn(parts[0])
+                for p in parts[1:]:
+                    acc = merge_summaries(acc, fn(p))
+            else:
+                acc = eng.map_reduce(fn, parts, merge_summaries)
+            summaries.append(acc)
+    finally:
+        if owns and eng is not None:
+            eng.close()
+    sa, sb = summaries
+    if vocab is not None:
+        union = tuple(vocab)
+    elif model is not None:
+        seen = set(sa.state_names) | set(sb.state_names)
+        union = tuple(model.state_names) + ((UNSEEN_STATE,) if UNSEEN_STATE in seen else ())
+    else:
+        union = sa.state_names + tuple(s for s in sb.state_names if s not in set(sa.state_names))
+    sa, sb = reindex_summary(sa, union), reindex_summary(sb, union)
+    for s, src in ((sa, src_a), (sb, src_b)):
+        if s.counts.n_fitted_traces == 0:
+            raise EmptyTraceSetError(f"no usable traces in {src}: every trace is invalid or there are none")
+    chain_a = estimate_chain(sa.counts, prior=prior_obj, unvisited=policy)
+    chain_b = estimate_chain(sb.counts, prior=prior_obj, unvisited=policy)
+    draws = []
+    for k, (s, chain) in enumerate(((sa, chain_a), (sb, chain_b))):
+        ens = summary_ensemble(s, chain, method=method, prior=prior_obj, unvisited=policy, initial="empirical",
+                               n_samples=samples, seed=seed + k, confidence=confidence)
+        r = ens.stats("r_inf", return_samples=True).samples
+        curve = ens.stats("reliability", horizon=horizon, return_samples=True).samples
+        assert r is not None and curve is not None
+        draws.append((np.asarray(r, float), np.asarray(curve, float), ens.info.get("design_effect", 1.0)))
+    homog = homogeneity_from_counts(_count_rows(sa), _count_rows(sb), list(union), level=level,
+                                    n_traces=(sa.n_usable, sb.n_usable),
+                                    boot=(sa.boot, sb.boot) if method == "bootstrap" else None, seed=seed)
+    (ra, ca, da), (rb, cb, db) = draws
+    n = min(ra.size, rb.size)
+    alpha = (1 - confidence) / 2
+    diff = rb[:n] - ra[:n]
+    curve_diff = cb[:n] - ca[:n]
+    Pa, Pb = _rows(chain_a), _rows(chain_b)
+    support = (sa.counts.row_totals >= min_row_count) & (sb.counts.row_totals >= min_row_count)
+    targets = [*union, "success", "failure"]
+    moves: list[dict[str, Any]] = []
+    for i in np.flatnonzero(support):
+        for j in range(Pa.shape[1]):
+            moves.append({"from": union[i], "to": targets[j], "a": float(Pa[i, j]), "b": float(Pb[i, j]),
+                          "delta": float(Pb[i, j] - Pa[i, j])})
+    moves.sort(key=lambda t: -abs(t["delta"]))
+    return Comparison(names, chain_a, chain_b, chain_b.r_inf - chain_a.r_inf,
+                      (float(np.quantile(diff, alpha)), float(np.quantile(diff, 1 - alpha))), horizon,
+                      [float(x) for x in chain_b.reliability(horizon) - chain_a.reliability(horizon)],
+                      [float(x) for x in np.quantile(curve_diff, alpha, axis=0)],
+                      [float(x) for x in np.quantile(curve_diff, 1 - alpha, axis=0)], homog, tuple(moves[:top]),
+                      confidence, samples, seed, method, (sa.n_usable, sb.n_usable),
+                      (sa.n_success / max(1, sa.n_usable), sb.n_success / max(1, sb.n_usable)), (float(da), float(db)),
+                      int(min_traces))
