@@ -42,7 +42,7 @@ DEFAULT_MAX_SIMULATED_TRACES = 10_000  # tracetochain.audit's default (recorded 
 
 def _chain(name: str) -> Any:
     import tracetochain as tt
-    from tracetochain.audit import ss7_chain
+    from tracetochain.datasets import ss7_chain
 
     if name == "ss7":
         return ss7_chain()

@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from tracetochain import AbsorbingChain, TraceTable
 from tracetochain.analysis import analyze
-from tracetochain.audit import simulate_memory_traces, ss7_chain
+from tracetochain.datasets import simulate_memory_traces, ss7_chain
 from tracetochain.numerics import simulate_traces
 
 RESULTS = Path(__file__).resolve().parent / "results"

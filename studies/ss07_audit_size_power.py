@@ -25,7 +25,8 @@ import numpy as np
 import tracetochain as tt
 from studies._common import Figure, StudyResult, artifact_json, chain_seeds
 from studies.ss06_illustrative_ranking import FRAMEWORKS, artifact_chains
-from tracetochain.audit import audit, ks_paper, order_test, simulate_memory_traces, ss7_chain
+from tracetochain.audit import audit, ks_paper, order_test
+from tracetochain.datasets import simulate_memory_traces, ss7_chain
 
 N_TRACES = 300
 MAX_STEPS = 200

@@ -111,7 +111,7 @@ def _windows(traces: TraceTable, by: str, window: float) -> list[tuple[str, np.n
 
 def monitor(traces: TraceTable, *, window: float = 100, by: Literal["order", "time"] = "order",
             baseline: TraceTable | None = None, states: Any = "label", state_options: dict[str, Any] | None = None,
-            pseudocount: float = 1.0, alpha: float = 0.05, n_permutations: int = 199, confidence: float = 0.95,
+            pseudocount: float | None = None, alpha: float = 0.05, confidence: float = 0.95,
             seed: int = 0) -> MonitorResult:
     """Fit per window and alert on departures from the baseline (see the module docstring for the rule)."""
     from tracetochain.uncertainty import DirichletPosterior
@@ -124,8 +124,6 @@ def monitor(traces: TraceTable, *, window: float = 100, by: Literal["order", "ti
     base = baseline if baseline is not None else traces.select_traces(wins[0][1])
     compared = len(wins) - (0 if baseline is not None else 1)
     threshold = alpha / max(compared, 1)
-    # Enough permutations that the smallest attainable p-value, 1/(B+1), can fall below the threshold.
-    n_permutations = max(n_permutations, int(np.ceil(4.0 / threshold)))
     estimator = states_from_spec(states, **(state_options or {})) if isinstance(states, str) else states
     model = estimator.fit(base.select_traces(base.outcomes() != 3)).fetch_model()
     vocab = model.state_names
@@ -145,8 +143,8 @@ def monitor(traces: TraceTable, *, window: float = 100, by: Literal["order", "ti
         differing: tuple[str, ...] = ()
         is_baseline = baseline is None and i == 0
         if not is_baseline:
-            h = homogeneity_test(base_labelled, labelled, states=vocab, n_permutations=n_permutations,
-                                 level=threshold, seed=int(seeds[i].generate_state(2)[1]))
+            h = homogeneity_test(base_labelled, labelled, states=vocab, level=threshold,
+                                 seed=int(seeds[i].generate_state(2)[1]))
             p, differing = h.p_value, h.differing
         alert = p is not None and p <= threshold
         lower, upper = float(r.lower), float(r.upper)  # type: ignore[arg-type]  # scalar quantity

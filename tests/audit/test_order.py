@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracetochain as tt
-from tracetochain.audit import artifact_aic, order_observations, order_test, simulate_memory_traces, ss7_chain
+from tracetochain.audit import artifact_aic, order_observations, order_test
+from tracetochain.datasets import simulate_memory_traces, ss7_chain
 
 
 def traces_from(seqs: list[tuple[list[str], str]]) -> tt.TraceTable:

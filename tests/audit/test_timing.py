@@ -175,8 +175,8 @@ def test_rescaled_bootstrap_keeps_the_level_and_the_decisions() -> None:
     """60 null corpora (SS7 truth, 2,000 traces split 50/50, held-out refit): replicates at 1/8 of the size and
     rescaled reject about as often as full-size ones and almost always decide alike (benchmarks/
     ks_rescale_calibration.py runs the 400-corpus version: 5.0% vs 5.5%)."""
-    from tracetochain.audit import ks_calibrated, split_indices, ss7_chain
-    from tracetochain.audit._studies import simulate_memory_traces
+    from tracetochain.audit import ks_calibrated, split_indices
+    from tracetochain.datasets import simulate_memory_traces, ss7_chain
 
     chain = ss7_chain()
     full, small = [], []

@@ -191,7 +191,7 @@ def test_split_and_weights_are_functions_of_the_id() -> None:
 
 def test_order_test_from_counts_equals_order_test() -> None:
     """Same statistics; the table-drawn permutation p-value agrees with the shuffled one (same null law)."""
-    from tracetochain.audit import simulate_memory_traces, ss7_chain
+    from tracetochain.datasets import simulate_memory_traces, ss7_chain
 
     for traces in (tt.datasets.simulate_traces(tt.datasets.random_chain(4, seed=1), 400, seed=2),
                    simulate_memory_traces(ss7_chain(), 300, memory=0.4, seed=3)):

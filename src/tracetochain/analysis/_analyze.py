@@ -33,8 +33,13 @@ from numpy.typing import NDArray
 
 from tracetochain.analysis._audit import AuditSettings, audit_summary
 from tracetochain.analysis._intervals import design_effect, summary_ensemble
-from tracetochain.analysis._summary import CorpusSummary, SummarySpec, merge_summaries, reindex_summary, \
-    summarize_traces
+from tracetochain.analysis._summary import (
+    CorpusSummary,
+    SummarySpec,
+    merge_summaries,
+    reindex_summary,
+    summarize_traces,
+)
 from tracetochain.audit._certificate import Certificate
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
 from tracetochain.exceptions import EmptyTraceSetError, TraceValidationError
@@ -167,14 +172,15 @@ def label_steps(traces: TraceTable, model: Any) -> tuple[NDArray[np.int64], tupl
     """State code of every step and the state names: the traces' own labels, or the model's prediction with steps it
     cannot place in :data:`UNSEEN_STATE`."""
     if model is None:
-        codes, names = traces.state_labels()
-        return np.asarray(codes, dtype=np.int64), tuple(names)
-    names = tuple(model.state_names)
+        raw_codes, labels = traces.state_labels()
+        return np.asarray(raw_codes, dtype=np.int64), tuple(labels)
+    names: tuple[str, ...] = tuple(model.state_names)
     try:
         codes = np.asarray(model.predict(traces), dtype=np.int64)
     except ValueError:
         # Label-based categorical states refuse unseen labels: place what is known, the rest is unseen.
         raw, raw_names = traces.state_labels()
+        raw = np.asarray(raw, dtype=np.int64)
         lookup = {s: i for i, s in enumerate(names)}
         codes = np.array([lookup.get(x, -1) for x in raw_names], np.int64)[raw] if raw.size else raw
     bad = (codes < 0) | (codes >= len(names))

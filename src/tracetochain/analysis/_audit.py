@@ -178,8 +178,8 @@ def _timing_layer(summary: CorpusSummary, chains: list[AbsorbingChain | None], f
     S = summary.spec.n_splits
     f = summary.spec.test_fraction
     pass_rate = summary.n_success / max(1, summary.n_usable)
-    common = {"n_bootstrap": settings.n_bootstrap, "max_steps": settings.max_steps,
-              "max_simulated_traces": settings.max_simulated_traces}
+    common: dict[str, Any] = {"n_bootstrap": settings.n_bootstrap, "max_steps": settings.max_steps,
+                              "max_simulated_traces": settings.max_simulated_traces}
     if not settings.holdout or S == 0:
         n_times = summary.n_success
         if n_times < MIN_TIMES:
@@ -309,7 +309,7 @@ def audit_summary(summary: CorpusSummary, full: AbsorbingChain, *, prior: ChainP
     splits = ({"n_splits": S, "by": summary.spec.split_by, "test_fraction": summary.spec.test_fraction,
                "seed": summary.spec.seed, "rule": "held out iff u(id hash, seed, split) < test_fraction (SplitMix64)",
                "n_usable": summary.n_usable, "n_test": [int(x) for x in n_test],
-               "mean_test": int(round(float(n_test.mean()))) if S else 0} if S else None)
+               "mean_test": round(float(n_test.mean())) if S else 0} if S else None)
     doc = {"audit": settings.to_dict(), "prior": prior.to_dict(), "unvisited": unvisited, "initial": initial,
            "seed": seed, **(extra_settings or {})}
     return build_certificate(layers, level=settings.level, settings=doc, horizon=D,

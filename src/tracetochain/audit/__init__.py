@@ -65,9 +65,9 @@ from tracetochain.audit._order import (
     order_triplets,
 )
 from tracetochain.audit._settings import OrderSettings, TimingSettings
-from tracetochain.audit._studies import simulate_memory_traces, ss7_chain
 from tracetochain.audit._timing import (
     TimingResult,
+    kolmogorov_asymptotic_pvalue,
     ks_calibrated,
     ks_calibrated_counts,
     ks_paper,
@@ -115,6 +115,7 @@ __all__ = [
     "holm",
     "homogeneity_from_counts",
     "homogeneity_test",
+    "kolmogorov_asymptotic_pvalue",
     "ks_calibrated",
     "ks_calibrated_counts",
     "ks_paper",

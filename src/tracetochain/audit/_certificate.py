@@ -254,13 +254,15 @@ class Certificate:
     def timing(self) -> TimingResult | None:
         """The timing layer's result on the first split (``layers["timing"].detail`` has them all)."""
         d = self._detail("timing")
-        return d[0] if isinstance(d, (list, tuple)) and d else d
+        out: TimingResult | None = d[0] if isinstance(d, (list, tuple)) and d else d
+        return out
 
     @property
     def r_inf_check(self) -> RInfCheck | None:
         """The R∞ check on the first split (``layers["r_inf"].detail`` has them all)."""
         d = self._detail("r_inf")
-        return d[0] if isinstance(d, (list, tuple)) and d else d
+        out: RInfCheck | None = d[0] if isinstance(d, (list, tuple)) and d else d
+        return out
 
     @property
     def order(self) -> OrderResult | None:
@@ -418,4 +420,6 @@ def audit(traces: Any, **options: Any) -> Certificate:
     from tracetochain.analysis import analyze
 
     options.setdefault("intervals", None)
-    return analyze(traces, **options).certificate
+    cert = analyze(traces, **options).certificate
+    assert cert is not None
+    return cert

@@ -26,6 +26,13 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain.audit._censoring import (
+    cap_survival,
+    censoring_survival,
+    draw_caps,
+    length_histograms,
+    observed_success_pmf,
+)
 from tracetochain.audit._common import (
     CENSORED,
     FAILURE,
@@ -41,13 +48,6 @@ from tracetochain.audit._common import (
     replicate_blocks,
     seed_record,
     trace_lengths,
-)
-from tracetochain.audit._censoring import (
-    cap_survival,
-    censoring_survival,
-    draw_caps,
-    length_histograms,
-    observed_success_pmf,
 )
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_rows, initial_distribution, outcome_matrix
 from tracetochain.exceptions import UndefinedMetricError

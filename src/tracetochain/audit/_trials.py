@@ -71,8 +71,8 @@ def per_task_pass_at_k(successes: NDArray[np.int64], trials: NDArray[np.int64], 
     >>> per_task_pass_at_k(np.array([3, 1]), np.array([4, 4]), 2).round(4).tolist()
     [1.0, 0.5]
     """
-    c = np.asarray(successes, dtype=np.float64)
-    n = np.asarray(trials, dtype=np.float64)
+    c = np.asarray(successes, dtype=np.int64)
+    n = np.asarray(trials, dtype=np.int64)
     return 1.0 - per_task_pass_hat_k(n - c, n, k)
 
 
@@ -296,7 +296,10 @@ def trials_check_table(table: TaskTable | None, r_inf: float, *, ks: list[int] |
     used = tuple(int(np.count_nonzero(n >= k)) for k in ks)
     rng_b = np.random.default_rng(boot_seed)
     idx = rng_b.integers(0, n.size, (n_bootstrap, n.size))
-    hat, hat_iv, at, at_iv = [], [], [], []
+    hat: list[float | None] = []
+    at: list[float | None] = []
+    hat_iv: list[tuple[float | None, float | None]] = []
+    at_iv: list[tuple[float | None, float | None]] = []
     for k in ks:
         ph = per_task_pass_hat_k(c, n, k)
         pa_ = per_task_pass_at_k(c, n, k)

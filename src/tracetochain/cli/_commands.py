@@ -10,16 +10,16 @@ from typing import Annotated, Any
 import typer
 
 from tracetochain.cli._input import (
+    STDIN,
     LegacyFormatOpt,
     ReaderOpt,
     ReaderOptionOpt,
     load_traces,
     reader_name,
-    refuse_on_engine,
 )
 
 FIT_EXAMPLE = (
-    "Example: tracetochain fit runs.jsonl -o chain.json --pseudocount 1 --horizon 30   "
+    "Example: tracetochain fit runs.jsonl -o chain.json --horizon 30   "
     "(input: one JSON object per step with trace_id, step_idx, state or step_kind, outcome)"
 )
 METRICS_EXAMPLE = "Example: tracetochain metrics chain.json --horizon 50 --k 1,3,5 --json > metrics.json"
@@ -87,14 +87,60 @@ def _intervals(source: Any, method: str, ci: float, samples: int, seed: int, hor
                             horizon=horizon, ks=ks, states=states)
 
 
+PseudocountOpt = Annotated[float | None, typer.Option(
+    min=0.0, help="Laplace pseudocount α on each outcome of every row (the paper used 1; 0 = plain MLE). Default: "
+                  "one pseudo-episode (½ success, ½ failure) spread over the states, which invents no failures.")]
+
+
+def state_options(states: str, features: str, vocabulary: str | None, k_min: int, k_max: int,
+                  seed: int = 0) -> dict[str, Any]:
+    """The options of a state spec string (what `fit`, `report`, `audit` and `compare` share)."""
+    if states == "ward":
+        return {"features": features, "vocabulary": vocabulary, "k_min": k_min, "k_max": k_max, "seed": seed}
+    return {"vocabulary": vocabulary} if vocabulary else {}
+
+
+def analysis_input(path: Path, reader: str | None, option: list[str] | None, on_error: str, engine: str | None,
+                   *, announce: bool = True) -> Any:
+    """What `analyze` reads: the canonical file or folder itself when an engine can cut it into partitions (no
+    reader, no reader options, not stdin), else the traces read here by any reader (they then travel as one
+    partition, so --engine accepts every format)."""
+    from tracetochain.analysis._analyze import _is_canonical_corpus
+
+    if engine is not None and reader is None and not option and str(path) != STDIN \
+            and _is_canonical_corpus(path, None):
+        return path
+    return load_traces(path, reader, option, on_error=on_error, announce=announce)
+
+
+def run_analysis(source: Any, *, on_error: str, engine: str | None, scheduler: str | None, states: str,
+                 options: dict[str, Any], **kwargs: Any) -> Any:
+    """Call :func:`tracetochain.analysis.analyze` once, whatever the engine; library ValueErrors become usage errors."""
+    from tracetochain.analysis import analyze
+    from tracetochain.exceptions import TraceToChainError
+
+    spec: Any = None if states == "label" and not options else states
+    try:
+        if engine is None:
+            return analyze(source, on_error=on_error, states=spec, state_options=options, **kwargs)
+        from tracetochain.engines import get_engine
+
+        with get_engine(engine, scheduler=scheduler) as eng:
+            return analyze(source, on_error=on_error, engine=eng, states=spec, state_options=options, **kwargs)
+    except ValueError as exc:
+        if isinstance(exc, TraceToChainError):
+            raise
+        raise typer.BadParameter(str(exc)) from None
+
+
 def fit(
     traces: Annotated[Path, typer.Argument(
         help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
     reader: ReaderOpt = None,
     option: ReaderOptionOpt = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the fitted chain (JSON).")] = None,
-    pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α per outcome (0 = MLE).")] = 1.0,
-    unvisited: Annotated[UnvisitedChoice, typer.Option(help="Rows with no data: smoothed prior or failure.")] = (
+    pseudocount: PseudocountOpt = None,
+    unvisited: Annotated[UnvisitedChoice, typer.Option(help="Rows with no data: the prior's row or failure.")] = (
         UnvisitedChoice.auto),
     initial: Annotated[InitialChoice, typer.Option(help="π0: empirical first states, or the modal one.")] = (
         InitialChoice.empirical),
@@ -106,7 +152,7 @@ def fit(
     vocabulary: VocabularyOpt = None,
     k_min: KMinOpt = 2,
     k_max: KMaxOpt = 10,
-    seed: Annotated[int, typer.Option(help="Seed for every random choice (only scalable clustering uses one).")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed for every random choice (intervals, state learning).")] = 0,
     horizon: HorizonOpt = 30,
     k: KOpt = "1,3,5",
     ci: CiOpt = 0.95,
@@ -118,114 +164,70 @@ def fit(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     legacy_format: LegacyFormatOpt = None,
 ) -> None:
-    """Fit an absorbing Markov chain to agent traces and print its reliability summary with intervals."""
+    """Fit an absorbing Markov chain to agent traces and print its reliability summary with intervals.
+
+    `fit` does not audit (see `audit` and `report`); pass^k is labelled with the trials check when tasks repeat."""
     from tracetochain import summarize
-    from tracetochain.pipeline import fit_chain
 
     ks = _parse_ks(k)
     reader = reader_name(reader, legacy_format)
-    if engine is not None:
-        refuse_on_engine([traces], reader, option)
-        _fit_on_engine(traces, engine, scheduler, output, pseudocount, unvisited.value, initial.value, on_error.value,
-                       states, features, vocabulary, k_min, k_max, seed, horizon, ks, ci, uncertainty, samples,
-                       as_json, quiet)
-        return
-    table = load_traces(traces, reader, option, on_error=on_error.value, announce=False)
-    try:
-        result = fit_chain(table, states=states, pseudocount=pseudocount, unvisited=unvisited.value,
-                           initial=initial.value, features=features, vocabulary=vocabulary, k_min=k_min,
-                           k_max=k_max, seed=seed)
-    except ValueError as exc:
-        from tracetochain.exceptions import TraceToChainError
-
-        if isinstance(exc, TraceToChainError):
-            raise
-        raise typer.BadParameter(str(exc)) from None
+    if uncertainty not in ("posterior", "bootstrap", "none"):
+        raise typer.BadParameter(f"--uncertainty must be posterior, bootstrap or none, got {uncertainty!r} "
+                                 "(bootstrap-full is a library option: TraceBootstrap(path='full'))")
+    method = None if uncertainty == "none" else uncertainty
+    source = analysis_input(traces, reader, option, on_error.value, engine, announce=False)
+    result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
+                          options=state_options(states, features, vocabulary, k_min, k_max, seed),
+                          pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value, audit=False,
+                          intervals=method, n_samples=samples, confidence=ci, seed=seed)
     chain = result.chain
     if output is not None:
-        _write_chain(chain, output, table.report.to_dict())
+        _write_chain(chain, output, result.ingest.to_dict())
     if quiet:
         return
     summary = summarize(chain, horizon=horizon, ks=ks)
-    full_states = None
-    if uncertainty == "bootstrap-full":
-        from tracetochain.states import states_from_spec
-
-        full_states = states_from_spec(states, features=features, vocabulary=vocabulary, k_min=k_min, k_max=k_max,
-                                       seed=seed)
-    intervals = _intervals(result, uncertainty, ci, samples, seed, horizon, ks, full_states)
+    intervals = result.intervals(horizon=horizon, ks=ks)
+    trials = _trials_label(result)
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals
-        doc["ingest"] = table.report.to_dict()
+        doc["ingest"] = result.ingest.to_dict()
+        doc["pass_hat_k_status"] = {k: v for k, v in trials.items() if k != "per_task"}
+        doc["design_effect"] = result.design_effect
         doc["chain_file"] = str(output) if output else None
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
     from tracetochain.cli._render import render_ingest, render_summary
 
-    render_ingest(table.report, table.outcome_counts(), detected=reader is None)
-    if result.states.method != "categorical" or vocabulary is not None:
-        typer.echo(result.states.describe())
-    render_summary(summary, intervals)
+    render_ingest(result.ingest, dict(result.summary.counts.n_traces), detected=reader is None)
+    if result.state_model is not None and (result.state_model.method != "categorical" or vocabulary is not None):
+        typer.echo(result.state_model.describe())
+    render_summary(summary, intervals, pass_k_note=trials["note"])
     if output is not None:
         typer.echo(f"chain written to {output}")
     else:
         typer.echo("(use -o chain.json to save the chain for `tracetochain metrics`)")
 
 
-def _fit_on_engine(traces: Path, engine: str, scheduler: str | None, output: Path | None, pseudocount: float,
-                   unvisited: str, initial: str, on_error: str, states: str, features: str, vocabulary: str | None,
-                   k_min: int, k_max: int, seed: int, horizon: int, ks: tuple[int, ...], ci: float, uncertainty: str,
-                   samples: int, as_json: bool, quiet: bool) -> None:
-    """`fit --engine`: partitioned counting (the library decides what, the engine where)."""
-    from tracetochain import summarize
-    from tracetochain.engines import get_engine
-    from tracetochain.partitioned import fit_partitioned
+def _trials_label(result: Any) -> dict[str, Any]:
+    """What can be said of the chain's i.i.d. pass^k without the full audit: the trials check (cheap: per-task
+    counts) when tasks repeat, else that the assumption is untested."""
+    from tracetochain.audit import trials_check_table
 
-    if uncertainty not in ("posterior", "bootstrap", "none"):
-        raise typer.BadParameter("with --engine the states are fixed: use --uncertainty posterior (from the counts), "
-                                 "bootstrap (Poisson, by trace id) or none")
-    options: dict[str, Any] = {}
-    if states == "ward":
-        options = {"features": features, "vocabulary": vocabulary, "k_min": k_min, "k_max": k_max, "seed": seed}
-    elif vocabulary:
-        options = {"vocabulary": vocabulary}
-    spec = None if states == "label" and not vocabulary else states
-    ensemble = None
-    with get_engine(engine, scheduler=scheduler) as eng:
-        if uncertainty == "bootstrap":
-            from tracetochain.partitioned import bootstrap_partitioned
-
-            chain, ensemble = bootstrap_partitioned(traces, engine=eng, states=spec, state_options=options or None,
-                                                    pseudocount=pseudocount, unvisited=unvisited, initial=initial,
-                                                    n_resamples=samples, seed=seed, confidence=ci,
-                                                    on_error=on_error)  # type: ignore[arg-type]
-        else:
-            chain = fit_partitioned(traces, engine=eng, pseudocount=pseudocount, unvisited=unvisited,
-                                    initial=initial, states=spec, on_error=on_error,  # type: ignore[arg-type]
-                                    **options)
-    if output is not None:
-        _write_chain(chain, output, {"source": str(traces), "engine": engine})
-    if quiet:
-        return
-    summary = summarize(chain, horizon=horizon, ks=ks)
-    intervals: dict[str, Any] | None
-    if ensemble is not None:
-        from tracetochain.uncertainty import interval_summary
-
-        intervals = interval_summary(ensemble, horizon=horizon, ks=ks)
-    else:
-        intervals = _intervals(chain, uncertainty, ci, samples, seed, horizon, ks)
-    if as_json:
-        doc = summary.to_dict()
-        doc["intervals"] = intervals
-        doc["engine"] = engine
-        typer.echo(json.dumps(doc, indent=2, allow_nan=False))
-        return
-    from tracetochain.cli._render import render_summary
-
-    typer.echo(f"{traces}: counted on the {engine} engine")
-    render_summary(summary, intervals)
+    res = trials_check_table(result.summary.tasks, result.chain.r_inf, seed=0)
+    if not res.applicable:
+        return {"status": "untested", "p_value": None,
+                "note": "pass^k assumes independent trials with one success probability (untested: no task was "
+                        "tried twice)"}
+    if res.p_value is None:
+        return {"status": "untested", "p_value": None, "note": "pass^k: " + "; ".join(res.notes)}
+    if res.flagged:
+        emp = ", ".join(f"pass^{k} {v:.3f}" for k, v in zip(res.ks, res.pass_hat_k, strict=True) if v is not None)
+        return {"status": "withheld", "p_value": res.p_value, "per_task": res.to_dict(),
+                "note": f"tasks differ (trials check p = {res.p_value:.3g}, design effect {res.design_effect:.2f}): "
+                        f"the i.i.d. pass^k above understates pass^k for k ≥ 2; per task: {emp}"}
+    return {"status": "certified", "p_value": res.p_value,
+            "note": f"repeated trials look exchangeable (trials check p = {res.p_value:.3g})"}
 
 
 def metrics(

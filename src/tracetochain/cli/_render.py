@@ -57,10 +57,19 @@ def _iv(intervals: dict[str, Any] | None, name: str, digits: int = 4) -> str:
     return ""
 
 
-def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = None) -> None:
+def _prior_text(md: dict[str, Any]) -> str:
+    prior = md.get("prior")
+    if isinstance(prior, dict):
+        if prior.get("kind") == "laplace":
+            return f", Laplace prior α = {prior.get('strength'):g}"
+        return ", episode prior"
+    return f", pseudocount {md['pseudocount']:g}" if md.get("pseudocount") is not None else ""
+
+
+def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = None, *,
+                   pass_k_note: str | None = None) -> None:
     md = s.chain_metadata
-    _console.print(f"[bold]Absorbing chain[/]: {s.n_states} transient states"
-                   + (f", pseudocount {md['pseudocount']:g}" if "pseudocount" in md else ""))
+    _console.print(f"[bold]Absorbing chain[/]: {s.n_states} transient states{_prior_text(md)}")
     if md.get("unvisited_states"):
         names = ", ".join(md["unvisited_states"][:5])
         _console.print(f"[yellow]states with no outgoing data ({md.get('unvisited_policy')} row): "
@@ -94,7 +103,7 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     _console.print(curve)
     _console.print(f"  [dim]R∞ − R({s.horizon}) = {s.residual_at_horizon:.2e} (exact tail mass)[/]")
 
-    pk = Table(title="pass@k and pass^k (i.i.d. trials)", title_justify="left")
+    pk = Table(title="pass@k and pass^k of the chain (i.i.d. trials)", title_justify="left")
     pk.add_column("k", justify="right")
     pk.add_column("pass@k", justify="right")
     pk.add_column("pass^k", justify="right")
@@ -108,6 +117,8 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     for k, a, h in zip(s.ks, s.pass_at_k, s.pass_hat_k, strict=True):
         pk.add_row(str(k), with_iv("pass_at_k", k, a), with_iv("pass_hat_k", k, h))
     _console.print(pk)
+    if pass_k_note:
+        _console.print(f"  [dim]{escape(pass_k_note)}[/]")
 
     worst = Table(title="Where failures leave from", title_justify="left")
     worst.add_column("state", justify="left", no_wrap=True, max_width=40)

@@ -19,12 +19,17 @@ from tracetochain.cli._commands import (
     FeaturesOpt,
     KMaxOpt,
     KMinOpt,
+    OnErrorChoice,
+    PseudocountOpt,
     SchedulerOpt,
     StatesOpt,
     VocabularyOpt,
     _parse_ks,
+    analysis_input,
+    run_analysis,
+    state_options,
 )
-from tracetochain.cli._input import ReaderOpt, ReaderOptionOpt, load_traces, pick_alias, refuse_on_engine
+from tracetochain.cli._input import ReaderOpt, ReaderOptionOpt, pick_alias
 
 REPORT_EXAMPLE = ('Example: tracetochain report runs.json -o report.html --fail-under "pass^3>=0.6"   '
                   "(τ-bench results; --format md prints a pull-request comment; a Parquet folder of any size: "
@@ -47,10 +52,11 @@ class Uncertainty(StrEnum):
     none = "none"
 
 
-def _state_options(states: str, features: str, vocabulary: str | None, k_min: int, k_max: int) -> dict[str, object]:
-    if states == "ward":
-        return {"features": features, "vocabulary": vocabulary, "k_min": k_min, "k_max": k_max}
-    return {"vocabulary": vocabulary} if vocabulary else {}
+SplitsOpt = Annotated[int, typer.Option("--splits", min=1, max=50,
+                                        help="Held-out splits the R∞ and timing layers are repeated on.")]
+LevelOpt = Annotated[float, typer.Option("--level", min=0.001, max=0.5,
+                                         help="Family-wise level of the certificate (the chance that a sound chain "
+                                              "loses an output).")]
 
 
 def report(
@@ -67,16 +73,21 @@ def report(
     vocabulary: VocabularyOpt = None,
     k_min: KMinOpt = 2,
     k_max: KMaxOpt = 10,
-    pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α per outcome.")] = 1.0,
+    pseudocount: PseudocountOpt = None,
     horizon: Annotated[int, typer.Option(min=1, help="Largest step budget d shown.")] = 50,
     k: Annotated[str, typer.Option("--k", help="k for pass@k / pass^k, comma-separated.")] = "1,2,3,4,5",
     no_audit: Annotated[bool, typer.Option("--no-audit", help="Skip the goodness-of-fit audit.")] = False,
-    in_sample: Annotated[bool, typer.Option("--in-sample", help="Audit on the fit data (no held-out split).")
+    in_sample: Annotated[bool, typer.Option("--in-sample", help="Audit on the fit data (no held-out splits).")
                          ] = False,
+    splits: SplitsOpt = 5,
+    level: LevelOpt = 0.05,
     ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
     uncertainty: Annotated[Uncertainty, typer.Option(help="How intervals are made.")] = Uncertainty.posterior,
     samples: Annotated[int, typer.Option(min=50, help="Posterior draws or bootstrap replicates.")] = 1000,
-    seed: Annotated[int, typer.Option(help="Seed for the split, bootstrap and simulation.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed for the splits, bootstrap and simulation.")] = 0,
+    on_error: Annotated[OnErrorChoice, typer.Option(
+        "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
+        OnErrorChoice.raise_),
     fail_under: Annotated[list[str] | None, typer.Option(
         "--fail-under", help='Gate such as "pass^3>=0.6" or "R(20)>=0.5" (repeatable); exit 3 if one fails.')] = None,
     gate_on: Annotated[str, typer.Option(help="Compare gates with the point estimate or the interval's lower bound.")
@@ -88,12 +99,11 @@ def report(
 ) -> None:
     """Read traces, discover states, fit and audit the chain, attach intervals, and write a report.
 
-    With --engine a canonical Parquet/JSONL corpus of any size is read partition by partition (no trials check)."""
+    With --engine the same analysis runs partition by partition (a canonical Parquet/JSONL corpus of any size)."""
     from rich.console import Console
 
-    from tracetochain.report import render_html
+    from tracetochain.report import build_report, render_html
     from tracetochain.report._markdown import render_markdown
-    from tracetochain.report._pipeline import make_report
     from tracetochain.report.gates import GATE_FAILED_EXIT_CODE, evaluate_gate
 
     if gate_on not in ("point", "lower"):
@@ -104,44 +114,23 @@ def report(
                      else OutFormat.html)
     out = output or Path(f"report.{fmt.value}")
     console = Console(stderr=True, quiet=quiet)
-    state_options = _state_options(states, features, vocabulary, k_min, k_max)
+    if uncertainty == Uncertainty.bootstrap_full:
+        raise typer.BadParameter("--uncertainty bootstrap-full is a library option (TraceBootstrap(path='full')); "
+                                 "use posterior or bootstrap")
     method = None if uncertainty == Uncertainty.none else uncertainty.value
-    if engine is not None:
-        refuse_on_engine([traces], reader, option)
-        if no_audit:
-            raise typer.BadParameter("with --engine the audit runs in the same pass over the data; drop --no-audit")
-        if method == "bootstrap-full":
-            raise typer.BadParameter("--uncertainty bootstrap-full refits the states on every replicate and needs "
-                                     "the traces in memory; use posterior or bootstrap with --engine")
+    source = analysis_input(traces, reader, option, on_error.value, engine, announce=not quiet)
     with console.status("reading traces") as status:
 
         def progress(stage: str) -> None:
             status.update(stage)
 
-        try:
-            if engine is not None:
-                from tracetochain.engines import get_engine
-                from tracetochain.report._pipeline import make_partitioned_report
-
-                with get_engine(engine, scheduler=scheduler) as eng:
-                    doc = make_partitioned_report(
-                        traces, engine=eng, states=None if states == "label" and not state_options else states,
-                        state_options=state_options or None, pseudocount=pseudocount, horizon=horizon, ks=ks,
-                        holdout=not in_sample, uncertainty=method,  # type: ignore[arg-type]
-                        confidence=ci, samples=samples, seed=seed, progress=progress)
-            else:
-                table = load_traces(traces, reader, option, announce=not quiet)
-                doc = make_report(table, states=states, state_options=state_options, pseudocount=pseudocount,
-                                  horizon=horizon, ks=ks, audit=not no_audit, holdout=not in_sample,
-                                  uncertainty=method,  # type: ignore[arg-type]
-                                  confidence=ci, samples=samples, seed=seed, progress=progress)
-        except ValueError as exc:
-            from tracetochain.exceptions import TraceToChainError
-
-            if isinstance(exc, TraceToChainError):
-                raise
-            raise typer.BadParameter(str(exc)) from None
+        result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
+                              options=state_options(states, features, vocabulary, k_min, k_max, seed),
+                              pseudocount=pseudocount, audit=not no_audit, holdout=not in_sample, n_splits=splits,
+                              level=level, intervals=method, n_samples=samples, confidence=ci, seed=seed,
+                              progress=progress)
         status.update("writing")
+        doc = build_report(result, horizon=horizon, ks=ks)
         text = {"html": lambda: render_html(doc), "md": lambda: render_markdown(doc),
                 "json": lambda: json.dumps(doc, indent=1, allow_nan=False) + "\n"}[fmt.value]()
     from tracetochain.exceptions import TraceToChainError
@@ -156,11 +145,13 @@ def report(
                    f"{str(cert.get('decision', 'not audited')).upper()}; wrote {out}")
         if doc.get("withheld"):
             typer.echo(f"withheld: {', '.join(doc['withheld'])}")
+        if doc.get("untested"):
+            typer.echo(f"untested: {', '.join(doc['untested'])}")
     code = 0
     for expression in fail_under or []:
-        result = evaluate_gate(expression, doc, use="lower" if gate_on == "lower" else "point")
-        typer.echo(result.message, err=not result.passed)
-        if not result.passed:
+        gate = evaluate_gate(expression, doc, use="lower" if gate_on == "lower" else "point")
+        typer.echo(gate.message, err=not gate.passed)
+        if not gate.passed:
             code = GATE_FAILED_EXIT_CODE
     if code == 0 and fail_on_reject and str(cert.get("decision")) == "reject":
         typer.echo("the audit rejected the chain (--fail-on-reject)", err=True)
@@ -179,18 +170,23 @@ def audit(
     vocabulary: VocabularyOpt = None,
     k_min: KMinOpt = 2,
     k_max: KMaxOpt = 10,
-    pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α per outcome.")] = 1.0,
-    in_sample: Annotated[bool, typer.Option("--in-sample", help="No held-out split.")] = False,
+    pseudocount: PseudocountOpt = None,
+    in_sample: Annotated[bool, typer.Option("--in-sample", help="No held-out splits.")] = False,
+    splits: SplitsOpt = 5,
+    level: LevelOpt = 0.05,
     ks_samples: Annotated[int, typer.Option(
-        "--ks-samples", min=19, help="Parametric-bootstrap replicates behind the KS p-value.")] = 199,
-    ks_mode: Annotated[str, typer.Option(help="calibrated (lattice KS, bootstrap p) or paper (two-sample KS).")
-                       ] = "calibrated",
-    seed: Annotated[int, typer.Option(help="Seed for the split and the bootstrap.")] = 0,
+        "--ks-samples", min=19, help="Parametric-bootstrap replicates behind the KS p-value, per split.")] = 199,
+    order_criterion: Annotated[str, typer.Option(
+        help="What decides the order layer: permutation (calibrated test), chi2, or the paper's aic/bic rules.")
+    ] = "permutation",
+    seed: Annotated[int, typer.Option(help="Seed for the splits and the bootstrap.")] = 0,
+    on_error: Annotated[OnErrorChoice, typer.Option(
+        "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
+        OnErrorChoice.raise_),
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
     samples: Annotated[int, typer.Option(
-        min=0, help="With --engine: Poisson-bootstrap replicates (by trace id) behind the R∞ interval; 0 for none."
-    )] = 200,
+        min=0, help="Bootstrap replicates behind the R∞ interval printed with the certificate; 0 for none.")] = 200,
     as_json: Annotated[bool, typer.Option("--json", help="Print the certificate JSON.")] = False,
     fail_on_reject: Annotated[bool, typer.Option("--fail-on-reject", help="Exit 4 when the audit rejects.")] = False,
     legacy_bootstrap: Annotated[int | None, typer.Option(
@@ -198,39 +194,23 @@ def audit(
     legacy_resamples: Annotated[int | None, typer.Option(
         "--resamples", min=0, hidden=True, help="Deprecated spelling of --samples.")] = None,
 ) -> None:
-    """Audit whether the chain fits the traces: timing (KS), Markov order, held-out R∞, i.i.d. trials.
+    """Audit which outputs the traces support: held-out R∞ check, timing (KS), Markov order, exchangeable trials.
 
-    With --engine a corpus of any size is read partition by partition, with a Poisson-bootstrap R∞ interval."""
-    from tracetochain.exceptions import TraceToChainError
-
+    Each output is certified, withheld or untested, at a stated family-wise level; with --engine the same audit
+    runs partition by partition."""
     bootstrap = pick_alias("--ks-samples", ks_samples, 199, "--bootstrap", legacy_bootstrap)
     resamples = pick_alias("--samples", samples, 200, "--resamples", legacy_resamples)
-    options = _state_options(states, features, vocabulary, k_min, k_max) or None
-    try:
-        if engine is not None:
-            from tracetochain.engines import get_engine
-            from tracetochain.partitioned import audit_partitioned
-
-            refuse_on_engine([traces], reader, option)
-            with get_engine(engine, scheduler=scheduler) as eng:
-                result = audit_partitioned(
-                    traces, engine=eng, states=None if states == "label" and not options else states,
-                    state_options=options, pseudocount=pseudocount, holdout=not in_sample, seed=seed,
-                    n_bootstrap=bootstrap, ks_mode=ks_mode, intervals="bootstrap" if resamples else "none",
-                    n_resamples=max(resamples, 1))
-            cert = result.certificate
-            if not as_json:
-                typer.echo("\n".join(str(result).splitlines()[:2]))
-        else:
-            from tracetochain.audit import audit as run_audit
-
-            table = load_traces(traces, reader, option)
-            cert = run_audit(table, states=states, pseudocount=pseudocount, holdout=not in_sample, seed=seed,
-                             state_options=options, n_bootstrap=bootstrap, ks_mode=ks_mode)
-    except ValueError as exc:
-        if isinstance(exc, TraceToChainError):
-            raise
-        raise typer.BadParameter(str(exc)) from None
-    typer.echo(cert.to_json() if as_json else str(cert))
+    source = analysis_input(traces, reader, option, on_error.value, engine, announce=not as_json)
+    result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
+                          options=state_options(states, features, vocabulary, k_min, k_max, seed),
+                          pseudocount=pseudocount, holdout=not in_sample, n_splits=splits, level=level,
+                          n_bootstrap=bootstrap, order_criterion=order_criterion,
+                          intervals="bootstrap" if resamples else None, n_samples=max(resamples, 1), seed=seed)
+    cert = result.certificate
+    if as_json:
+        typer.echo(cert.to_json())
+    else:
+        typer.echo("\n".join(str(result).splitlines()[:2]))
+        typer.echo(str(cert))
     if fail_on_reject and cert.decision == "reject":
         sys.exit(REJECT_EXIT_CODE)

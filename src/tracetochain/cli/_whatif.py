@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from tracetochain.cli._commands import EngineOpt, SchedulerOpt
-from tracetochain.cli._input import STDIN, ReaderOpt, ReaderOptionOpt, load_traces, refuse_on_engine
+from tracetochain.cli._input import STDIN, ReaderOpt, ReaderOptionOpt, load_traces
 
 WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --retry "tool:search=0.2"   '
                   "(a fallback that rescues 10% of every state's failures, and fewer retries of tool:search)")
@@ -107,7 +107,8 @@ def compare(
                       ] = "label",
     vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
     features: Annotated[str, typer.Option(help="For --states ward: the features.")] = "kind,tool,error",
-    pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α.")] = 1.0,
+    pseudocount: Annotated[float | None, typer.Option(
+        min=0.0, help="Laplace pseudocount α (default: the episode prior).")] = None,
     horizon: Annotated[int, typer.Option(min=1, help="Largest step budget for ΔR(d).")] = 50,
     samples: Annotated[int, typer.Option(min=50, help="Bootstrap replicates per set.")] = 200,
     ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
@@ -115,41 +116,40 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown pull-request comment.")] = False,
     fail_if_worse: Annotated[bool, typer.Option(
-        "--fail-if-worse", help="Exit 3 when B is significantly less reliable than A.")] = False,
+        "--fail-if-worse", help="Exit 3 when B is significantly less reliable than A (never on insufficient "
+                                "evidence).")] = False,
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
 ) -> None:
     """Compare two trace sets: is B more or less reliable than A, and where do they differ?
 
-    With --engine two canonical Parquet/JSONL corpora of any size are compared partition by partition (χ² test)."""
+    The same comparison in memory and, with --engine, partition by partition."""
     import sys
+
+    from tracetochain.cli._commands import analysis_input
+    from tracetochain.compare import compare as run_compare
+    from tracetochain.exceptions import TraceToChainError
 
     options: dict[str, object] = {"vocabulary": vocabulary} if vocabulary else {}
     if states == "ward":
         options["features"] = features
     if str(a) == STDIN and str(b) == STDIN:
         raise typer.BadParameter("only one of A and B can be read from standard input (-)")
+    spec = None if states == "label" and not options else states
+    src_a = analysis_input(a, reader, option, "raise", engine)
+    src_b = analysis_input(b, reader, option, "raise", engine)
+    common: dict[str, Any] = {"names": (a.name, b.name), "states": spec, "state_options": options,
+                              "pseudocount": pseudocount, "horizon": horizon, "samples": samples, "confidence": ci,
+                              "seed": seed}
     try:
         if engine is not None:
-            refuse_on_engine([a, b], reader, option)
             from tracetochain.engines import get_engine
-            from tracetochain.partitioned import compare_partitioned
 
             with get_engine(engine, scheduler=scheduler) as eng:
-                result = compare_partitioned(
-                    a, b, names=(a.name, b.name), engine=eng,
-                    states=None if states == "label" and not options else states, state_options=options or None,
-                    pseudocount=pseudocount, horizon=horizon, samples=samples, confidence=ci, seed=seed)
+                result = run_compare(src_a, src_b, engine=eng, **common)
         else:
-            from tracetochain.compare import compare as run_compare
-
-            ta, tb = load_traces(a, reader, option), load_traces(b, reader, option)
-            result = run_compare(ta, tb, names=(a.name, b.name), states=states, state_options=options,
-                                 pseudocount=pseudocount, horizon=horizon, samples=samples, confidence=ci,
-                                 seed=seed)
+            result = run_compare(src_a, src_b, **common)
     except ValueError as exc:
-        from tracetochain.exceptions import TraceToChainError
-
         if isinstance(exc, TraceToChainError):
             raise
         raise typer.BadParameter(str(exc)) from None
@@ -157,7 +157,7 @@ def compare(
         typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
         typer.echo(result.to_markdown() if markdown else str(result), nl=not markdown)
-    if fail_if_worse and result.delta_r_inf_interval[1] < 0:
+    if fail_if_worse and result.direction == "worse":
         sys.exit(3)
 
 

@@ -4,6 +4,8 @@
 * :func:`notation_chain` — the 3-state worked example of the paper (``paper-spec.md`` §1.3).
 * :func:`random_chain` — random substochastic chains (the artifact's SS1 generator, ``paper-spec.md`` §6.1).
 * :func:`simulate_traces` — canonical traces drawn from a chain, for tests and studies.
+* :func:`ss7_chain`, :func:`simulate_memory_traces` — a 5-state ground truth and a second-order generator, for
+  checking the audit's size and power.
 """
 
 from __future__ import annotations
@@ -79,3 +81,11 @@ def simulate_traces(chain: AbsorbingChain, n_traces: int, seed: int | np.random.
         "outcome": pa.array(outcome_names[sim.outcome][trace], pa.string()),
     })
     return TraceTable.from_dataframe(table, source=f"simulated({n_traces} traces)")
+
+
+def __getattr__(name: str) -> object:
+    if name in ("ss7_chain", "simulate_memory_traces"):
+        from tracetochain.datasets import _memory
+
+        return getattr(_memory, name)
+    raise AttributeError(f"module 'tracetochain.datasets' has no attribute {name!r}")

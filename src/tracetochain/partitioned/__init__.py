@@ -37,19 +37,14 @@ counts merge their vocabularies in order of first appearance, so the states and 
 whole table (``count_transitions(whole)``). A sequence of names fixes the vocabulary as
 ``ChainEstimator(states=...)`` does. A fitted :class:`~tracetochain.states.StateModel` assigns states per partition
 with ``predict``. A state estimator (``WardStates(...)``, ``CategoricalStates(...)``, …) or any other spec of
-:func:`~tracetochain.states.states_from_spec` is fitted on the usable traces of the **first partition** (read on
-the driver), then used as a StateModel; to fit the states on another sample, fit them yourself and pass the model.
+:func:`~tracetochain.states.states_from_spec` is learned on a seeded sample of the fit half of the first held-out
+split (partitions read in a seeded order until the sample is large enough), never on held-out traces, then used as a
+StateModel everywhere.
 """
 
-from tracetochain.partitioned._audit import (
-    PartitionedAudit,
-    audit_partitioned,
-    bootstrap_partitioned,
-    holdout_mask,
-    poisson_weights,
-)
-from tracetochain.partitioned._compare import compare_partitioned
-from tracetochain.partitioned._counts import PartitionedCounts, count_partitioned, fit_partitioned
+from typing import Any
+
+from tracetochain.partitioned._counts import PartitionedCounts
 from tracetochain.partitioned._ingest import (
     DEFAULT_BYTES_PER_PARTITION,
     DEFAULT_ROWS_PER_PARTITION,
@@ -59,6 +54,20 @@ from tracetochain.partitioned._ingest import (
     repartition_by_trace,
     trace_id_hashes,
 )
+from tracetochain.traces._hashing import holdout_mask
+
+#: Entry points built on the analysis core, imported on first use (the core imports this package's ingest).
+_ANALYSIS = ("PartitionedAudit", "audit_partitioned", "bootstrap_partitioned", "compare_partitioned",
+             "count_partitioned", "fit_partitioned", "poisson_weights")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ANALYSIS:
+        from tracetochain.partitioned import _audit
+
+        return getattr(_audit, name)
+    raise AttributeError(f"module 'tracetochain.partitioned' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_BYTES_PER_PARTITION",

@@ -1,9 +1,10 @@
-"""The audit and intervals of a partitioned corpus: :func:`tracetochain.analysis.analyze` with an engine.
+"""Entry points for corpora larger than memory: :func:`tracetochain.analysis.analyze` and
+:func:`~tracetochain.compare.compare` with an engine.
 
-Kept as named entry points for corpora larger than memory; every statistic is computed by the one analysis core
-(``tracetochain.analysis``), whose in-memory path is this one with a single partition. The held-out splits and the
-bootstrap weights are functions of each trace's id (``traces._hashing``), so every engine and every partitioning give
-the same chain, certificate and intervals, bit for bit.
+Every statistic is computed by the one analysis core (``tracetochain.analysis``), whose in-memory path is this one
+with a single partition. The held-out splits and the bootstrap weights are functions of each trace's id
+(``traces._hashing``), so every engine and every partitioning give the same chain, certificate and intervals, bit for
+bit.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tracetochain.analysis import AnalysisResult, analyze
+from tracetochain.analysis._compare import Comparison, compare
 from tracetochain.chain import AbsorbingChain
-from tracetochain.traces._hashing import holdout_mask, replicate_weights
+from tracetochain.partitioned._counts import PartitionedCounts
+from tracetochain.traces._hashing import replicate_weights
 from tracetochain.uncertainty import ChainEnsemble
 
 #: What :func:`audit_partitioned` returns (the analysis result).
@@ -26,20 +29,24 @@ def poisson_weights(hashes: Any, seed: int, replicates: range) -> Any:
     return replicate_weights(hashes, seed, replicates, "poisson")
 
 
-def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = None,
-                      intervals: Literal["bootstrap", "posterior", "none"] = "bootstrap", n_resamples: int = 200,
-                      format: str | None = None, by: str = "range", rows_per_partition: int | None = None,
-                      bytes_per_partition: int | None = None, **options: Any) -> AnalysisResult:
-    """Fit, audit and bound a corpus too large for memory, in one pass over its partitions on ``engine``
-    (``options`` as :func:`~tracetochain.analysis.analyze`)."""
+def _partition_options(by: str, rows_per_partition: int | None, bytes_per_partition: int | None) -> dict[str, Any]:
     popts: dict[str, Any] = {"by": by}
     if rows_per_partition is not None:
         popts["rows_per_partition"] = rows_per_partition
     if bytes_per_partition is not None:
         popts["bytes_per_partition"] = bytes_per_partition
+    return popts
+
+
+def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = None,
+                      intervals: Literal["bootstrap", "posterior", "none"] = "bootstrap", n_resamples: int = 200,
+                      format: str | None = None, by: str = "range", rows_per_partition: int | None = None,
+                      bytes_per_partition: int | None = None, **options: Any) -> AnalysisResult:
+    """Fit, audit and bound a corpus too large for memory, in one pass over its partitions on ``engine`` (default:
+    the local engine); ``options`` as :func:`~tracetochain.analysis.analyze`."""
     return analyze(source, engine=engine or "local", reader=format,
                    intervals=None if intervals == "none" else intervals, n_samples=n_resamples,
-                   partition_options=popts, **options)
+                   partition_options=_partition_options(by, rows_per_partition, bytes_per_partition), **options)
 
 
 def bootstrap_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = None, n_resamples: int = 200,
@@ -51,4 +58,44 @@ def bootstrap_partitioned(source: str | Path | Sequence[str | Path], *, engine: 
     return res.chain, res.ensemble
 
 
-__all__ = ["PartitionedAudit", "audit_partitioned", "bootstrap_partitioned", "holdout_mask", "poisson_weights"]
+def count_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = None, states: Any = None,
+                      on_error: str = "raise", format: str | None = None, by: str = "range",
+                      rows_per_partition: int | None = None, bytes_per_partition: int | None = None,
+                      check_traces: bool = True, **state_options: Any) -> PartitionedCounts:
+    """The transition counts of a corpus, partition by partition on ``engine``, with the merged ingest report."""
+    res = analyze(source, engine=engine or "local", reader=format, states=states, state_options=state_options,
+                  on_error=on_error, audit=False, intervals=None, check_traces=check_traces,
+                  partition_options=_partition_options(by, rows_per_partition, bytes_per_partition))
+    return PartitionedCounts(res.summary.counts, res.ingest, res.source["n_partitions"], res.source["engine"],
+                             res.state_model)
+
+
+def fit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = None,
+                    pseudocount: float | None = None, unvisited: str = "auto", initial: str = "empirical",
+                    states: Any = None, on_error: str = "raise", format: str | None = None, by: str = "range",
+                    rows_per_partition: int | None = None, bytes_per_partition: int | None = None,
+                    check_traces: bool = True, **state_options: Any) -> AbsorbingChain:
+    """Fit an :class:`AbsorbingChain` to a corpus that need not fit in memory: the chain ``analyze`` fits, equal bit
+    for bit to the in-memory fit of the same traces.
+
+    Example (a Dask cluster needs the ``if __name__ == "__main__":`` guard in scripts)::
+
+        from tracetochain.engines import DaskEngine
+        with DaskEngine(n_workers=2) as engine:                            # doctest: +SKIP
+            chain = fit_partitioned("s3://bucket/traces/", engine=engine)
+    """
+    return analyze(source, engine=engine or "local", reader=format, states=states, state_options=state_options,
+                   pseudocount=pseudocount, unvisited=unvisited, initial=initial, on_error=on_error, audit=False,
+                   intervals=None, check_traces=check_traces,
+                   partition_options=_partition_options(by, rows_per_partition, bytes_per_partition)).chain
+
+
+def compare_partitioned(a: str | Path | Sequence[str | Path], b: str | Path | Sequence[str | Path], *,
+                        engine: Any = None, format: str | None = None, by: str = "range", **options: Any
+                        ) -> Comparison:
+    """:func:`tracetochain.compare.compare` for two corpora of any size, partition by partition on ``engine``."""
+    return compare(a, b, engine=engine or "local", reader=format, partition_options={"by": by}, **options)
+
+
+__all__ = ["PartitionedAudit", "audit_partitioned", "bootstrap_partitioned", "compare_partitioned",
+           "count_partitioned", "fit_partitioned", "poisson_weights"]

@@ -1,8 +1,8 @@
-"""Counting partition by partition on an engine: partial counts, their merge, the whole-corpus fit."""
+"""Counts of runs of partitions: partial counts with their ingest bookkeeping, their merge, and the check that no
+trace lies in two partitions. The statistics themselves are computed by :mod:`tracetochain.analysis`."""
 
 from __future__ import annotations
 
-import functools
 import html
 from collections import Counter
 from collections.abc import Sequence
@@ -13,21 +13,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tracetochain.chain import AbsorbingChain, ChainEstimator, TransitionCounts, count_transitions_from_codes
-from tracetochain.engines import Engine, get_engine
-from tracetochain.exceptions import EmptyTraceSetError, TraceToChainError, TraceValidationError
+from tracetochain.chain import TransitionCounts
+from tracetochain.exceptions import TraceValidationError
 from tracetochain.partitioned._ingest import (
-    DEFAULT_BYTES_PER_PARTITION,
-    DEFAULT_ROWS_PER_PARTITION,
     OnError,
     Partition,
-    PartitionBy,
     _table_trace_ids,
-    plan_partitions,
-    trace_id_hashes,
 )
 from tracetochain.states import StateModel
-from tracetochain.traces import IngestReport, Outcome, Problem, TraceTable
+from tracetochain.traces import IngestReport, Outcome, Problem
 
 _MAX_PROBLEMS = 50
 _INVALID = 3
@@ -47,39 +41,6 @@ class _Partial:
     n_traces_skipped: int
     skipped_by_reason: dict[str, int]
     problems: tuple[Problem, ...]
-
-
-def _count_partition(part: Partition, *, on_error: OnError, model: StateModel | None,
-                     check_traces: bool) -> _Partial:
-    traces = part.read(on_error=on_error)
-    codes, names = label_partition(part, traces, model)
-    counts = count_transitions_from_codes(codes, traces.offsets, traces.outcomes(), names)
-    hashes = trace_id_hashes(_table_trace_ids(traces)) if check_traces else np.zeros(0, np.uint64)
-    return partial_of(part, traces, counts, hashes)
-
-
-def partial_of(part: Partition, traces: TraceTable, counts: TransitionCounts,
-               hashes: NDArray[np.uint64]) -> _Partial:
-    """The :class:`_Partial` of one partition: its counts, trace-id hashes and ingest report."""
-    r = traces.report
-    return _Partial(counts, hashes, ((part.index, traces.n_traces),), r.n_records, r.n_records_skipped,
-                    r.n_traces_skipped, dict(r.skipped_by_reason), tuple(r.problems[:_MAX_PROBLEMS]))
-
-
-def label_partition(part: Partition, traces: TraceTable,
-                    model: StateModel | None) -> tuple[NDArray[np.int64], tuple[str, ...]]:
-    """State code of every step and the partition's state names: its own labels, or the model's prediction."""
-    if model is None:
-        codes, names = traces.state_labels()
-        return np.asarray(codes, dtype=np.int64), tuple(names)
-    codes = np.asarray(model.predict(traces), dtype=np.int64)
-    names_t = tuple(model.state_names)
-    if codes.shape != (traces.n_steps,) or (codes.size and (codes.min() < 0 or codes.max() >= len(names_t))):
-        raise TraceToChainError(
-            f"{part.describe()}: the state model gave no valid state to some steps (probably a category it did "
-            f"not see when it was fitted); fit the states on a larger sample, or use states='label' or "
-            f"CategoricalStates(keep_unobserved=True)")
-    return codes, names_t
 
 
 def _pad_counts(c: TransitionCounts, names: tuple[str, ...]) -> TransitionCounts:
@@ -118,20 +79,6 @@ def _merge(a: _Partial, b: _Partial) -> _Partial:
                     a.n_records + b.n_records, a.n_records_skipped + b.n_records_skipped,
                     a.n_traces_skipped + b.n_traces_skipped, dict(reasons),
                     (a.problems + b.problems)[:_MAX_PROBLEMS])
-
-
-def _with_vocabulary(counts: TransitionCounts, vocab: tuple[str, ...], source: str) -> TransitionCounts:
-    """Counts re-indexed into a fixed vocabulary, with the error ``count_transitions(states=...)`` gives."""
-    if len(set(vocab)) != len(vocab):
-        raise ValueError("states must be unique")
-    missing = [s for s in counts.state_names if s not in set(vocab)]
-    if missing:
-        raise TraceValidationError(
-            f"state {missing[0]!r} occurs in the traces but is not in the given states",
-            source=source, field="state",
-            hint=f"add it to the state list ({len(missing)} label(s) missing) or relabel those steps",
-        )
-    return _pad_counts(counts, vocab)
 
 
 def _check_unique_traces(partial: _Partial, parts: list[Partition], on_error: OnError) -> None:
@@ -200,79 +147,6 @@ class PartitionedCounts:
                 f"{f'<ul>{body}</ul>' if body else ''}</div>")
 
 
-def _resolve_states(states: Any, parts: list[Partition], on_error: OnError,
-                    state_options: dict[str, Any]) -> tuple[StateModel | None, tuple[str, ...] | None]:
-    """(model to predict with, fixed vocabulary) from the ``states`` argument."""
-    if states is None or (isinstance(states, str) and states == "label" and not state_options):
-        return None, None
-    if isinstance(states, StateModel):
-        return states, None
-    if isinstance(states, (list, tuple)) and all(isinstance(s, str) for s in states):
-        return None, tuple(states)
-    if isinstance(states, str):
-        from tracetochain.states import states_from_spec
-
-        estimator = states_from_spec(states, **state_options)
-    elif hasattr(states, "fit") and hasattr(states, "fetch_model"):
-        estimator = states
-    else:
-        raise TypeError(f"states must be None, 'label', a list of state names, a StateModel, a state estimator or "
-                        f"a spec string, got {type(states).__name__}")
-    sample = parts[0].read(on_error=on_error)
-    usable = sample.select_traces(sample.outcomes() != _INVALID)
-    if usable.n_steps == 0:
-        raise EmptyTraceSetError(f"{parts[0].describe()}: the first partition has no usable traces to fit the "
-                                 f"states on; fit a StateModel on a sample yourself and pass it as states=")
-    model: StateModel = estimator.fit(usable).fetch_model()
-    return model, None
-
-
-def count_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engine | str | None = None,
-                      states: Any = None, on_error: OnError = "raise", format: str | None = None,
-                      by: PartitionBy = "range", rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
-                      bytes_per_partition: int = DEFAULT_BYTES_PER_PARTITION, check_traces: bool = True,
-                      **state_options: Any) -> PartitionedCounts:
-    """Count the transitions of a corpus partition by partition on ``engine``; only counts travel.
-
-    Parameters
-    ----------
-    source : path, URI or list of them
-        Parquet or JSONL file(s) or a directory of them (see :func:`plan_partitions`).
-    engine : Engine, "local" or "dask", optional
-        Where partitions are counted (default: in this process). An engine given by name is closed afterwards.
-    states : None, "label", list of str, StateModel, state estimator or spec string
-        How steps get their states (module docstring); ``state_options`` go to ``states_from_spec``.
-    on_error : {"raise", "skip"}
-        As in :meth:`TraceTable.read`; skipped records are summed into ``report``.
-    by, rows_per_partition, bytes_per_partition, format
-        How the corpus is cut (:func:`plan_partitions`).
-    check_traces : bool, default True
-        Check that no trace id occurs in two partitions (8 bytes per trace travel to the driver); off only for data
-        known to be grouped by trace.
-    """
-    if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    parts = plan_partitions(source, format=format, by=by, rows_per_partition=rows_per_partition,
-                            bytes_per_partition=bytes_per_partition)
-    model, vocab = _resolve_states(states, parts, on_error, state_options)
-    owns = not isinstance(engine, Engine)  # an engine made here from a name is closed here
-    eng: Engine = get_engine(engine) if owns else engine  # type: ignore[assignment]
-    try:
-        fn = functools.partial(_count_partition, on_error=on_error, model=model, check_traces=check_traces)
-        partial: _Partial = eng.map_reduce(fn, parts, _merge)
-    finally:
-        if owns:
-            eng.close()
-    src = source_name(source)
-    if check_traces:
-        _check_unique_traces(partial, parts, on_error)
-    counts = partial.counts
-    if vocab is not None:
-        counts = _with_vocabulary(counts, vocab, src)
-    return PartitionedCounts(counts, ingest_report(partial, counts, src, parts[0].format), len(parts), eng.name,
-                             model)
-
-
 def source_name(source: str | Path | Sequence[str | Path]) -> str:
     """The corpus named in messages and reports."""
     return str(source) if isinstance(source, (str, Path)) else ", ".join(str(s) for s in source)
@@ -286,33 +160,3 @@ def ingest_report(partial: _Partial, counts: TransitionCounts, source: str, fmt:
                         n_traces_skipped=partial.n_traces_skipped,
                         skipped_by_reason=dict(sorted(partial.skipped_by_reason.items())),
                         problems=list(partial.problems))
-
-
-def fit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engine | str | None = None,
-                    pseudocount: float = 1.0, unvisited: str = "auto", initial: str = "empirical",
-                    states: Any = None, on_error: OnError = "raise", format: str | None = None,
-                    by: PartitionBy = "range", rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
-                    bytes_per_partition: int = DEFAULT_BYTES_PER_PARTITION, check_traces: bool = True,
-                    **state_options: Any) -> AbsorbingChain:
-    """Fit an :class:`AbsorbingChain` to a corpus that need not fit in memory (see :func:`count_partitioned`).
-
-    With the traces' own labels (``states=None``) the chain is identical, bit for bit, to
-    ``ChainEstimator(pseudocount=..., unvisited=..., initial=...).fit(TraceTable.read(source)).fetch_model()``;
-    with a state model it equals ``ChainEstimator(states=model.state_names).fit(model.label(whole))`` and, as
-    :func:`~tracetochain.pipeline.fit_chain` does, records the state model in the metadata.
-
-    Example (a Dask cluster needs the ``if __name__ == "__main__":`` guard in scripts)::
-
-        from tracetochain.engines import DaskEngine
-        with DaskEngine(n_workers=2) as engine:                            # doctest: +SKIP
-            chain = fit_partitioned("s3://bucket/traces/", engine=engine)
-    """
-    result = count_partitioned(source, engine=engine, states=states, on_error=on_error, format=format, by=by,
-                               rows_per_partition=rows_per_partition, bytes_per_partition=bytes_per_partition,
-                               check_traces=check_traces, **state_options)
-    est = ChainEstimator(pseudocount=pseudocount, unvisited=unvisited,  # type: ignore[arg-type]
-                         initial=initial)  # type: ignore[arg-type]
-    chain = est.fit(result.counts).fetch_model()
-    if result.state_model is not None:
-        chain = chain.with_metadata(states=result.state_model.to_dict())
-    return chain

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces import TraceTable
+from tracetochain.traces._hashing import fnv1a_hashes
 from tracetochain.traces._table import parse_jsonl_lines
 
 PartitionBy = Literal["range", "file"]
@@ -31,8 +32,6 @@ DEFAULT_ROWS_PER_PARTITION = 1 << 20
 DEFAULT_BYTES_PER_PARTITION = 32 << 20
 _MAX_PROBLEMS = 50
 _INVALID = 3
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
 _READ_BLOCK = 16 << 20
 _PROBE_ROWS = 4096
 
@@ -402,33 +401,8 @@ def _read_jsonl_range(part: Partition, on_error: OnError) -> TraceTable:
 
 # ---------------------------------------------------------------------------------------------------- hashing
 def trace_id_hashes(ids: pa.Array | pa.ChunkedArray) -> NDArray[np.uint64]:
-    """64-bit FNV-1a hash of every id (as UTF-8 text; null hashes as ""), vectorised over the ids.
-
-    h₀ = 14695981039346656037, h ← (h XOR byte) × 1099511628211 mod 2⁶⁴ for each byte (Fowler–Noll–Vo).
-    Stable across processes, machines and library versions, unlike Python's ``hash``.
-
-    >>> int(trace_id_hashes(pa.array(["a"]))[0]) == 0xAF63DC4C8601EC8C
-    True
-    """
-    arr = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
-        arr = arr.cast(pa.string())
-    arr = arr.fill_null("").cast(pa.large_string())
-    n = len(arr)
-    h = np.full(n, _FNV_OFFSET, dtype=np.uint64)
-    if n == 0:
-        return h
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=n + 1, offset=arr.offset * 8)
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    starts = offsets[:-1]
-    lengths = np.diff(offsets)
-    order = np.argsort(-lengths, kind="stable")  # longest first: the live ids of byte j are a prefix
-    sorted_len = lengths[order]
-    for j in range(int(sorted_len[0]) if n else 0):
-        live = order[: int(np.searchsorted(-sorted_len, -j, side="left"))]
-        h[live] = (h[live] ^ data[starts[live] + j].astype(np.uint64)) * _FNV_PRIME
-    return h
+    """64-bit FNV-1a hash of every id (``traces._hashing.fnv1a_hashes``)."""
+    return fnv1a_hashes(ids)
 
 
 def _table_trace_ids(traces: TraceTable) -> pa.Array:

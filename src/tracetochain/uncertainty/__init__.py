@@ -24,7 +24,6 @@ from tracetochain.uncertainty._bootstrap import (
     TraceBootstrap,
     combine_replicates,
     estimate_batch,
-    per_trace_counts,
     take_traces,
 )
 from tracetochain.uncertainty._dirichlet import (
@@ -56,7 +55,6 @@ __all__ = [
     "match_by_centroids",
     "match_by_exit_profile",
     "match_by_names",
-    "per_trace_counts",
     "sample_rows",
     "take_traces",
 ]

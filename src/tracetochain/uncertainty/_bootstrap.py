@@ -39,10 +39,10 @@ import scipy.sparse
 from numpy.typing import NDArray
 
 from tracetochain.chain._counts import TransitionCounts, per_trace_counts
-from tracetochain.chain._prior import ChainPrior, estimate_rows, initial_distribution, outcome_matrix
-from tracetochain.traces._hashing import WeightKind, replicate_weights, unit_hashes
 from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain._prior import ChainPrior, estimate_rows, initial_distribution, outcome_matrix
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError, TraceValidationError
+from tracetochain.traces._hashing import WeightKind, replicate_weights, unit_hashes
 from tracetochain.traces._table import TraceTable
 from tracetochain.uncertainty._align import match_by_centroids, match_by_exit_profile, match_by_names
 from tracetochain.uncertainty._ensemble import ChainEnsemble

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from tracetochain.audit._common import Seed, as_seed_sequence
 from tracetochain.chain import AbsorbingChain
 from tracetochain.traces import TraceTable
 
@@ -29,8 +28,8 @@ def ss7_chain() -> AbsorbingChain:
                           state_names=[f"s{i}" for i in range(5)])
 
 
-def simulate_memory_traces(chain: AbsorbingChain, n_traces: int, *, memory: float = 0.6, seed: Seed = 0,
-                           max_steps: int = 200) -> TraceTable:
+def simulate_memory_traces(chain: AbsorbingChain, n_traces: int, *, memory: float = 0.6,
+                           seed: int | np.random.SeedSequence | None = 0, max_steps: int = 200) -> TraceTable:
     """Traces from the SS7(B) second-order generator (module docstring), vectorised over traces.
 
     Traces still running after ``max_steps`` steps are censored (SS7 uses d_max = 200). ``state`` holds the state
@@ -40,7 +39,7 @@ def simulate_memory_traces(chain: AbsorbingChain, n_traces: int, *, memory: floa
         raise ValueError(f"memory must be in [0, 1], got {memory!r}")
     if n_traces < 1 or max_steps < 1:
         raise ValueError("n_traces and max_steps must be >= 1")
-    rng = np.random.default_rng(as_seed_sequence(seed))
+    rng = np.random.default_rng(seed)
     m = chain.n_states
     cum = np.cumsum(np.column_stack([chain.Q, chain.R_success, chain.R_failure]), axis=1)
     cum[:, -1] = 1.0
