@@ -1,4 +1,4 @@
-"""The certificate: decision rule, outputs certified/withheld, JSON, display; SS7 replication; SWE-bench."""
+"""The certificate: per-output statuses, Holm over the fixed family, monotonicity, insufficient evidence, display."""
 
 from __future__ import annotations
 
@@ -6,211 +6,190 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tracetochain as tt
-from tracetochain.audit import (
-    ALL_OUTPUTS,
-    ASYMPTOTIC_OUTPUTS,
-    TIMING_OUTPUTS,
-    OrderResult,
-    OrderSettings,
-    RInfCheck,
-    TimingResult,
-    TimingSettings,
-    audit,
-    certify,
-    ks_paper,
-    order_test,
-    simulate_memory_traces,
-    ss7_chain,
-    trials_check,
-)
+from tracetochain.analysis import analyze
+from tracetochain.audit import LAYERS, OUTPUTS, LayerResult, audit, build_certificate
+from tracetochain.datasets import simulate_memory_traces, ss7_chain
+
+STATUS = {"certified": 2, "untested": 1, "withheld": 0}
 
 
-def _timing(p: float | None) -> TimingResult:
-    return TimingResult("calibrated", None if p is None else 0.1, p, "success", 50, 100, {},
-                        undefined={} if p is not None else {"p_value": "no successful trace"})
+def _layers(spec: dict[str, tuple[str, float | None]]) -> dict[str, LayerResult]:
+    return {name: LayerResult(name, status, p, "x", "because") for name, (status, p) in spec.items()}  # type: ignore[arg-type]
 
 
-def _order(keep: bool) -> OrderResult:
-    return OrderResult("per-trace", "aic", 0.05, keep, 3, 100, 400, "obs", True, "observed", -10.0, -5.0, 4, 8,
-                       28.0, 26.0, -2.0 if keep else 2.0)
+def _certify(spec: dict[str, tuple[str, float | None]]) -> tt.Certificate:
+    return build_certificate(_layers(spec), level=0.05)
 
 
-def _rinf(holds: bool) -> RInfCheck:
-    return RInfCheck(0.5 if holds else 0.9, 0.5, 50, 100, 0.4, 0.6, "wilson", 0.95, False)
+ALL_PASS = {"r_inf": ("pass", 0.5), "timing": ("pass", 0.4), "order": ("pass", 0.3), "trials": ("pass", 0.6)}
 
 
-@pytest.mark.parametrize(("p", "keep", "holds", "decision"), [
-    (0.3, True, True, "accept"),
-    (0.3, True, False, "accept"),
-    (0.01, True, True, "partial"),
-    (0.01, False, True, "partial"),
-    (None, True, True, "partial"),
-    (0.01, True, False, "reject"),
-    (0.3, False, True, "reject"),
-    (0.05, True, True, "partial"),  # p must exceed ks_level
-])
-def test_decision_rule(p: float | None, keep: bool, holds: bool, decision: str) -> None:
-    cert = certify(_timing(p), _order(keep), _rinf(holds), l_inf=None, horizon=None, holdout=None, settings={})
-    assert cert.decision == decision
-    if decision == "accept":
-        assert cert.certified == ALL_OUTPUTS and cert.withheld == ()
-    elif decision == "partial":
-        assert cert.certified == ASYMPTOTIC_OUTPUTS and cert.withheld == TIMING_OUTPUTS
-    else:
-        assert cert.certified == () and cert.withheld == ALL_OUTPUTS
-    assert set(cert.certified) | set(cert.withheld) == set(ALL_OUTPUTS)
-
-
-def test_partial_when_any_covers_an_order_rejection() -> None:
-    cert = certify(_timing(0.3), _order(False), _rinf(True), partial_when="any", l_inf=None, horizon=None,
-                   holdout=None, settings={})
-    assert cert.decision == "partial" and "R(d)" in cert.withheld
-    with pytest.raises(ValueError):
-        certify(_timing(0.3), _order(True), _rinf(True), partial_when="never",  # type: ignore[arg-type]
-                l_inf=None, horizon=None, holdout=None, settings={})
-
-
-def test_flagged_trials_withhold_the_iid_metrics() -> None:
-    recs = []
-    for t in range(30):
-        for k in range(4):
-            out = "success" if t < 15 else "failure"
-            recs.append({"trace_id": f"{t}/{k}", "task_id": f"t{t}", "trial": k, "step_idx": 0, "state": "a",
-                         "outcome": out})
-    traces = tt.TraceTable.from_records(recs)
-    chain = tt.ChainEstimator().fit(traces).fetch_model()
-    trials = trials_check(traces, chain, seed=0)
-    assert trials.flagged
-    cert = certify(_timing(0.3), _order(True), _rinf(True), trials=trials, l_inf=None, horizon=None, holdout=None,
-                   settings={})
+def test_every_output_certified_when_every_layer_passes() -> None:
+    cert = _certify(ALL_PASS)
     assert cert.decision == "accept"
-    assert "pass^k" in cert.withheld and "pass@k" in cert.withheld and "R_inf" in cert.certified
-    assert "not exchangeable" in cert.verdict()
+    assert set(cert.certified) == set(OUTPUTS) and not cert.withheld and not cert.untested
 
 
-def test_certificate_document_display_and_statistics() -> None:
-    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=1)
-    cert = audit(traces, n_bootstrap=49, n_permutations=49)
-    doc = cert.to_dict()
-    text = json.dumps(doc, allow_nan=False)
-    assert doc["kind"] == "tracetochain.certificate" and doc["schema_version"] == 1
-    assert doc["decision"] == cert.decision == "accept"
-    for key in ("p_ks", "D", "delta_aic", "delta_bic", "g2", "p_order_permutation", "l_inf", "r_inf", "pass_rate"):
-        assert key in doc["statistics"]
-    assert doc["statistics"]["p_ks"] == cert.p_ks and cert.D is not None and cert.g2 is not None
-    assert doc["settings"]["timing"]["n_bootstrap"] == 49 and doc["settings"]["seed"] == 0
-    assert doc["holdout"]["n_train"] == 150 and "fit_indices" not in doc["holdout"]
-    assert len(doc["rdc"]["model"]) == doc["rdc"]["horizon"] + 1
-    assert "Q" not in doc["chain"] and "Q" in cert.to_dict(include_chain=True)["chain"]
-    assert "NaN" not in text
-    s = str(cert)
-    assert s.startswith("Audit certificate: ACCEPT") and "Certified:" in s
-    assert "ACCEPT" in repr(cert) or "accept" in repr(cert)
-    assert cert.chain is not None and cert.chain.n_states == 3
+def test_timing_rejection_withholds_only_what_rests_on_timing() -> None:
+    cert = _certify({**ALL_PASS, "timing": ("reject", 0.001)})
+    assert cert.decision == "partial"
+    assert cert.status("R_inf") == "certified" and cert.status("pass^k") == "certified"
+    assert cert.status("whatif") == "certified"
+    assert {o for o in OUTPUTS if cert.status(o) == "withheld"} == {o for o, ls in OUTPUTS.items() if "timing" in ls}
+    assert cert.outputs["R(d)"].because == ("timing",)
+
+
+def test_order_rejection_alone_keeps_r_inf_and_timing() -> None:
+    """The old rule withheld R∞ when timing passed and the order layer rejected: a non-monotone certificate."""
+    cert = _certify({**ALL_PASS, "order": ("reject", 0.001)})
+    assert cert.decision == "partial"
+    assert cert.status("R_inf") == "certified" and cert.status("R(d)") == "certified"
+    assert cert.status("whatif") == "withheld" and cert.status("sensitivity") == "withheld"
+
+
+def test_r_inf_rejection_withholds_everything() -> None:
+    cert = _certify({**ALL_PASS, "r_inf": ("reject", 1e-6)})
+    assert cert.decision == "reject"
+    assert set(cert.withheld) == set(OUTPUTS)
+
+
+def test_untestable_trials_leave_pass_k_untested_but_accept() -> None:
+    cert = _certify({**ALL_PASS, "trials": ("not_applicable", None)})
+    assert cert.decision == "accept"
+    assert cert.status("pass^k") == "untested" and cert.status("pass@k") == "untested"
+    assert cert.status("pass^1") == "certified"
+
+
+def test_insufficient_layer_gives_insufficient_evidence() -> None:
+    cert = _certify({**ALL_PASS, "timing": ("insufficient", None)})
+    assert cert.decision == "insufficient"
+    assert cert.status("R(d)") == "untested" and cert.status("R_inf") == "certified"
+
+
+def test_holm_over_the_fixed_family() -> None:
+    # Alone at its nominal level 0.03 would reject; tested with three other layers it needs ≤ 0.0125 or the step-down.
+    cert = _certify({**ALL_PASS, "timing": ("reject", 0.03)})
+    assert cert.layers["timing"].status == "pass"
+    assert cert.layers["timing"].p_adjusted == pytest.approx(0.12)
+    cert = _certify({**ALL_PASS, "timing": ("reject", 0.01)})
+    assert cert.layers["timing"].status == "reject"
+
+
+_statuses = st.sampled_from(["pass", "insufficient", "not_applicable", "not_run"])
+_p = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(LAYERS), st.tuples(_statuses, _p), min_size=4, max_size=4),
+       st.sampled_from(LAYERS), _p)
+def test_more_evidence_against_the_model_never_certifies_more(spec: dict[str, tuple[str, float]], layer: str,
+                                                              lower: float) -> None:
+    """Monotonicity: lower one layer's p-value, or add a failing layer where there was none (an untestable layer now
+    tests and rejects at Holm's strictest threshold); no output's status may improve (withheld < untested <
+    certified)."""
+    base = {k: ((s, p) if s == "pass" else (s, None)) for k, (s, p) in spec.items()}
+    before = _certify(base)
+    s, p = base[layer]
+    worse = dict(base)
+    if s == "pass":
+        worse[layer] = ("pass", min(p if p is not None else 1.0, lower))
+    else:
+        worse[layer] = ("reject", lower * 0.05 / len(LAYERS))
+    after = _certify(worse)
+    for o in OUTPUTS:
+        assert STATUS[after.status(o)] <= STATUS[before.status(o)], (o, before.status(o), after.status(o))
+
+
+def test_audit_accepts_first_order_data_and_says_where_memory_is() -> None:
+    traces = tt.datasets.simulate_traces(ss7_chain(), 400, seed=3)
+    cert = audit(traces, n_bootstrap=99, n_permutations=99)
+    assert cert.decision == "accept", str(cert)
+    memory = simulate_memory_traces(ss7_chain(), 800, memory=0.5, seed=4)
+    cert = audit(memory, n_bootstrap=49, n_permutations=99)
+    assert cert.layers["order"].status == "reject"
+    assert cert.status("whatif") == "withheld" and cert.status("R_inf") == "certified"
+
+
+def test_four_traces_are_insufficient_evidence_not_accept() -> None:
+    traces = tt.datasets.simulate_traces(ss7_chain(), 4, seed=1)
+    cert = audit(traces, n_bootstrap=19, n_permutations=19)
+    assert cert.decision == "insufficient"
+    needs = {k: v.traces_needed for k, v in cert.layers.items() if v.status == "insufficient"}
+    assert needs["r_inf"] == 40 and needs["order"] is not None and needs["order"] > 4
+    assert "needs about 40 usable traces" in cert.verdict()
+
+
+def test_no_held_out_trace_is_dropped_for_an_unseen_label() -> None:
+    """A label seen only in held-out traces must not drop them: the held-out checks use all of them."""
+    traces = tt.datasets.simulate_traces(ss7_chain(), 300, seed=5)
+    records = [{"trace_id": f"rare{i}", "step_idx": 0, "state": f"only-here-{i}", "outcome": "failure"}
+               for i in range(10)]
+    rare = tt.TraceTable.from_records(records)
+    both = tt.TraceTable.from_arrow(pa.concat_tables([traces.to_arrow(), rare.to_arrow()], promote_options="default"))
+    res = analyze(both, intervals=None, n_bootstrap=19, n_permutations=19)
+    n_test = res.certificate.splits["n_test"]
+    n_usable = res.summary.n_usable
+    assert n_usable == 310
+    expected = [int(x) for x in res.summary.lengths[:, 1].sum(axis=(1, 2))]
+    assert n_test == expected and all(abs(x - 155) < 40 for x in n_test)
+    checks = res.certificate.layers["r_inf"].detail
+    assert [c.n for c in checks] == n_test
+
+
+def test_certificate_document_is_structured(tmp_path: Path) -> None:
+    traces = tt.datasets.simulate_traces(ss7_chain(), 200, seed=2)
+    cert = audit(traces, n_bootstrap=19, n_permutations=19)
+    doc = json.loads(cert.to_json())
+    assert doc["kind"] == "tracetochain.certificate" and doc["schema_version"] == 2
+    assert set(doc["layers"]) == set(LAYERS)
+    for name, layer in doc["layers"].items():
+        assert layer["status"] in ("pass", "reject", "insufficient", "not_applicable", "not_run")
+        assert isinstance(layer["reason"], str) and isinstance(layer["message"], str)
+    assert doc["outputs"]["R(d)"]["rests_on"] == ["r_inf", "timing"]
+    assert len(doc["layers"]["r_inf"]["split_p_values"]) == 5
+    text = str(cert)
+    assert "family-wise level 0.05" in text and "held-out splits: 5" in text
 
 
 def test_html_escapes_state_names() -> None:
-    recs = [{"trace_id": f"t{i}", "step_idx": j, "state": "<b>x</b>" if j % 2 else "y&z",
-             "outcome": "success" if i % 2 else "failure"} for i in range(60) for j in range(1 + i % 4)]
-    cert = audit(tt.TraceTable.from_records(recs), holdout=False, n_bootstrap=19, n_permutations=19)
-    out = cert._repr_html_()
-    assert "<b>x</b>" not in out and out.startswith("<div>")
+    records = [{"trace_id": f"t{i}", "step_idx": j, "state": "<script>x</script>" if j else "a",
+                "outcome": "success" if i % 2 else "failure"} for i in range(30) for j in range(2)]
+    cert = audit(tt.TraceTable.from_records(records), n_bootstrap=19, n_permutations=19)
+    assert "<script>" not in cert._repr_html_()
 
 
-def test_audit_rejects_unknown_options() -> None:
-    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 50, seed=1)
-    with pytest.raises(TypeError, match="unexpected"):
-        audit(traces, n_bootstraps=10)
-    with pytest.raises(ValueError):
-        TimingSettings(level=1.5)
-    with pytest.raises(ValueError):
-        OrderSettings(mode="artifact", criterion="bic")
-
-
-# ------------------------------------------------------------------------------------------------ SS7
-def test_ss7_markov_ground_truth_is_accepted() -> None:
-    """SS7(A), small: 10 corpora × 300 traces from the order-1 ground truth; the full audit accepts each."""
-    chain = ss7_chain()
-    for s in range(10):
-        traces = simulate_memory_traces(chain, 300, memory=0.0, seed=7000 + s)
-        cert = audit(traces, holdout=False, n_bootstrap=99, n_permutations=99, seed=s)
-        assert cert.decision == "accept", (s, cert)
-
-
-def test_ss7_memory_is_rejected_by_the_order_layer_every_time() -> None:
-    """SS7(B), small: memory 0.6 (paper-spec §6.7 B). The order layer rejects all 10 corpora (per-trace ΔAIC,
-    permutation G² and the artifact's ΔAIC alike); the paper's success-time KS layer alone misses most of them
-    (the paper: 0 of 15 rejected; here 1 of 10) and the certificate never accepts."""
-    chain = ss7_chain()
-    ks_retains = 0
-    for s in range(10):
-        traces = simulate_memory_traces(chain, 300, memory=0.6, seed=7000 + s)
-        cert = audit(traces, holdout=False, n_bootstrap=99, n_permutations=99, seed=s, trials=False)
-        assert not cert.order.keeps_order1 and cert.delta_aic > 500  # type: ignore[operator]
-        assert cert.order.p_permutation == pytest.approx(0.01)
-        assert order_test(traces, cert.chain, mode="artifact").delta_aic > 500  # type: ignore[operator]
-        assert cert.decision != "accept"
-        ks_retains += ks_paper(cert.chain, traces, seed=s).p_value > 0.05  # type: ignore[arg-type, operator]
-    assert ks_retains >= 8
+def test_seeds_give_a_stable_or_flagged_verdict() -> None:
+    """Across seeds the verdict is the same, or the runs whose verdict differs flag a split-dependent layer."""
+    traces = tt.datasets.simulate_traces(ss7_chain(), 300, seed=11)
+    certs = [audit(traces, seed=s, n_bootstrap=49, n_permutations=49) for s in range(4)]
+    decisions = [c.decision for c in certs]
+    if len(set(decisions)) > 1:
+        majority = max(set(decisions), key=decisions.count)
+        for c in certs:
+            if c.decision != majority:
+                assert any(layer.split_dependent for layer in c.layers.values())
 
 
 @pytest.mark.slow
-def test_ss7_full_size() -> None:
-    """SS7 at full size: (A) 30 Markov corpora, (B) 15 memory-0.6 corpora, 300 traces each, B = 199."""
+def test_null_size_and_memory_power_small() -> None:
+    """A small version of the study: first-order truth rarely loses an output; memory is found."""
     chain = ss7_chain()
-    accepted = sum(audit(simulate_memory_traces(chain, 300, memory=0.0, seed=100 + s), holdout=False,
-                         n_bootstrap=199, n_permutations=199, seed=s).decision == "accept" for s in range(30))
-    assert accepted >= 27  # a calibrated 5% KS and a permutation-backed order layer: ~ 28.5 expected
-    for s in range(15):
-        traces = simulate_memory_traces(chain, 300, memory=0.6, seed=200 + s)
-        cert = audit(traces, holdout=False, n_bootstrap=199, n_permutations=199, seed=s, trials=False)
-        assert not cert.order.keeps_order1 and cert.decision != "accept"
-
-
-@pytest.mark.slow
-def test_calibration_small() -> None:
-    """Small version of benchmarks/audit_calibration.py: 80 order-1 corpora (SS7 chain, 300 traces, B = 99):
-    the calibrated KS layer and the permutation order test each reject at most 10% at level 5% (expected 4);
-    40 memory-0.6 corpora: the permutation order test rejects them all."""
-    chain = ss7_chain()
-    ks_rej = perm_rej = 0
-    for s in range(80):
-        traces = simulate_memory_traces(chain, 300, memory=0.0, seed=10_000 + s)
-        fit = tt.ChainEstimator().fit(traces).fetch_model()
-        from tracetochain.audit import ks_calibrated
-
-        ks_rej += bool(ks_calibrated(fit, traces, n_bootstrap=99, seed=s).rejects(0.05))
-        perm_rej += order_test(traces, fit, n_permutations=99, seed=s).p_permutation <= 0.05  # type: ignore[operator]
-    assert ks_rej <= 8 and perm_rej <= 8
-    assert ks_rej + perm_rej >= 1  # a test that never rejects under H0 would be suspicious too
-    power = sum(order_test(simulate_memory_traces(chain, 300, memory=0.6, seed=20_000 + s), chain,
-                           n_permutations=99, seed=s).p_permutation <= 0.05 for s in range(40))  # type: ignore[operator]
-    assert power == 40
-
-
-# ------------------------------------------------------------------------------------------------ SWE-bench
-def test_swebench_certificate_rejects_timing_and_withholds(shared_data: Path) -> None:
-    """The SWE-bench artifact corpus with the shell categories as states: the timing layer rejects (as SS10/SS14
-    found), so R(d), the RDC, horizons and step budgets are withheld — and the JSON says so."""
-    traces = tt.read_traces(shared_data / "tracetochain-artifact" / "swebench_real" / "corpus.json")
-    cert = audit(traces, states="categorical", state_options={"vocabulary": "shell"}, seed=20260606,
-                 n_bootstrap=99, n_permutations=99)
-    assert cert.timing.rejects(0.05) and cert.p_ks == pytest.approx(0.01)
-    assert cert.D > 0.25  # type: ignore[operator]
-    assert cert.decision in ("partial", "reject")
-    doc = json.loads(cert.to_json())
-    for name in ("R(d)", "RDC", "horizons", "step_budgets"):
-        assert name in doc["withheld"]
-    assert not doc["statistics"]["keeps_order1"]  # real traces also carry history
-    assert doc["statistics"]["l_inf"] > 0.15
-    if cert.decision == "partial":
-        assert doc["certified"] == ["R_inf", "pass@k", "pass^k", "delta_R_inf"]
-    assert doc["trials"]["applicable"] is False  # one trial per instance
-    # The paper's own KS mode rejects as well.
-    paper = audit(traces, states="categorical", state_options={"vocabulary": "shell"}, seed=20260606,
-                  timing=TimingSettings(mode="paper", n_model=20_000), n_permutations=0, trials=False)
-    assert paper.p_ks < 1e-6 and "R(d)" in paper.withheld  # type: ignore[operator]
-    assert np.isfinite(paper.r_inf)
+    lost = 0
+    for r in range(30):
+        cert = audit(tt.datasets.simulate_traces(chain, 300, seed=100 + r), seed=r, n_bootstrap=99,
+                     n_permutations=99)
+        lost += bool(cert.withheld)
+    assert lost <= 5  # 5 % family-wise; P(> 5 of 30 | 5 %) < 0.3 %
+    found = 0
+    for r in range(10):
+        cert = audit(simulate_memory_traces(chain, 1000, memory=0.3, seed=200 + r), seed=r, n_bootstrap=49,
+                     n_permutations=199)
+        found += cert.layers["order"].status == "reject"
+    assert found >= 9
+    assert np.isfinite(lost)

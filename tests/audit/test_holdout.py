@@ -22,12 +22,11 @@ from tracetochain.audit import (
     label_traces,
     r_inf_check,
     r_inf_check_counts,
-    simulate_memory_traces,
     split_indices,
     split_traces,
-    ss7_chain,
     wilson_interval,
 )
+from tracetochain.datasets import simulate_memory_traces, ss7_chain
 from tracetochain.states import CategoricalStates
 
 

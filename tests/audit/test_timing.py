@@ -14,10 +14,10 @@ from tracetochain.audit import (
     ks_calibrated,
     ks_paper,
     lattice_ks_statistic,
-    replicate_counts,
     success_time_cdf,
     timing_test,
 )
+from tracetochain.audit._timing import replicate_counts
 from tracetochain.numerics import simulate_traces
 
 

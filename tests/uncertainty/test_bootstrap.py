@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 import tracetochain as tt
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
 from tracetochain.featurize import RuleFeaturizer
+from tracetochain.chain import per_trace_counts
 from tracetochain.states import CategoricalStates, WardStates
 from tracetochain.uncertainty import (
     TraceBootstrap,
     match_by_centroids,
     match_by_exit_profile,
     match_by_names,
-    per_trace_counts,
     take_traces,
 )
 

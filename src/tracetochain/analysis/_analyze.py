@@ -152,19 +152,19 @@ def resolve_states(states: Any, state_options: dict[str, Any], parts: list[Any],
     else:
         raise TypeError(f"states must be None, 'label', a list of state names, a StateModel, a state estimator or a "
                         f"spec string, got {type(states).__name__}")
-    # Learn on the fit half of split 0: partitions in a seeded order until the sample is large enough.
-    order = np.random.default_rng(spec.seed).permutation(len(parts)) if len(parts) > 1 else [0]
-    sample: list[TraceTable] = []
+    # Learn on the fit half of split 0: partitions drawn in a seeded order until the sample is large enough, then
+    # put back in corpus order, so that a corpus read whole and read in pieces learn on the same table.
+    order = np.random.default_rng(spec.seed).permutation(len(parts)) if len(parts) > 1 else np.zeros(1, np.int64)
+    chosen: dict[int, TraceTable] = {}
     n = 0
     for i in order:
         half = fit_half(parts[int(i)].read(on_error=on_error), spec)
         if half.n_traces:
-            sample.append(half)
+            chosen[int(i)] = half
             n += half.n_traces
         if n >= state_sample:
             break
-    if not sample:
-        raise EmptyTraceSetError("no usable traces in the fit half to learn the states on")
+    sample = [chosen[i] for i in sorted(chosen)]
     return estimator.fit(_concat(sample)).fetch_model(), None
 
 
@@ -350,11 +350,10 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     parts, src, reader_name = plan_input(source, engine=eng, reader=reader, on_error=on_error,
                                          reader_options=dict(reader_options or {}),
                                          partition_options=dict(partition_options or {}))
-    tasks_repeat = _tasks_repeat_hint(parts)
     spec = SummarySpec(seed=seed, n_splits=n_splits if run_audit and settings_audit.holdout else 0,
                        test_fraction=test_fraction, split_by=split_by,
                        n_replicates=n_draws if intervals == "bootstrap" else 0,
-                       resample_by="task" if tasks_repeat else "trace",
+                       resample_by="task",
                        include_outcomes=settings_audit.include_outcomes)
     try:
         step("states")
@@ -424,21 +423,6 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     return AnalysisResult(chain, certificate, ensemble, acc, model, source_doc, settings,
                           {"read_and_states": t1 - t0, "summaries": t2 - t1, "audit": t3 - t2,
                            "intervals": t4 - t3})
-
-
-def _tasks_repeat_hint(parts: list[Any]) -> bool:
-    """Whether some task repeats, judged on in-memory input (a partitioned corpus decides per its summary: the
-    resampling unit must be fixed before the pass, so partitioned corpora resample by task whenever they carry a
-    task_id column)."""
-    if len(parts) == 1 and isinstance(parts[0], MemoryPartition):
-        t = parts[0].traces
-        if "task_id" not in t.columns or t.n_traces < 2:
-            return False
-        task = t.trace_column("task_id").drop_null()
-        import pyarrow.compute as pc
-
-        return len(task) > len(pc.unique(task))
-    return True
 
 
 def _ingest_report(acc: CorpusSummary, source: str, fmt: str) -> IngestReport:

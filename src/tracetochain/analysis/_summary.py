@@ -47,15 +47,16 @@ Unit = Literal["trace", "task"]
 class SummarySpec:
     """What a summary collects: the splits (``n_splits`` random halves holding out ``test_fraction`` of the traces, or
     of the tasks with ``split_by="task"``), the bootstrap replicates (``n_replicates`` with ``weights`` drawn per
-    ``resample_by`` unit), all seeded by ``seed``; ``include_outcomes`` for the order test."""
+    ``resample_by`` unit: ``"task"`` weighs all trials of a task together, a trace without a task being its own unit;
+    ``"trace"`` weighs every trace alone), all seeded by ``seed``; ``include_outcomes`` for the order test."""
 
     seed: int = 0
     n_splits: int = 5
     test_fraction: float = 0.5
     split_by: Unit = "trace"
     n_replicates: int = 0
-    weights: Literal["exponential", "poisson"] = "exponential"
-    resample_by: Unit = "trace"
+    weights: Literal["poisson", "exponential"] = "poisson"
+    resample_by: Unit = "task"
     include_outcomes: bool = True
 
     def __post_init__(self) -> None:

@@ -71,7 +71,7 @@ def unit_hashes(trace_ids: pa.Array, task_ids: pa.Array | None = None) -> NDArra
     (salted, so a trace id never collides with a task id)."""
     own = fnv1a_hashes(trace_ids)
     if task_ids is None:
-        return own
+        return own ^ _NO_TASK_SALT
     task = task_ids.combine_chunks() if isinstance(task_ids, pa.ChunkedArray) else task_ids
     has_task = np.asarray(task.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     out = own ^ _NO_TASK_SALT
