@@ -38,10 +38,11 @@ def _one(traces: tt.TraceTable, seed: int, n_model: int, n_boot: int, permutatio
     chain = tt.ChainEstimator(pseudocount=1.0).fit(traces).fetch_model()
     ks = ks_paper(chain, traces, n_model=n_model, outcome="any", seed=seed)
     art = order_test(traces, mode="artifact")
-    cert = audit(traces, holdout=False, seed=seed, n_bootstrap=n_boot, n_permutations=n_boot, trials=False)
+    cert = audit(traces, holdout=False, seed=seed, n_bootstrap=n_boot, n_permutations=n_boot, pseudocount=1.0,
+                 order_criterion="aic")
     out: dict[str, Any] = {}
     if permutation:  # the order layer with its calibrated criterion (within-context permutation p-value)
-        perm = audit(traces, holdout=False, seed=seed, n_bootstrap=n_boot, n_permutations=n_boot, trials=False,
+        perm = audit(traces, holdout=False, seed=seed, n_bootstrap=n_boot, n_permutations=n_boot, pseudocount=1.0,
                      order_criterion="permutation")
         out = {"decision_permutation": perm.decision, "order_keeps_order1_permutation": perm.order.keeps_order1}
     return out | {"paper_ks_D": ks.statistic, "paper_ks_p": ks.p_value, "artifact_delta_aic": art.delta_aic,

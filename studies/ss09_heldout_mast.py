@@ -99,7 +99,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
         chain = tt.ChainEstimator(pseudocount=1.0).fit(fit).fetch_model()
         ks = ks_paper(chain, test, n_model=n_model, outcome="any", seed=s)
         l_inf = l_inf_distance(chain.reliability(D_MAX), empirical_rdc(test, D_MAX))
-        res = holdout_audit(traces, seed=s, horizon=D_MAX, timing=TimingSettings(n_bootstrap=n_boot),
+        res = holdout_audit(traces, seed=s, horizon=D_MAX, timing=TimingSettings(n_bootstrap=n_boot), pseudocount=1.0,
                             order=OrderSettings(n_permutations=n_boot, criterion="permutation"))
         rows[name] = {"m": chain.n_states, "n_fit": fit.n_traces, "n_test": test.n_traces,
                       "n_censored": int(np.count_nonzero(traces.outcomes() == 2)), "KS_D": ks.statistic,

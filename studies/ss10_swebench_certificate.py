@@ -85,7 +85,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     # ---- 2. our Ward states on the same fit half
     raw = tt.read_traces(artifact_path(_swe.CORPUS))
     raw_fit, raw_test = raw.select_traces(np.asarray(fit_rows)), raw.select_traces(np.asarray(test_rows))
-    res = fit_chain(raw_fit, states="ward", **WARD)
+    res = fit_chain(raw_fit, states="ward", pseudocount=1.0, **WARD)
     wm = res.states
     ward_chain = tt.ChainEstimator(pseudocount=1.0, initial="modal", states=wm.state_names).fit(
         res.labelled).fetch_model()
@@ -103,7 +103,8 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     if not quick:
         runs.append(("all/ward", raw, "ward", WARD))
     for name, traces, st, opts in runs:
-        cert = audit(traces, states=st, state_options=opts, seed=seed, n_bootstrap=n_boot, n_permutations=n_boot)
+        cert = audit(traces, states=st, state_options=opts, seed=seed, n_bootstrap=n_boot, n_permutations=n_boot,
+                     pseudocount=1.0)
         certs[name] = _cert_row(cert)
 
     fr, kr, vr = ref["fit"], ref["ks"], ref["verdict"]

@@ -59,7 +59,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
         for kmax in K_MAX:
             key = f"{fname}/k{kmax}"
             opts: dict[str, Any] = {"vocabulary": "shell", "features": feats, "k_min": 2, "k_max": kmax}
-            res = fit_chain(raw_fit, states="ward", **opts)
+            res = fit_chain(raw_fit, states="ward", pseudocount=1.0, **opts)
             model = res.states
             chain = tt.ChainEstimator(pseudocount=1.0, initial="modal", states=model.state_names).fit(
                 res.labelled).fetch_model()
@@ -72,7 +72,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
             sub[key]["reject"] = bool(not art.keeps_order1 or ks.rejects(0.05))
             if quick and kmax != 10:
                 continue
-            h = holdout_audit(raw, states="ward", state_options=opts, seed=seed, horizon=HORIZON,
+            h = holdout_audit(raw, states="ward", state_options=opts, seed=seed, horizon=HORIZON, pseudocount=1.0,
                               timing=TimingSettings(n_bootstrap=n_boot), order=OrderSettings(n_permutations=n_boot))
             full[key] = {"m": h.chain.n_states, "R_inf": h.chain.r_inf, "held_out_pass_rate": h.r_inf_check.pass_rate,
                          "r_inf_inside": h.r_inf_check.lower <= h.r_inf_check.r_inf <= h.r_inf_check.upper,

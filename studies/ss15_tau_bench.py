@@ -135,7 +135,8 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
                               count_dev, "ours: the chat vocabulary regenerates the artifact's sufficient statistics"))
         timing = TimingSettings(mode="paper", n_model=n_model, paper_max_steps=D_MAX)
         for by in ("task", "trace"):
-            res = holdout_audit(traces, states=states, unvisited="failure", seed=seed, by=by, timing=timing)
+            res = holdout_audit(traces, states=states, unvisited="failure", seed=seed, by=by, timing=timing,
+                                pseudocount=1.0)
             chk = res.r_inf_check
             fit_pass = r_inf_check(0.0, res.train).pass_rate
             held[by] = {"n_train": res.split["n_train"], "n_test": res.split["n_test"], "R_inf": res.chain.r_inf,

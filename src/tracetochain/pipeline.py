@@ -28,7 +28,7 @@ class FitResult:
     labelled: TraceTable
 
 
-def fit_chain(traces: TraceTable, *, states: Any = "label", pseudocount: float = 1.0, unvisited: str = "auto",
+def fit_chain(traces: TraceTable, *, states: Any = "label", pseudocount: float | None = None, unvisited: str = "auto",
               initial: str = "empirical", **state_options: Any) -> FitResult:
     """Discover states and fit the chain.
 

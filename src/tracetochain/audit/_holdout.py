@@ -302,7 +302,7 @@ def mover_p_value(r_inf: float, n_fit: int, k: int, n: int, method: IntervalMeth
 
 
 # ------------------------------------------------------------------------------------------------ states
-def fit_states_and_chain(train: TraceTable, states: Any = "label", *, pseudocount: float = 1.0,
+def fit_states_and_chain(train: TraceTable, states: Any = "label", *, pseudocount: float | None = None,
                          unvisited: str = "auto", initial: str = "empirical",
                          state_options: dict[str, Any] | None = None) -> tuple[AbsorbingChain, Any, TraceTable]:
     """Discover states on ``train`` and fit the chain: returns (chain, state model, labelled train).
@@ -406,7 +406,7 @@ class HoldoutResult:
         return html_table(rows, "Held-out audit")
 
 
-def holdout_audit(traces: TraceTable, *, states: Any = "label", pseudocount: float = 1.0, unvisited: str = "auto",
+def holdout_audit(traces: TraceTable, *, states: Any = "label", pseudocount: float | None = None, unvisited: str = "auto",
                   initial: str = "empirical", test_fraction: float = 0.5, by: SplitBy = "trace", seed: int = 0,
                   horizon: int | None = None, interval: IntervalMethod = "wilson", confidence: float = 0.95,
                   timing: TimingSettings | None = None, order: OrderSettings | None = None,

@@ -53,7 +53,8 @@ def trace_html(ep: dict[str, Any]) -> str:
 
 def window_report_html(service: Any, window: str, audit: bool) -> str:
     """The full HTML report (``tracetochain report``) of one window's episodes, or of all of them."""
-    from tracetochain.report import make_report, render_html
+    from tracetochain.analysis import analyze
+    from tracetochain.report import build_report, render_html
 
     live = service.live
     if window in ("all", ""):
@@ -74,9 +75,7 @@ def window_report_html(service: Any, window: str, audit: bool) -> str:
         raise ValueError(f"no decided episodes in {label}")
     traces = TraceTable.from_records(records, source=f"live store {service.store.path} ({label})", format="otlp")
     try:
-        rep = make_report(traces, audit=audit, samples=500, seed=service.config.seed, horizon=service.config.horizon)
-    except Exception as exc:  # e.g. too few traces for the held-out audit: say so, keep the page
-        if not audit:
-            raise ValueError(f"cannot build the report of {label}: {exc}") from None
-        rep = make_report(traces, audit=False, samples=500, seed=service.config.seed, horizon=service.config.horizon)
-    return render_html(rep)
+        result = analyze(traces, audit=audit, n_samples=500, seed=service.config.seed)
+    except ValueError as exc:
+        raise ValueError(f"cannot build the report of {label}: {exc}") from None
+    return render_html(build_report(result, horizon=service.config.horizon))
