@@ -406,9 +406,10 @@ class HoldoutResult:
         return html_table(rows, "Held-out audit")
 
 
-def holdout_audit(traces: TraceTable, *, states: Any = "label", pseudocount: float | None = None, unvisited: str = "auto",
-                  initial: str = "empirical", test_fraction: float = 0.5, by: SplitBy = "trace", seed: int = 0,
-                  horizon: int | None = None, interval: IntervalMethod = "wilson", confidence: float = 0.95,
+def holdout_audit(traces: TraceTable, *, states: Any = "label", pseudocount: float | None = None,
+                  unvisited: str = "auto", initial: str = "empirical", test_fraction: float = 0.5,
+                  by: SplitBy = "trace", seed: int = 0, horizon: int | None = None,
+                  interval: IntervalMethod = "wilson", confidence: float = 0.95,
                   timing: TimingSettings | None = None, order: OrderSettings | None = None,
                   state_options: dict[str, Any] | None = None) -> HoldoutResult:
     """Split, fit states and chain on the fit half, label the test half with the fitted state model, and audit.

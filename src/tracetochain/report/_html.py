@@ -14,7 +14,10 @@ from typing import Any
 from tracetochain.report._graph import chain_svg
 from tracetochain.report._plots import fpt_svg, reliability_svg
 
-_VERDICT = {"accept": ("ACCEPT", "accept"), "partial": ("PARTIAL", "partial"), "reject": ("REJECT", "reject")}
+_VERDICT = {"accept": ("ACCEPT", "accept"), "partial": ("PARTIAL", "partial"), "reject": ("REJECT", "reject"),
+            "insufficient": ("INSUFFICIENT EVIDENCE", "none")}
+_LAYER_TITLES = {"r_inf": "R∞ check (held out)", "timing": "success-time law (held-out KS)",
+                 "order": "Markov order", "trials": "exchangeable trials"}
 
 
 def _fmt(x: Any, digits: int = 4) -> str:
@@ -26,8 +29,8 @@ def _fmt(x: Any, digits: int = 4) -> str:
 def _scalar_items(d: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for k, v in d.items():
-        if k in ("kind", "schema_version", "withheld", "certified", "summary", "decision", "reasons", "chain", "rdc",
-                 "settings", "trials"):
+        if k in ("kind", "schema_version", "withheld", "certified", "untested", "summary", "decision", "reasons",
+                 "chain", "rdc", "settings", "trials", "layers", "outputs", "details", "splits"):
             continue
         name = f"{prefix}{k}"
         if isinstance(v, bool) or v is None:
@@ -56,7 +59,9 @@ def render_html(doc: dict[str, Any]) -> str:
     cert = doc.get("certificate")
     meta = doc.get("intervals") or {}
     intervals = meta.get("metrics", {}) if isinstance(meta, dict) else {}
-    timing_ok = doc.get("timing_withheld_reason") is None
+    status = doc.get("output_status") or {}
+    timing_ok = status.get("R(d)", "certified") != "withheld"
+    timing_tag = "untested" if status.get("R(d)") == "untested" else ""
     verdict_text, verdict_class = _VERDICT.get(str(cert.get("decision")).lower(), ("NOT AUDITED", "none")) \
         if cert else ("NOT AUDITED", "none")
     level = meta.get("confidence") if isinstance(meta, dict) else None
@@ -98,10 +103,30 @@ def render_html(doc: dict[str, Any]) -> str:
     visits = [s["expected_visits"] for s in m["states"]]
     graph = chain_svg(doc["chain"], visits)
     emp_pass = None
-    trials = cert.get("trials") if cert else None
-    if isinstance(trials, dict) and trials.get("applicable"):
-        emp_pass = {key: {str(k): f"{v:.4f}" for k, v in zip(trials["ks"], trials[key], strict=True)
-                          if isinstance(v, (int, float))} for key in ("pass_hat_k", "pass_at_k") if key in trials}
+    per_task = doc.get("per_task_pass_k")
+    if isinstance(per_task, dict):
+        emp_pass = {}
+        for key in ("pass_hat_k", "pass_at_k"):
+            cells = {}
+            for k, v, ivl in zip(per_task["ks"], per_task[key], per_task[f"{key}_interval"], strict=True):
+                if isinstance(v, (int, float)):
+                    lo, hi = ivl
+                    cells[str(k)] = f"{v:.4f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None
+                                                  else "")
+            emp_pass[key] = cells
+    layers = []
+    if cert:
+        for name, layer in (cert.get("layers") or {}).items():
+            layers.append({"title": _LAYER_TITLES.get(name, name), "status": layer["status"].replace("_", " "),
+                           "p": _fmt(layer.get("p_value"), 4), "p_adjusted": _fmt(layer.get("p_adjusted"), 4),
+                           "message": layer["message"], "needs": layer.get("traces_needed"),
+                           "splits": (f"{100 * layer['share_rejecting']:.0f}% of {len(layer['split_p_values'])} "
+                                      "splits reject alone" + (" (split-dependent)" if layer["split_dependent"]
+                                                               else ""))
+                           if layer.get("share_rejecting") is not None and len(layer.get("split_p_values", [])) > 1
+                           else ""})
+    thin = {t["state"]: t["observations"] for t in (doc.get("thin_evidence") or {}).get("states", [])}
+    never_failed = set(doc.get("never_failed_states") or [])
     settings = [(k, str(v)) for k, v in (doc.get("settings") or {}).items()]
     if meta:
         settings.append(("intervals", f"{meta.get('method', '?')}, {meta.get('interval', 'percentile')}, level "
@@ -117,7 +142,10 @@ def render_html(doc: dict[str, Any]) -> str:
     return template.render(
         doc=doc, m=m, oc=doc["source"]["outcomes"], cert=cert, timing_ok=timing_ok, verdict_text=verdict_text,
         verdict_class=verdict_class, cert_stats=_scalar_items(cert.get("statistics", cert)) if cert else [],
-        fmt=_fmt, pass_k_ok=not doc.get("pass_k_withheld"),
+        fmt=_fmt, pass_k_ok=status.get("pass^k", "certified") != "withheld",
+        pass_k_status=status.get("pass^k", "not audited"), timing_tag=timing_tag, layers=layers, status=status,
+        thin=thin, never_failed=never_failed,
+        thin_threshold=(doc.get("thin_evidence") or {}).get("threshold", 0),
         pct=lambda x: "—" if x is None else f"{100 * float(x):.1f}%", iv=iv, iv_k=iv_k, has_band=has_band,
         band_text=band_text, level_text=f"{float(level):.0%}" if level else "", picks=picks, rd_svg=rd,
         fpt_svg=fpt, graph_svg=graph, emp_pass=emp_pass, settings=settings,

@@ -18,13 +18,16 @@ def render_markdown(doc: dict[str, Any]) -> str:
     m = doc["metrics"]
     cert = doc.get("certificate")
     iv = (doc.get("intervals") or {}).get("metrics", {})
-    decision = str(cert.get("decision", "")).upper() if cert else "NOT AUDITED"
+    raw = str(cert.get("decision", "")) if cert else ""
+    decision = ("INSUFFICIENT EVIDENCE" if raw == "insufficient" else raw.upper()) if cert else "NOT AUDITED"
 
     def interval(name: str) -> str:
         q = iv.get(name) if isinstance(iv, dict) else None
         return f" [{_f(q['lower'])}, {_f(q['upper'])}]" if isinstance(q, dict) and q.get("lower") is not None else ""
 
-    timing_ok = doc.get("timing_withheld_reason") is None
+    status = doc.get("output_status") or {}
+    timing_ok = status.get("R(d)", "certified") != "withheld"
+    pass_k = status.get("pass^k", "not audited")
     oc = doc["source"]["outcomes"]
     lines = [f"### Agent reliability: **{decision}**", "",
              f"`{_cell(doc['source']['path'])}` — {doc['source']['n_traces']} traces "
@@ -39,13 +42,22 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines.append(f"| mean steps (MTTA) | {_f(m['mean_steps'], 1) if timing_ok else 'withheld'} |")
     for k in ("1", "3", "5"):
         if k in m["pass_hat_k"]:
-            value = "withheld (trials not i.i.d.)" if doc.get("pass_k_withheld") else \
-                f"{_f(m['pass_hat_k'][k])} / {_f(m['pass_at_k'][k])}"
+            if pass_k == "withheld" and k != "1":
+                value = "withheld (tasks differ: see the per-task values)"
+            else:
+                value = f"{_f(m['pass_hat_k'][k])} / {_f(m['pass_at_k'][k])}"
+                if pass_k == "untested" and k != "1":
+                    value += " (assumes i.i.d. trials; untested)"
             lines.append(f"| pass^{k} / pass@{k} | {value} |")
     lines.append("")
     if not timing_ok:
         lines += [f"> Timing outputs withheld: {_cell(doc.get('timing_withheld_reason') or 'audit rejected timing')}",
                   ""]
+    if cert and cert.get("layers"):
+        lines += ["| audit layer | status | p |", "|---|---|---|"]
+        for name, layer in cert["layers"].items():
+            lines.append(f"| {_cell(name)} | {_cell(layer['status'].replace('_', ' '))} | {_f(layer.get('p_value'))} |")
+        lines.append("")
     for sentence in doc.get("bottlenecks", {}).get("sentences", []):
         lines.append(_cell(sentence).replace("\\|", "|"))
     return "\n".join(lines).rstrip() + "\n"
