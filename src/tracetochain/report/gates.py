@@ -2,8 +2,9 @@
 
 Grammar: ``METRIC OP VALUE`` with METRIC one of ``r_inf`` (or ``R∞``/``Rinf``), ``R(d)``, ``pass^k``, ``pass@k``,
 ``pass_rate``; OP one of ``>=``, ``>``, ``<=``, ``<``; VALUE a number. With ``use="lower"`` the interval's lower
-bound is compared instead of the point estimate (when intervals exist). A gate on a *withheld* metric fails, and
-says why. Exit codes (CLI): 0 all gates pass, 3 a gate failed.
+bound is compared instead of the point estimate (when intervals exist). A gate on a metric the certificate withholds,
+or could not test for lack of data, fails and says why: a CI gate never passes on evidence that is not there. Exit
+codes (CLI): 0 all gates pass, 3 a gate failed.
 """
 
 from __future__ import annotations
@@ -42,13 +43,34 @@ def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point",
     threshold = float(match["value"])
     op = _OPS[match["op"]]
     withheld = doc.get("withheld") or []
+    status = doc.get("output_status") or {}
+    cert = doc.get("certificate") or {}
+    layers = cert.get("layers") or {}
+
+    def blocked(output: str) -> str | None:
+        """Why a gate on ``output`` cannot pass: withheld, or untested for lack of data (not for lack of repeated
+        tasks, which only means pass^k assumes independent trials)."""
+        st = status.get(output)
+        if st == "withheld":
+            return "withheld by the audit"
+        if st == "untested":
+            short = [n for n, layer in layers.items() if layer.get("status") == "insufficient"
+                     and n in (cert.get("outputs") or {}).get(output, {}).get("rests_on", [])]
+            if short:
+                need = [layers[n].get("traces_needed") for n in short if layers[n].get("traces_needed")]
+                return ("not testable on this little data" + (f" (the audit needs about {max(need)} usable traces)"
+                                                              if need else ""))
+        return None
+
     value: float | None
     lower: float | None = None
     if match["d"] is not None:
         d = int(match["d"])
-        if "R(d)" in withheld or doc.get("timing_withheld_reason"):
-            return GateResult(expression, False, None, f"{expression}: R({d}) is withheld by the audit "
-                                                       f"({doc.get('timing_withheld_reason') or 'timing rejected'})")
+        why = blocked("R(d)") or ("withheld by the audit" if "R(d)" in withheld else None)
+        if why:
+            reason = doc.get("timing_withheld_reason")
+            return GateResult(expression, False, None, f"{expression}: R({d}) is {why}"
+                                                       + (f" ({reason})" if reason else ""))
         if d > m["horizon"]:
             raise GateError(f"R({d}) is beyond the report's horizon {m['horizon']}; raise --horizon")
         value = m["reliability"][d]
@@ -57,9 +79,10 @@ def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point",
             lower = band["lower"][d]
     elif match["hk"] is not None or match["ak"] is not None:
         key, k = ("pass_hat_k", match["hk"]) if match["hk"] is not None else ("pass_at_k", match["ak"])
-        if doc.get("pass_k_withheld"):
-            return GateResult(expression, False, None, f"{expression}: the chain's pass@k/pass^k are withheld "
-                                                       "(repeated trials are not i.i.d. draws from one chain)")
+        why = blocked("pass^k") if int(k) > 1 else blocked("R_inf")
+        if why:
+            return GateResult(expression, False, None, f"{expression}: the chain's pass@k/pass^k are {why} "
+                                                       "(see the per-task estimates)")
         if k not in m[key]:
             raise GateError(f"{expression}: k = {k} is not in the report; add it with --k")
         value = m[key][k]
@@ -68,6 +91,9 @@ def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point",
     elif match["metric"] == "pass_rate":
         value = doc["empirical"]["pass_rate"]
     else:
+        why = blocked("R_inf")
+        if why:
+            return GateResult(expression, False, None, f"{expression}: R∞ is {why}")
         value = m["r_inf"]
         q = intervals.get("r_inf") if isinstance(intervals, dict) else None
         lower = q.get("lower") if isinstance(q, dict) else None
