@@ -30,10 +30,12 @@ if TYPE_CHECKING:
         uncertainty,
         whatif,
     )
+    from tracetochain.analysis import AnalysisResult, analyze
     from tracetochain.audit import Certificate, audit
     from tracetochain.chain import (
         AbsorbingChain,
         ChainEstimator,
+        ChainPrior,
         TransitionCounts,
         count_transitions,
         estimate_chain,
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
 # public name → the module that defines it (the name itself is looked up there).
 _ATTRIBUTES: dict[str, str] = {
     "AbsorbingChain": "tracetochain.chain",
+    "AnalysisResult": "tracetochain.analysis",
+    "ChainPrior": "tracetochain.chain",
     "CategoricalStates": "tracetochain.states",
     "Certificate": "tracetochain.audit",
     "ChainEnsemble": "tracetochain.uncertainty",
@@ -75,6 +79,7 @@ _ATTRIBUTES: dict[str, str] = {
     "TraceTable": "tracetochain.traces",
     "TransitionCounts": "tracetochain.chain",
     "WardStates": "tracetochain.states",
+    "analyze": "tracetochain.analysis",
     "audit_partitioned": "tracetochain.partitioned",
     "bottlenecks": "tracetochain.whatif",
     "count_transitions": "tracetochain.chain",
@@ -92,10 +97,12 @@ _SUBMODULES = frozenset({"datasets", "engines", "exceptions", "featurize", "repo
 
 __all__ = [
     "AbsorbingChain",
+    "AnalysisResult",
     "CategoricalStates",
     "Certificate",
     "ChainEnsemble",
     "ChainEstimator",
+    "ChainPrior",
     "DirichletPosterior",
     "FitResult",
     "IngestReport",
@@ -111,6 +118,7 @@ __all__ = [
     "TransitionCounts",
     "WardStates",
     "__version__",
+    "analyze",
     "audit",
     "audit_partitioned",
     "bottlenecks",
