@@ -197,6 +197,24 @@ def _summarize_part(part: Any, *, on_error: str, model: Any, spec: SummarySpec, 
     return summarize_traces(traces, codes, names, spec, partition=part.index, check_traces=check_traces)
 
 
+def summarize_parts(parts: list[Any], engine: Any, *, on_error: str, model: Any, spec: SummarySpec,
+                    check_traces: bool = True) -> CorpusSummary:
+    """The merged summary of ``parts``, on ``engine`` (None: here, in order), with every trace checked to lie in one
+    partition."""
+    fn = functools.partial(_summarize_part, on_error=on_error, model=model, spec=spec, check_traces=check_traces)
+    if engine is None:
+        acc = fn(parts[0])
+        for p in parts[1:]:
+            acc = merge_summaries(acc, fn(p))
+    else:
+        acc = engine.map_reduce(fn, parts, merge_summaries)
+    if check_traces and len(parts) > 1:
+        from tracetochain.partitioned._counts import _check_unique_traces
+
+        _check_unique_traces(acc.base, parts, on_error)  # type: ignore[arg-type]
+    return acc
+
+
 # ---------------------------------------------------------------------------------------------------- result
 @dataclass(frozen=True, eq=False)
 class AnalysisResult:
@@ -360,20 +378,10 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         model, vocab = resolve_states(states, dict(state_options or {}), parts, spec, on_error, state_sample)
         t1 = time.perf_counter()
         step("summarising")
-        fn = functools.partial(_summarize_part, on_error=on_error, model=model, spec=spec, check_traces=check_traces)
-        if eng is None:
-            acc = fn(parts[0])
-            for p in parts[1:]:
-                acc = merge_summaries(acc, fn(p))
-        else:
-            acc = eng.map_reduce(fn, parts, merge_summaries)
+        acc = summarize_parts(parts, eng, on_error=on_error, model=model, spec=spec, check_traces=check_traces)
     finally:
         if owns and eng is not None:
             eng.close()
-    if check_traces and len(parts) > 1:
-        from tracetochain.partitioned._counts import _check_unique_traces
-
-        _check_unique_traces(acc.base, parts, on_error)  # type: ignore[arg-type]
     if vocab is not None:
         missing = [s for s in acc.state_names if s not in set(vocab)]
         if missing:

@@ -11,7 +11,6 @@ traces, else the verdict is *insufficient evidence* and says how many are missin
 
 from __future__ import annotations
 
-import functools
 import html
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,9 +18,9 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from tracetochain.analysis._analyze import UNSEEN_STATE, _summarize_part, plan_input, resolve_states
+from tracetochain.analysis._analyze import UNSEEN_STATE, plan_input, resolve_states, summarize_parts
 from tracetochain.analysis._intervals import summary_ensemble
-from tracetochain.analysis._summary import CorpusSummary, SummarySpec, merge_summaries, reindex_summary
+from tracetochain.analysis._summary import CorpusSummary, SummarySpec, reindex_summary
 from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
 from tracetochain.exceptions import EmptyTraceSetError
@@ -184,14 +183,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
         for k, parts in enumerate((parts_a, parts_b)):
             spec = SummarySpec(seed=seed + k, n_splits=0, n_replicates=samples if method == "bootstrap" else 0,
                                resample_by="task")
-            fn = functools.partial(_summarize_part, on_error=on_error, model=model, spec=spec, check_traces=True)
-            if eng is None:
-                acc = fn(parts[0])
-                for p in parts[1:]:
-                    acc = merge_summaries(acc, fn(p))
-            else:
-                acc = eng.map_reduce(fn, parts, merge_summaries)
-            summaries.append(acc)
+            summaries.append(summarize_parts(parts, eng, on_error=on_error, model=model, spec=spec))
     finally:
         if owns and eng is not None:
             eng.close()

@@ -218,7 +218,8 @@ def _remap_rows(x: NDArray[np.int64], idx: NDArray[np.int64], M: int) -> NDArray
     m = idx.size
     out = np.zeros((*x.shape[:-2], M, M + 2), x.dtype)
     cols = np.concatenate([idx, [M, M + 1]])
-    out[..., idx[:, None], cols[None, :]] = x[..., :, : m + 2] if m else out[..., :0, :0]
+    if m:
+        out[..., idx[:, None], cols[None, :]] = x
     return out
 
 

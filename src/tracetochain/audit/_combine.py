@@ -53,6 +53,22 @@ def cauchy_combination(p_values: Sequence[float]) -> float:
     return float(min(1.0, max(0.0, out)))
 
 
+def holm_adjust(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm-adjusted p-values: adjusted_(r) = max_{j ≤ r} min(1, (L − j + 1) p_(j)) in increasing order of p.
+
+    >>> holm_adjust([0.01, 0.04, 0.03]).round(4).tolist()
+    [0.03, 0.06, 0.06]
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    L = p.size
+    adjusted = np.empty(L)
+    running = 0.0
+    for rank, i in enumerate(np.argsort(p, kind="stable")):
+        running = max(running, min(1.0, (L - rank) * float(p[i])))
+        adjusted[i] = running
+    return adjusted
+
+
 def holm(p_values: Mapping[str, float | None], level: float = 0.05) -> tuple[dict[str, bool], dict[str, float]]:
     """Holm's step-down over the named p-values (None counts as 1): which are rejected at family-wise ``level``,
     and the Holm-adjusted p-values (max over j ≤ i of (L − j + 1) p_(j), capped at 1).
@@ -66,11 +82,6 @@ def holm(p_values: Mapping[str, float | None], level: float = 0.05) -> tuple[dic
     names = list(p_values)
     p = np.array([1.0 if p_values[k] is None else float(p_values[k]) for k in names])  # type: ignore[arg-type]
     L = len(names)
-    order = np.argsort(p, kind="stable")
-    adjusted = np.empty(L)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (L - rank) * p[i]))
-        adjusted[i] = running
+    adjusted = holm_adjust(p)
     rejected = {names[i]: bool(adjusted[i] <= level) for i in range(L)}
     return rejected, {names[i]: float(adjusted[i]) for i in range(L)}

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.stats
 from numpy.typing import NDArray
 
+from tracetochain.audit._combine import holm_adjust
 from tracetochain.traces._table import TraceTable
 
 
@@ -43,15 +44,10 @@ def _row_g2(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[NDArray[np.
 
 
 def _holm(p: NDArray[np.float64], tested: NDArray[np.intp]) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
-    """Holm's step-down adjustment of the p-values ``p[tested]`` (the others stay 1), and the tested indices in
-    increasing order of p: adjusted_(r) = max_{k ≤ r} min(1, (n − k) p_(k)) (Holm 1979)."""
+    """Holm's adjustment of ``p[tested]`` (the others stay 1) and the tested indices in increasing order of p."""
     adjusted = np.ones(p.size)
-    order = tested[np.argsort(p[tested], kind="stable")]
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * float(p[i])))
-        adjusted[i] = running
-    return adjusted, order
+    adjusted[tested] = holm_adjust(p[tested])
+    return adjusted, tested[np.argsort(p[tested], kind="stable")]
 
 
 @dataclass(frozen=True)
