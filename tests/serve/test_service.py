@@ -385,3 +385,51 @@ def test_webhook_sink_posts_alerts() -> None:
     assert got == [{"kind": "rule", "message": "R∞ < 0.8"}] and sink.sent == 1
     with pytest.raises(ValueError):
         WebhookSink("file:///etc/passwd")
+
+
+def test_parquet_export_is_the_canonical_table(service, tmp_path: Path) -> None:
+    svc = service()
+    spans = record_spans(lambda p: [agent_episode(p, fail_sql=i % 2 == 0) for i in range(6)])
+    with TestClient(create_app(svc), base_url="http://127.0.0.1") as client:
+        client.post("/v1/traces", content=proto_body(spans), headers=PB)
+        _wait(client, {}, lambda d: d["n_episodes"] == 6)
+        r = client.get("/api/export.parquet")
+        assert r.status_code == 200
+    out = tmp_path / "steps.parquet"
+    out.write_bytes(r.content)
+    table = TraceTable.read(out)
+    assert table.n_traces == 6 and table.n_steps == 18
+    assert table.outcome_counts()["success"] == 6
+    assert svc.store.export_parquet(tmp_path / "again.parquet") == 6
+
+
+def test_time_windows_complete_and_drift_once() -> None:
+    from tracetochain.serve._store import EpisodeRow
+
+    now = [1000.0]
+    live = LiveAnalysis(WindowSpec("time", 60), min_traces=20, clock=lambda: now[0])
+    rng = np.random.default_rng(0)
+
+    def episodes(t0: float, p_fail: float, n: int, start: int) -> list:
+        out = []
+        for i in range(n):
+            fail = rng.random() < p_fail
+            out.append(EpisodeRow(start + i, f"e{start + i}", f"e{start + i}", t0 + i * 0.5, t0 + i * 0.5,
+                                  "failure" if fail else "success", ("plan", "act")))
+        return out
+
+    live.add_episodes(episodes(0.0, 0.1, 100, 0))      # window 0 (t in [0, 60))
+    live.add_episodes(episodes(60.0, 0.1, 100, 100))   # window 1
+    live.add_episodes(episodes(120.0, 0.7, 100, 200))  # window 2: the agent broke
+    now[0] = 150.0
+    doc = live.snapshot()
+    assert [w["complete"] for w in doc["series"]] == [True, True, False]
+    assert doc["series"][1]["drift"]["tested"] and not doc["series"][1]["drift"]["alert"]
+    assert live.pop_drift_events() == []
+    now[0] = 200.0
+    doc = live.snapshot()
+    assert doc["series"][2]["drift"]["alert"] and doc["series"][2]["label"] == "1970-01-01T00:02:00Z"
+    (event,) = live.pop_drift_events()
+    assert event["window"] == 2 and event["differing_states"] == ["act"]
+    assert event["moved"][0]["from"] == "act" and event["examples"]
+    assert live.snapshot() and live.pop_drift_events() == []  # tested once
