@@ -130,7 +130,7 @@ def fit(
                        states, features, vocabulary, k_min, k_max, seed, horizon, ks, ci, uncertainty, samples,
                        as_json, quiet)
         return
-    table = load_traces(traces, reader, option, on_error=on_error.value, announce=False)
+    table = load_traces(traces, reader, option, on_error=on_error.value, announce=as_json and not quiet)
     try:
         result = fit_chain(table, states=states, pseudocount=pseudocount, unvisited=unvisited.value,
                            initial=initial.value, features=features, vocabulary=vocabulary, k_min=k_min,

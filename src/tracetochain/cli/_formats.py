@@ -62,7 +62,7 @@ def convert(
             raise TraceToChainError(f"{output} is the input file; write the converted table elsewhere")
         if not force:
             raise TraceToChainError(f"{output} already exists; pass --force to overwrite it")
-    table = load_traces(source, reader, option, on_error=on_error.value, announce=False)
+    table = load_traces(source, reader, option, on_error=on_error.value, announce=as_json)
     _write_atomically(table, output)
     report = table.report
     if as_json:

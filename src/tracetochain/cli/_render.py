@@ -42,8 +42,20 @@ def render_formats(rows: list[dict[str, Any]]) -> None:
         name = escape(row["name"]) + ("" if row["builtin"] else " [dim](plug-in)[/]")
         table.add_row(name, escape(row["description"]), escape(row["needs"]))
     _console.print(table)
-    _console.print("Use one with --reader NAME and pass its options with -O KEY=VALUE; without --reader the format "
-                   "is detected from the file.")
+    _console.print(FORMATS_FOOTER)
+
+
+#: What ``tracetochain formats`` says under the table about choosing readers and passing options.
+FORMATS_FOOTER = (
+    "Choose a reader with --reader NAME (default: detected from the file; when no reader recognises it, the error "
+    "lists why each refused and suggests one). Pass reader options with -O KEY=VALUE on fit, report, audit, compare, "
+    "monitor and convert (read_traces(path, NAME, **options) in Python); a VALUE that is JSON (a number, true, a "
+    "list) is read as such. Keys that name a field may be dotted paths into nested records: "
+    "-O outcome_key=metadata.success, -O reward_key=reward_info.reward. A verdict may be true/false, 1/0, a reward "
+    "(success at >= success_threshold) or a word such as pass/fail/resolved (success_values=a,b names other success "
+    "texts). JSONL header lines such as {\"metadata\": {...}} before the first record are kept as run metadata. "
+    "Read standard input with - (cat runs.jsonl | tracetochain fit -)."
+)
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:

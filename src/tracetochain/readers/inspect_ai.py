@@ -97,11 +97,14 @@ from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
     DEFAULT_SUCCESS_THRESHOLD,
     JSONLimitError,
+    Refusal,
+    Sniffed,
     TraceBuilder,
     finite_float,
     head_text,
     json_loads,
     load_json,
+    wrong_suffix,
 )
 from tracetochain.traces._table import Problem, TraceTable
 
@@ -756,11 +759,16 @@ class InspectAIReader:
     description = "inspect_ai eval logs (.eval zip or .json, or a folder of them): one trace per sample and epoch"
     needs = "nothing else (scorer=NAME when the log has several scorers)"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         path = Path(path)
         if path.is_dir():
-            return bool(_folder_logs(path, limit=_MAX_SNIFF_ENTRIES))
-        return _is_log_file(path)
+            return bool(_folder_logs(path, limit=_MAX_SNIFF_ENTRIES)) or Refusal(
+                "a folder without inspect_ai logs (.eval or .json) at its top level")
+        if path.suffix.lower() not in (".eval", ".json"):
+            return wrong_suffix(path, (".eval", ".json"))
+        return _is_log_file(path) or Refusal(
+            "not an inspect_ai log (a .eval zip with header.json or samples/, or a .json EvalLog with version, "
+            "eval{task, model, eval_id} and samples)")
 
     def read(self, path: Path, *, on_error: str = "raise", scorer: str | None = None,
              success_threshold: float = DEFAULT_SUCCESS_THRESHOLD, include_user: bool = False,

@@ -70,6 +70,8 @@ from typing import Any
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
     DEFAULT_SUCCESS_THRESHOLD,
+    Refusal,
+    Sniffed,
     TraceBuilder,
     add_float,
     add_int,
@@ -81,6 +83,7 @@ from tracetochain.readers._common import (
     lookup,
     parse_success_values,
     verdict_to_outcome,
+    wrong_suffix,
 )
 from tracetochain.readers._common import MISSING as _MISSING
 from tracetochain.readers._common import finite_float as _float_or_none
@@ -407,13 +410,17 @@ class LangfuseReader:
                    "scores, or a folder of them")
     needs = "a trace-level score holding the task verdict (score_name= picks it when traces carry several)"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         if path.is_dir():
             for p, _ in _folder_files(path)[:3]:
                 if self._sniff_file(p, named=True):
                     return True
-            return False
-        return path.is_file() and path.suffix.lower() in _JSON_EXT and self._sniff_file(path, named=False)
+            return Refusal("a folder without Langfuse trace, observation or score files")
+        if not path.is_file() or path.suffix.lower() not in _JSON_EXT:
+            return wrong_suffix(path, _JSON_EXT)
+        return self._sniff_file(path, named=False) or Refusal(
+            "no Langfuse trace or observations (a trace with observations and scores, or observations with "
+            "traceId)")
 
     @staticmethod
     def _sniff_file(path: Path, *, named: bool) -> bool:

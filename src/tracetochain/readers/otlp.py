@@ -122,6 +122,8 @@ import pyarrow as pa
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
     DEFAULT_SUCCESS_THRESHOLD,
+    Refusal,
+    Sniffed,
     TraceBuilder,
     add_float,
     add_int,
@@ -135,6 +137,7 @@ from tracetochain.readers._common import (
     lookup,
     parse_success_values,
     verdict_to_outcome,
+    wrong_suffix,
 )
 from tracetochain.readers._common import MISSING as _MISSING
 from tracetochain.readers._common import finite_float as _as_float
@@ -1474,18 +1477,21 @@ class OtlpReader:
     needs = ("a task outcome: gen_ai.evaluation.result events in the spans, outcome_attribute=NAME, or a verdict "
              "file via verdicts=PATH (span status is never used)")
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         if not path.is_file() or path.suffix.lower() not in _EXTENSIONS:
-            return False
+            return wrong_suffix(path, _EXTENSIONS)
         head = head_text(path)
         if not head.lstrip().startswith(("{", "[")):
-            return False
+            return Refusal("does not start with a JSON object or list")
         if re.search(r'"(?:resourceSpans|resource_spans)"\s*:', head):
             return True
         if '"traceId"' in head and '"spanId"' in head and '"startTimeUnixNano"' in head:
             return True
-        return ('"context"' in head and '"trace_id"' in head and '"span_id"' in head
-                and ('"parent_id"' in head or '"start_time"' in head))
+        if ('"context"' in head and '"trace_id"' in head and '"span_id"' in head
+                and ('"parent_id"' in head or '"start_time"' in head)):
+            return True
+        return Refusal("no spans: neither resourceSpans (OTLP JSON) nor traceId/spanId/startTimeUnixNano, nor the "
+                       "console exporter's context{trace_id, span_id}")
 
     def read(self, path: Path, *, on_error: str = "raise", **options: Any) -> TraceTable:
         table, _ = self.read_with_stats(path, on_error=on_error, **options)

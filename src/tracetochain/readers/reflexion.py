@@ -59,7 +59,13 @@ from pathlib import Path
 from typing import Any
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import TraceBuilder, head_text
+from tracetochain.readers._common import (
+    Refusal,
+    Sniffed,
+    TraceBuilder,
+    head_text,
+    wrong_suffix,
+)
 from tracetochain.traces._table import Problem, TraceTable
 
 __all__ = ["REFLEXION", "ReflexionReader", "question_key"]
@@ -157,14 +163,16 @@ class ReflexionReader:
     description = "Reflexion/ReAct HotPotQA text logs (BEGIN TRIAL n; Question / Thought n / Action n / Observation n)"
     needs = "nothing else"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         path = Path(path)
         if not path.is_file() or path.suffix.lower() not in (".txt", ".log", ""):
-            return False
+            return wrong_suffix(path, (".txt", ".log"))
         head = head_text(path)
         has_steps = bool(re.search(r"^Question:", head, re.MULTILINE)) and bool(
             re.search(r"^Action \d+: \w+\[", head, re.MULTILINE))
-        return has_steps and bool(re.search(r"^BEGIN TRIAL \d+\s*$|^Thought 1:", head, re.MULTILINE))
+        if has_steps and re.search(r"^BEGIN TRIAL \d+\s*$|^Thought 1:", head, re.MULTILINE):
+            return True
+        return Refusal("no ReAct log lines (Question:, Thought 1:, Action 1: Search[…])")
 
     def read(self, path: Path, *, on_error: str = "raise", include_thoughts: bool = False, carried: str = "keep",
              **options: Any) -> TraceTable:

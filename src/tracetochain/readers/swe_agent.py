@@ -91,7 +91,16 @@ from pathlib import Path
 from typing import Any
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import TraceBuilder, finite_float, head_text, json_loads, load_json
+from tracetochain.readers._common import (
+    Refusal,
+    Sniffed,
+    TraceBuilder,
+    finite_float,
+    head_text,
+    json_loads,
+    load_json,
+    wrong_suffix,
+)
 from tracetochain.traces._table import Problem, TraceTable
 
 __all__ = [
@@ -747,16 +756,19 @@ class _TrajectoryReader:
     kind = ""
 
     # ------------------------------------------------------------------ sniffing
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         path = Path(path)
         if path.is_dir():
             first = _walk_trajectories(path, limit=1, max_entries=20_000)
             if not first:
-                return False
+                return Refusal(f"a folder without {' or '.join(_TRAJ_SUFFIXES)} trajectory files")
             path = first[0]
         elif not (path.is_file() and _is_trajectory_name(path.name)):
-            return False
-        return classify_head(head_text(path)) == self.kind
+            return Refusal(f"reads trajectory files named *{' or *'.join(_TRAJ_SUFFIXES)} (or a run folder)")
+        kind = classify_head(head_text(path))
+        if kind == self.kind:
+            return True
+        return Refusal(f"a {kind} trajectory" if kind else "not a trajectory this reader knows")
 
     # ------------------------------------------------------------------ reading
     def _parse(self, data: dict[str, Any], path: Path) -> tuple[str, list[dict[str, Any]], list[int]]:
@@ -952,11 +964,12 @@ class SweTokenCorpusReader:
     description = "TraceToChain artifact corpus.json: {instance_id: {toks: [action tokens], resolved, label}}"
     needs = "nothing else"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         path = Path(path)
         if not path.is_file() or path.suffix.lower() != ".json":
-            return False
-        return bool(_CORPUS_HEAD.match(head_text(path, 4096)))
+            return wrong_suffix(path, (".json",))
+        return bool(_CORPUS_HEAD.match(head_text(path, 4096))) or Refusal(
+            "not the artifact's token corpus {instance_id: {toks, resolved}}")
 
     def read(self, path: Path, *, on_error: str = "raise", **options: Any) -> TraceTable:
         if options:

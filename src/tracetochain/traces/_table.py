@@ -64,9 +64,11 @@ class IngestReport:
     n_traces_skipped: int = 0
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    #: What header lines of the source said about the run (e.g. a JSONL ``{"metadata": {...}}`` first line).
+    run_metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "source": self.source,
             "format": self.format,
             "n_records": self.n_records,
@@ -78,6 +80,9 @@ class IngestReport:
                 {self.location_kind: p.location, "field": p.field, "message": p.message} for p in self.problems
             ],
         }
+        if self.run_metadata:
+            doc["run_metadata"] = self.run_metadata
+        return doc
 
     def __str__(self) -> str:
         text = (
