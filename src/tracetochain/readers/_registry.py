@@ -139,8 +139,8 @@ def sniff_all(path: str | Path, *, stop_at_first: bool = False) -> list[SniffAns
 def detect_format(path: str | Path) -> str:
     """Name of the first reader whose ``sniff`` accepts the file.
 
-    A JSON/JSONL/CSV/Parquet file no reader claims goes to the canonical reader when its first record has a
-    ``trace_id`` or ``step_idx`` (so the canonical reader names exactly which field is missing or wrong). Otherwise
+    A JSON/JSONL/CSV/Parquet file no reader claims goes to the canonical reader when it is empty or its first record
+    has a ``trace_id`` or ``step_idx`` (so the canonical reader names exactly which field is missing or wrong). Otherwise
     the error lists every reader with the reason it refused, and suggests a reader and options when the file's
     first records can be read by one (the suggestion is tried before it is made).
     """
@@ -158,9 +158,12 @@ def detect_format(path: str | Path) -> str:
 def _near_canonical(path: Path) -> bool:
     if not path.is_file() or path.suffix.lower() not in (".jsonl", ".ndjson", ".csv", ".parquet", ".pq", ".json"):
         return False
+    from tracetochain.readers._common import head_text
     from tracetochain.readers.canonical import first_record_fields
 
     try:
+        if not head_text(path, 4096).strip("\ufeff \t\r\n"):
+            return True  # an empty file is an empty canonical table (no traces), not an unknown format
         fields = first_record_fields(path)
     except (OSError, UnicodeDecodeError, ValueError):
         return False
