@@ -1,0 +1,383 @@
+"""Model choice by held-out likelihood over repeated splits, with the first-order chain as the baseline.
+
+Every candidate (a family at a size: ``markov``, ``lifted(k=2)``, ``duration``, ``hmm(K=3)``, ``mixture(C=2)``, …)
+is fitted on the fit part of each split and scores the held-out part by the log-likelihood of its traces — the
+joint probability of their observed states and outcomes, the one quantity every family defines in the same way.
+Splits are over *units* (tasks when task ids repeat, so a held-out task is a new task; else traces), and every
+unit's score is averaged over the splits that held it out.
+
+The rule (a paired comparison of units, then the one-standard-error rule of Breiman et al. 1984):
+
+1. A candidate is *better than the baseline* when its total held-out gain over the first-order chain, summed over
+   units, is at least ``z_threshold`` standard errors of that sum (the standard error of a sum of the units'
+   paired differences). Otherwise the plain chain stays — extra structure has to earn its place.
+2. Among the better candidates, the one with the largest gain is the best; the chosen model is the one with the
+   fewest parameters whose gain is within one standard error (paired, against the best) of the best's.
+3. When task ids repeat, task classes (:mod:`~tracetochain.models.tasks`) are put on the best structure of the
+   first round and scored on the same splits: trials of one task may share their difficulty, which no within-trace
+   structure can express, and which is what pass^k depends on.
+
+The chosen model is then refitted on all traces.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tracetochain.exceptions import TraceToChainError
+from tracetochain.models._base import TraceModel
+from tracetochain.models._encoded import EncodedTraces, Grouping, encode_traces
+from tracetochain.models.duration import DurationModel
+from tracetochain.models.hmm import HiddenMarkovModel
+from tracetochain.models.lifted import LiftedModel
+from tracetochain.models.markov import MarkovModel
+from tracetochain.models.mixture import MixtureModel
+from tracetochain.models.tasks import TaskClassModel
+from tracetochain.traces import TraceTable
+
+FAMILIES = ("markov", "mixture", "lifted", "hmm", "duration")
+DEFAULT_CANDIDATES = ("markov", "mixture", "lifted", "hmm", "duration")
+#: Sizes tried per family unless ``sizes`` says otherwise.
+DEFAULT_SIZES: dict[str, tuple[int, ...]] = {"mixture": (2, 3, 4), "hmm": (2, 3, 4, 5, 6), "lifted": (2, 3),
+                                             "duration": (0,), "markov": (0,), "tasks": (2, 3)}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A named way to build an unfitted model."""
+
+    name: str
+    family: str
+    size: int | None
+    make: Callable[[], TraceModel] = field(repr=False, compare=False)
+
+
+def _make(family: str, size: int, seed: int, group: Grouping) -> Candidate:
+    if family == "markov":
+        return Candidate("markov", "markov", None, lambda: MarkovModel(group=group))
+    if family == "duration":
+        return Candidate("duration", "duration", None, lambda: DurationModel(group=group))
+    if family == "lifted":
+        return Candidate(f"lifted(k={size})", "lifted", size, lambda: LiftedModel(size, group=group))
+    if family == "hmm":
+        return Candidate(f"hmm(K={size})", "hmm", size, lambda: HiddenMarkovModel(size, seed=seed, group=group))
+    if family == "mixture":
+        return Candidate(f"mixture(C={size})", "mixture", size,
+                         lambda: MixtureModel(size, seed=seed, group=group))
+    raise ValueError(f"unknown model family {family!r}; use one of {', '.join(FAMILIES)}")
+
+
+def _with_task_classes(winner: Candidate, size: int, seed: int, group: Grouping) -> Candidate:
+    make = winner.make
+    return Candidate(f"{winner.name}+tasks(C={size})", "task-classes", size,
+                     lambda: TaskClassModel(make(), size, seed=seed, group=group))
+
+
+@dataclass(frozen=True)
+class CandidateScore:
+    """One row of the model-choice table."""
+
+    name: str
+    family: str
+    size: int | None
+    heldout_loglik_per_trace: float | None
+    gain_vs_baseline: float | None
+    se_vs_baseline: float | None
+    z_vs_baseline: float | None
+    n_parameters: int | None
+    fit_seconds: float | None
+    verdict: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        from tracetochain.audit._common import json_dict
+
+        return json_dict(dict(self.__dict__))
+
+
+@dataclass(frozen=True, eq=False)
+class ModelChoice:
+    """The outcome of :func:`choose_model`: the table, the choice and why, and the chosen model refitted on all."""
+
+    chosen: str
+    reason: str
+    baseline: str
+    candidates: tuple[CandidateScore, ...]
+    model: TraceModel | None
+    n_splits: int
+    test_fraction: float
+    grouped_by: str
+    n_units: int
+    n_traces: int
+    z_threshold: float
+    seed: int
+    notes: tuple[str, ...] = ()
+
+    def score(self, name: str) -> CandidateScore:
+        for c in self.candidates:
+            if c.name == name:
+                return c
+        raise KeyError(f"no candidate {name!r}; candidates are {[c.name for c in self.candidates]}")
+
+    def to_dict(self) -> dict[str, Any]:
+        from tracetochain.audit._common import json_dict
+
+        return json_dict({
+            "kind": "tracetochain.model_choice", "chosen": self.chosen, "reason": self.reason,
+            "baseline": self.baseline, "candidates": [c.to_dict() for c in self.candidates],
+            "n_splits": self.n_splits, "test_fraction": self.test_fraction, "grouped_by": self.grouped_by,
+            "n_units": self.n_units, "n_traces": self.n_traces, "z_threshold": self.z_threshold, "seed": self.seed,
+            "notes": list(self.notes),
+            "rule": "held-out log-likelihood over repeated splits of units; better than the first-order chain when "
+                    "the summed gain is >= z_threshold standard errors; among those, the fewest parameters within "
+                    "one standard error of the best",
+        })
+
+    def table_rows(self) -> list[list[str]]:
+        rows = []
+        for c in self.candidates:
+            rows.append([c.name, _fmt(c.heldout_loglik_per_trace, 4), _fmt(c.gain_vs_baseline, 1),
+                         _fmt(c.z_vs_baseline, 1), "—" if c.n_parameters is None else str(c.n_parameters),
+                         _fmt(c.fit_seconds, 2), c.verdict])
+        return rows
+
+    def describe(self) -> str:
+        head = ["candidate", "held-out LL/trace", "gain vs markov (nats)", "z", "parameters", "fit s", "verdict"]
+        rows = self.table_rows()
+        width = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+        lines = [f"Model choice over {self.n_splits} held-out splits of {self.n_units} {self.grouped_by}s "
+                 f"({self.test_fraction:.0%} held out each time): chose {self.chosen} — {self.reason}",
+                 "  ".join(h.ljust(w) for h, w in zip(head, width, strict=True))]
+        lines += ["  ".join(v.ljust(w) for v, w in zip(r, width, strict=True)) for r in rows]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def _repr_html_(self) -> str:
+        head = ["candidate", "held-out LL/trace", "gain vs markov", "z", "parameters", "fit s", "verdict"]
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>"
+                       for r in self.table_rows())
+        return (f"<div><b>Model choice</b>: {html.escape(self.chosen)} — {html.escape(self.reason)}<table><tr>"
+                + "".join(f"<th>{html.escape(h)}</th>" for h in head) + f"</tr>{body}</table></div>")
+
+
+def _fmt(x: float | None, digits: int) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _expand(candidates: Iterable[str | Candidate], sizes: Mapping[str, Sequence[int]], seed: int,
+            group: Grouping) -> list[Candidate]:
+    out: list[Candidate] = []
+    for c in candidates:
+        if isinstance(c, Candidate):
+            out.append(c)
+            continue
+        fam = str(c)
+        if fam not in FAMILIES:
+            raise ValueError(f"unknown model family {fam!r}; use one of {', '.join(FAMILIES)}")
+        for size in sizes.get(fam, DEFAULT_SIZES[fam]):
+            out.append(_make(fam, int(size), seed, group))
+    names = [c.name for c in out]
+    if len(set(names)) != len(names):
+        raise ValueError("candidate names must be unique")
+    return out
+
+
+def unit_splits(n_units: int, n_splits: int, test_fraction: float, seed: int) -> list[NDArray[np.int64]]:
+    """Held-out units of each split: repeated K-fold over units, K = round(1 / test_fraction).
+
+    Split s holds out fold s mod K of the seeded permutation number s div K, so ``n_splits = K`` is one K-fold
+    cross-validation (every unit held out exactly once) and more splits repeat it with new permutations.
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
+    K = max(2, round(1.0 / test_fraction))
+    if n_units < K:
+        raise ValueError(f"cannot hold out {test_fraction:.0%} of {n_units} unit(s) and keep any to fit on")
+    out: list[NDArray[np.int64]] = []
+    for s in range(n_splits):
+        perm = np.random.default_rng([seed, s // K]).permutation(n_units)
+        folds = np.array_split(perm, K)
+        out.append(np.sort(folds[s % K]).astype(np.int64))
+    return out
+
+
+def _traces_of(enc: EncodedTraces, units: NDArray[np.int64]) -> NDArray[np.int64]:
+    mask = np.zeros(enc.n_units, bool)
+    mask[units] = True
+    return np.flatnonzero(mask[enc.unit]).astype(np.int64)
+
+
+@dataclass
+class _Scores:
+    total: NDArray[np.float64]  # per unit, summed over the splits holding it out
+    params: list[int]
+    seconds: list[float]
+    error: str | None = None
+
+
+def _evaluate(cand: Candidate, enc: EncodedTraces, splits: list[NDArray[np.int64]]) -> _Scores:
+    total = np.zeros(enc.n_units)
+    params: list[int] = []
+    seconds: list[float] = []
+    for test_units in splits:
+        test_mask = np.zeros(enc.n_units, bool)
+        test_mask[test_units] = True
+        fit = enc.select(_traces_of(enc, np.flatnonzero(~test_mask)))
+        test = enc.select(_traces_of(enc, test_units))
+        t0 = time.perf_counter()
+        try:
+            model = cand.make().fit(fit)
+            ll = model.unit_loglik(test)
+            params.append(model.n_parameters)
+        except (TraceToChainError, ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+            return _Scores(total, params, seconds, f"{type(exc).__name__}: {exc}")
+        seconds.append(time.perf_counter() - t0)
+        if not np.all(np.isfinite(ll)):
+            return _Scores(total, params, seconds, "a held-out log-likelihood was not finite")
+        total[test_units] += ll  # test units are numbered in order, as select() renumbers them
+    return _Scores(total, params, seconds)
+
+
+def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | Candidate] = DEFAULT_CANDIDATES, *,
+                 sizes: Mapping[str, Sequence[int]] | None = None, n_splits: int = 5, test_fraction: float = 0.2,
+                 z_threshold: float = 2.0, group: Grouping = "auto", seed: int = 0, refit: bool = True,
+                 state_names: Sequence[str] | None = None, with_task_classes: bool = True) -> ModelChoice:
+    """Pick a model family (and its size) by held-out log-likelihood over repeated splits (module docstring).
+
+    Parameters
+    ----------
+    traces : TraceTable or EncodedTraces
+        Labelled traces (states already assigned).
+    candidates : iterable of family names or :class:`Candidate`
+        Families among ``markov``, ``mixture``, ``lifted``, ``hmm``, ``duration`` (each expanded over ``sizes``),
+        or ready-made candidates. ``markov`` is always added as the baseline.
+    sizes : mapping, optional
+        Sizes per family (classes, hidden states, order); default :data:`DEFAULT_SIZES`.
+    n_splits, test_fraction, seed
+        The repeated held-out splits of units (:func:`unit_splits`; the defaults are one 5-fold
+        cross-validation).
+    z_threshold : float
+        How many standard errors of held-out gain a candidate needs over the first-order chain.
+    group : {"auto", "task", "trace"}
+        The unit of splitting and of a mixture's classes.
+    refit : bool
+        Refit the chosen model on all traces (``ModelChoice.model``).
+    with_task_classes : bool
+        When task ids repeat, also try task classes (:class:`~tracetochain.models.tasks.TaskClassModel`, sizes
+        ``sizes["tasks"]``) on the best structure of the first round.
+    state_names : sequence of str, optional
+        The alphabet (default: the labels seen in all traces — labels are observations, not fitted quantities).
+    """
+    if n_splits < 1:
+        raise ValueError(f"n_splits must be >= 1, got {n_splits}")
+    enc = encode_traces(traces, tuple(state_names) if state_names is not None else None, group=group)
+    size_map = {**DEFAULT_SIZES, **({} if sizes is None else dict(sizes))}
+    cands = _expand(candidates, size_map, seed, group)
+    if not any(c.name == "markov" for c in cands):
+        cands.insert(0, _make("markov", 0, seed, group))
+    splits = unit_splits(enc.n_units, n_splits, test_fraction, seed)
+    held = np.zeros(enc.n_units)
+    for s in splits:
+        held[s] += 1
+    evaluated = held > 0
+    unit_traces = np.bincount(enc.unit, minlength=enc.n_units)
+    n_eval_traces = int(unit_traces[evaluated].sum())
+    scores: dict[str, _Scores] = {c.name: _evaluate(c, enc, splits) for c in cands}
+    by_name = {c.name: c for c in cands}
+
+    def mean_units(name: str) -> NDArray[np.float64]:
+        out: NDArray[np.float64] = scores[name].total[evaluated] / held[evaluated]
+        return out
+
+    def gain(a: str, b: str) -> tuple[float, float]:
+        """Total held-out gain of a over b (nats over the evaluated units) and its standard error."""
+        d = mean_units(a) - mean_units(b)
+        se = float(np.std(d, ddof=1) * math.sqrt(d.size)) if d.size > 1 else 0.0
+        return float(d.sum()), se
+
+    def better(names: list[str]) -> list[str]:
+        out = []
+        for nm in names:
+            if nm == "markov" or scores[nm].error is not None:
+                continue
+            g, se = gain(nm, "markov")
+            if g > 0 and (se == 0 or g / se >= z_threshold):
+                out.append(nm)
+        return out
+
+    notes: list[str] = []
+    if scores["markov"].error is not None:
+        raise ValueError(f"the first-order baseline could not be fitted: {scores['markov'].error}")
+    good = better([c.name for c in cands])
+    # Round 2: task classes on the structure that won round 1 (tasks repeat: trials may share their difficulty).
+    winner = max(good, key=lambda nm: gain(nm, "markov")[0]) if good else "markov"
+    task_sizes = tuple(size_map.get("tasks", DEFAULT_SIZES["tasks"]))
+    if enc.grouped_by == "task" and task_sizes and by_name[winner].family != "mixture" and with_task_classes:
+        extra = [_with_task_classes(by_name[winner], int(k), seed, group) for k in task_sizes]
+        for c in extra:
+            scores[c.name] = _evaluate(c, enc, splits)
+            by_name[c.name] = c
+            cands.append(c)
+        notes.append(f"task classes were tried on {winner}, the best structure of the first round, because task "
+                     "ids repeat")
+        good = better([c.name for c in cands])
+
+    params = {nm: int(np.median(s.params)) if s.params else None for nm, s in scores.items()}
+    if not good:
+        chosen = "markov"
+        reason = (f"no candidate beats the first-order chain on held-out traces by {z_threshold:g} standard errors "
+                  "(extra structure is not supported by the data)")
+        best = None
+    else:
+        best = max(good, key=lambda nm: gain(nm, "markov")[0])
+        close = []
+        for nm in good:
+            g, se = gain(nm, best)
+            if g >= -max(se, 1e-9):
+                close.append(nm)
+        chosen = min(close, key=lambda nm: (params[nm] if params[nm] is not None else 10**9, -gain(nm, "markov")[0]))
+        g, se = gain(chosen, "markov")
+        reason = (f"held-out gain over the first-order chain {g:.1f} nats ({g / se if se else math.inf:.1f} standard "
+                  "errors)")
+        if chosen != best:
+            reason += f"; {best} fits slightly better but not by more than one standard error, and has more parameters"
+    table: list[CandidateScore] = []
+    for c in cands:
+        s = scores[c.name]
+        if s.error is not None:
+            table.append(CandidateScore(c.name, c.family, c.size, None, None, None, None, None, None, "failed",
+                                        s.error))
+            continue
+        ll = float(mean_units(c.name).sum() / max(n_eval_traces, 1))
+        if c.name == "markov":
+            g_, se_, z_ = 0.0, 0.0, None
+        else:
+            g_, se_ = gain(c.name, "markov")
+            z_ = g_ / se_ if se_ > 0 else (0.0 if g_ == 0 else math.copysign(math.inf, g_))
+        if c.name == chosen:
+            verdict = "chosen"
+        elif c.name == "markov":
+            verdict = "baseline"
+        elif c.name in good:
+            verdict = "better than the baseline, not chosen"
+        else:
+            verdict = "not better than the baseline"
+        table.append(CandidateScore(c.name, c.family, c.size, ll, g_, se_, z_, params[c.name],
+                                    float(np.mean(s.seconds)) if s.seconds else None, verdict,
+                                    reason if c.name == chosen else ""))
+    model = by_name[chosen].make().fit(enc) if refit else None
+    if int((~evaluated).sum()):
+        notes.append(f"{int((~evaluated).sum())} unit(s) were never held out (more splits would use them)")
+    return ModelChoice(chosen, reason, "markov", tuple(table), model, n_splits, test_fraction, enc.grouped_by,
+                       enc.n_units, enc.n_traces, z_threshold, seed, tuple(notes))
