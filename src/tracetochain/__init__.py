@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         engines,
         exceptions,
         featurize,
+        models,
         report,
         states,
         uncertainty,
@@ -88,7 +89,8 @@ _ATTRIBUTES: dict[str, str] = {
     "what_if": "tracetochain.whatif",
 }
 # public subpackages, imported on first attribute access.
-_SUBMODULES = frozenset({"datasets", "engines", "exceptions", "featurize", "report", "states", "uncertainty", "whatif"})
+_SUBMODULES = frozenset({"datasets", "engines", "exceptions", "featurize", "models", "report", "states", "uncertainty",
+                         "whatif"})
 
 __all__ = [
     "AbsorbingChain",
@@ -123,6 +125,7 @@ __all__ = [
     "fit_chain",
     "fit_partitioned",
     "interval_summary",
+    "models",
     "read_traces",
     "register_reader",
     "report",

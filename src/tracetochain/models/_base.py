@@ -170,22 +170,30 @@ class CompiledModel:
 
 
 # ---------------------------------------------------------------------------------------------------- sampling
-def sample_compiled(compiled: CompiledModel, n_traces: int, rng: np.random.Generator, *, trials_per_task: int = 1,
-                    max_steps: int = 10_000) -> TraceTable:
-    """Draw traces of observed states from a compiled model (canonical table with task ids and trials).
+@dataclass(frozen=True, eq=False)
+class SimulatedRuns:
+    """Runs drawn from a compiled model: per trace its task, length and outcome (0 success, 1 failure, 2 censored),
+    and — when paths were recorded — the expanded states, trace after trace."""
 
-    Tasks are drawn first (``n_traces / trials_per_task`` of them, rounded up, the last one possibly shorter); when
-    the model's trials share a class, a task draws its class once and all its trials start in that class's block.
-    Hidden states emit their observed label by the emission probabilities.
-    """
-    if n_traces < 1 or trials_per_task < 1:
-        raise ValueError("n_traces and trials_per_task must be >= 1")
+    task: NDArray[np.int64]
+    length: NDArray[np.int64]
+    outcome: NDArray[np.int8]
+    expanded: NDArray[np.int64] | None
+
+
+def simulate_runs(compiled: CompiledModel, task_sizes: ArrayLike, rng: np.random.Generator, *,
+                  max_steps: int = 10_000, record_paths: bool = False) -> SimulatedRuns:
+    """Draw ``task_sizes[t]`` trials of every task t. When the model's trials share a class, a task draws its class
+    once (probabilities ``component_weights``) and all its trials start in that class's block; otherwise every
+    trial is an independent run of the whole chain."""
+    sizes = np.asarray(task_sizes, dtype=np.int64)
+    if sizes.ndim != 1 or (sizes < 0).any():
+        raise ValueError("task_sizes must be a 1-d array of non-negative trial counts")
     chain = compiled.chain
-    n_tasks = -(-n_traces // trials_per_task)
-    task = np.arange(n_traces) // trials_per_task
-    trial = np.arange(n_traces) % trials_per_task
+    n_traces = int(sizes.sum())
+    task = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
     shared = compiled.trials == "task" and compiled.n_components > 1
-    cls = rng.choice(compiled.n_components, size=n_tasks, p=compiled.component_weights)[task] if shared \
+    cls = rng.choice(compiled.n_components, size=sizes.size, p=compiled.component_weights)[task] if shared \
         else np.zeros(n_traces, np.int64)
     length = np.zeros(n_traces, np.int64)
     outcome = np.zeros(n_traces, np.int8)
@@ -196,17 +204,41 @@ def sample_compiled(compiled: CompiledModel, n_traces: int, rng: np.random.Gener
         if shared:
             p0 = chain.pi0 * (compiled.component == c)
             source = chain.with_changes(pi0=p0 / p0.sum())
-        sim = source.simulate(who.size, rng, max_steps=max_steps, record_paths=True)
-        assert sim.states is not None
+        sim = source.simulate(who.size, rng, max_steps=max_steps, record_paths=record_paths)
         length[who] = sim.length
         outcome[who] = sim.outcome
-        runs.append((who, sim.states.astype(np.int64)))
+        if record_paths:
+            assert sim.states is not None
+            runs.append((who, sim.states.astype(np.int64)))
+    if not record_paths:
+        return SimulatedRuns(task, length, outcome, None)
     starts = np.r_[0, np.cumsum(length)[:-1]]
     expanded = np.zeros(int(length.sum()), np.int64)
     for who, states in runs:
         lw = length[who]
         within = np.arange(states.size) - np.repeat(np.cumsum(lw) - lw, lw)
         expanded[np.repeat(starts[who], lw) + within] = states
+    return SimulatedRuns(task, length, outcome, expanded)
+
+
+def sample_compiled(compiled: CompiledModel, n_traces: int, rng: np.random.Generator, *, trials_per_task: int = 1,
+                    max_steps: int = 10_000) -> TraceTable:
+    """Draw traces of observed states from a compiled model (canonical table with task ids and trials).
+
+    Tasks are drawn first (``n_traces / trials_per_task`` of them, rounded up, the last one possibly shorter); when
+    the model's trials share a class, a task draws its class once and all its trials start in that class's block.
+    Hidden states emit their observed label by the emission probabilities.
+    """
+    if n_traces < 1 or trials_per_task < 1:
+        raise ValueError("n_traces and trials_per_task must be >= 1")
+    n_tasks = -(-n_traces // trials_per_task)
+    sizes = np.full(n_tasks, trials_per_task, np.int64)
+    sizes[-1] = n_traces - trials_per_task * (n_tasks - 1)
+    sim = simulate_runs(compiled, sizes, rng, max_steps=max_steps, record_paths=True)
+    assert sim.expanded is not None
+    task, length, outcome, expanded = sim.task, sim.length, sim.outcome, sim.expanded
+    trial = np.arange(n_traces) - np.repeat(np.r_[0, np.cumsum(sizes)[:-1]], sizes)
+    starts = np.r_[0, np.cumsum(length)[:-1]]
     E = compiled.emission
     if np.all((E == 0) | (E == 1)):
         observed = np.argmax(E, axis=1)[expanded]
@@ -289,6 +321,7 @@ class TraceModel(ABC):
         self.group = group
         self.state_names_: tuple[str, ...] | None = None
         self.grouped_by_: str | None = None
+        self.n_fit_traces_: int = 0
         self._compiled: CompiledModel | None = None
 
     # ------------------------------------------------------------------ to implement
@@ -335,7 +368,7 @@ class TraceModel(ABC):
 
     @staticmethod
     def _has_tasks(traces: TraceTable) -> bool:
-        return traces.trace_column("task_id").null_count < traces.n_traces
+        return bool(traces.trace_column("task_id").null_count < traces.n_traces)
 
     def fit(self, traces: TraceTable | EncodedTraces,
             state_names: tuple[str, ...] | list[str] | None = None) -> TraceModel:
@@ -343,6 +376,7 @@ class TraceModel(ABC):
         enc = encode_traces(traces, state_names, group=self.group)
         self.state_names_ = enc.state_names
         self.grouped_by_ = enc.grouped_by
+        self.n_fit_traces_ = enc.n_traces
         self._compiled = None
         self._fit(enc)
         return self

@@ -107,7 +107,12 @@ def events(enc: EncodedTraces, scheme: ContextScheme) -> Events:
 
 @dataclass(frozen=True, eq=False)
 class ContextFit:
-    """Fitted rows of every context node, π0, the concentrations and the support sizes."""
+    """Fitted rows of every context node, π0, the concentrations and the support sizes.
+
+    ``parts`` holds the three factors of every row (see :func:`fit_context_rows`): ``"exit"`` (n × 2: continue,
+    exit), ``"success"`` (n × 2: success, failure given an exit) and ``"next"`` (n × m: the next state given that
+    the run continues).
+    """
 
     rows: NDArray[np.float64]
     pi0: NDArray[np.float64]
@@ -116,6 +121,23 @@ class ContextFit:
     counts: NDArray[np.float64] = field(repr=False)
     #: Penalised evidence gain of every refinement group over its parents (0: the group keeps its parents' rows).
     gains: dict[str, float] = field(default_factory=dict)
+    parts: dict[str, NDArray[np.float64]] = field(default_factory=dict, repr=False)
+
+
+def _part_counts(own: NDArray[np.float64], m: int) -> dict[str, NDArray[np.float64]]:
+    """The three factors' counts of rows over m + 2 outcomes (next states …, success, failure)."""
+    exits = own[:, m] + own[:, m + 1]
+    return {"exit": np.column_stack([own[:, :m].sum(axis=1), exits]),
+            "success": own[:, m:m + 2].copy(),
+            "next": own[:, :m].copy()}
+
+
+def _combine(parts: dict[str, NDArray[np.float64]]) -> NDArray[np.float64]:
+    """Rows over m + 2 outcomes from the factors: [(1 − h) n(x) …, h q, h (1 − q)]."""
+    h = parts["exit"][:, 1:2]
+    q = parts["success"]
+    out: NDArray[np.float64] = np.column_stack([(1.0 - h) * parts["next"], h * q])
+    return out
 
 
 def fit_context_rows(scheme: ContextScheme, ev: Events, m: int, *, event_weight: NDArray[np.float64] | None = None,
@@ -123,78 +145,83 @@ def fit_context_rows(scheme: ContextScheme, ev: Events, m: int, *, event_weight:
                      previous: ContextFit | None = None, pooled: ContextFit | None = None) -> ContextFit:
     """Shrunk rows of every node from (weighted) events — see the module docstring.
 
+    A row is factorised into the probability of exiting h, the share of successes among exits q, and the next state
+    given that the run goes on, n(·): P = [(1 − h) n(x) …, h q, h (1 − q)]. The likelihood splits the same way (a
+    step contributes log(1 − h) + log n(x) or log h + log q), so each factor gets its own hierarchical shrinkage and
+    its own concentrations: a context can change *when* runs end (duration, the last few steps) while the choice of
+    the next state stays pooled, and the other way round.
+
     ``event_weight`` / ``trace_weight`` are the EM responsibilities of a mixture class (default 1); ``previous``
     (the same class's fit at the last EM iteration) warm-starts the concentration searches. With ``pooled`` (the
-    fit on all traces) this is one class of a mixture that borrows strength: its first-order rows and π0 are
-    shrunk toward the pooled ones (κ by empirical Bayes on the class's data), and its refined rows toward the
-    class's own coarser rows with the pooled concentrations (refinements are learnt from all traces, the class
+    fit on all traces) this is one class of a mixture that borrows strength: its first-order factors and π0 are
+    shrunk toward the pooled ones (κ by empirical Bayes on the class's data), and its refined factors toward the
+    class's own coarser ones with the pooled concentrations (refinements are learnt from all traces, the class
     tendencies from its own).
     """
     hint = previous.kappas if previous is not None else {}
     J = m + 2
     n_nodes = scheme.n_nodes
     w = np.ones(ev.node.size) if event_weight is None else np.asarray(event_weight, dtype=np.float64)
-    own = np.bincount(ev.node * J + ev.col, weights=w, minlength=n_nodes * J).reshape(n_nodes, J)
+    own = np.bincount(ev.node * J + ev.col, weights=w, minlength=n_nodes * J).reshape(n_nodes, J).astype(np.float64)
     total = own.copy()
     depth = int(scheme.level.max()) if n_nodes else 1
     for lev in range(depth, 1, -1):
         idx = np.flatnonzero(scheme.level == lev)
         np.add.at(total, scheme.parent[idx], total[idx])
-    rows = np.zeros((n_nodes, J))
-    kappas: dict[str, float] = {}
     first = np.flatnonzero(scheme.level == 1)
-    root = root_row(total[first])
+    kappas: dict[str, float] = {}
     gains: dict[str, float] = {}
-    for lev in range(1, depth + 1):
-        idx = np.flatnonzero(scheme.level == lev)
-        if idx.size == 0:
-            continue
-        if lev == 1:
-            base1 = pooled.rows[idx] if pooled is not None else np.broadcast_to(root, (idx.size, J))
-            k = eb_concentration(total[idx], base1, start=hint.get("level1"))
-            rows[idx] = shrink(total[idx], base1, k)
-            kappas["level1"] = k
-            continue
-        par = scheme.parent[idx]
-        groups = [(f"level{lev}/node{int(p)}", idx[par == p]) for p in np.unique(par)] if kappa_by == "parent" \
-            else [(f"level{lev}", idx)]
-        for key, sel in groups:
-            if pooled is not None:
-                k, gain = pooled.kappas.get(key, math.inf), 0.0
-            else:
-                k, gain = _refinement_concentration(total[sel], rows[scheme.parent[sel]], hint.get(key))
-            rows[sel] = shrink(total[sel], rows[scheme.parent[sel]], k)
-            kappas[key] = k
-            gains[key] = gain
+    parts: dict[str, NDArray[np.float64]] = {}
+    eff = 0.0
+    for part, counts in _part_counts(total, m).items():
+        width = counts.shape[1]
+        rows = np.zeros((n_nodes, width))
+        root = root_row(counts[first])
+        for lev in range(1, depth + 1):
+            idx = np.flatnonzero(scheme.level == lev)
+            if idx.size == 0:
+                continue
+            if lev == 1:
+                base1 = pooled.parts[part][idx] if pooled is not None else np.broadcast_to(root, (idx.size, width))
+                key = f"{part}:level1"
+                k = eb_concentration(counts[idx], base1, start=hint.get(key))
+                rows[idx] = shrink(counts[idx], base1, k)
+                kappas[key] = k
+                n1 = counts[idx].sum(axis=1)
+                support = np.count_nonzero(np.asarray(base1) > 1e-12, axis=1) - 1
+                eff += float(np.sum(support * n1 / (n1 + k)))
+                continue
+            par = scheme.parent[idx]
+            groups = [(f"{part}:level{lev}/node{int(p)}", idx[par == p]) for p in np.unique(par)] \
+                if kappa_by == "parent" else [(f"{part}:level{lev}", idx)]
+            for key, sel in groups:
+                if pooled is not None:
+                    k, gain = pooled.kappas.get(key, math.inf), 0.0
+                else:
+                    k, gain = _refinement_concentration(counts[sel], rows[scheme.parent[sel]], hint.get(key))
+                rows[sel] = shrink(counts[sel], rows[scheme.parent[sel]], k)
+                kappas[key] = k
+                gains[key] = gain
+                if math.isfinite(k):
+                    ns = counts[sel].sum(axis=1)
+                    support = np.count_nonzero(rows[scheme.parent[sel]] > 1e-12, axis=1) - 1
+                    eff += float(np.sum(support * ns / (ns + k)))
+        parts[part] = rows
     tw = np.ones(ev.n_traces) if trace_weight is None else np.asarray(trace_weight, dtype=np.float64)
     init = np.bincount(ev.first_symbol, weights=tw, minlength=m).astype(np.float64)
-    sym = pooled.pi0 if pooled is not None else root[:m] / root[:m].sum()
+    if pooled is not None:
+        sym = pooled.pi0
+    else:
+        nxt = parts["next"][first].mean(axis=0)
+        sym = nxt / nxt.sum()
     k0 = eb_concentration(init[None, :], sym[None, :], start=hint.get("initial"))
     pi0 = shrink(init[None, :], sym[None, :], k0)[0]
     kappas["initial"] = k0
-    # Free parameters on the observed support: per row that is estimated on its own (first-order rows, and refined
-    # rows whose group kept a finite κ), its non-empty cells minus one; plus the start distribution's and one per
-    # finite concentration. Refined rows equal to their parents' cost nothing.
-    own_row = scheme.level == 1
-    for key, k in kappas.items():
-        if key.startswith("level") and key != "level1" and math.isfinite(k):
-            lev = int(key[5:].split("/")[0])
-            sel = scheme.level == lev
-            if "/node" in key:
-                sel &= scheme.parent == int(key.split("node")[1])
-            own_row |= sel
-    used = own_row & (total.sum(axis=1) > 0)
-    if pooled is not None:
-        # A class borrowing strength: count its effective deviations from the pool, Σ (support − 1)·n/(n + κ) over
-        # its first-order rows and π0 (the trace of the shrinkage smoother).
-        n1 = total[first].sum(axis=1)
-        support = np.count_nonzero(pooled.rows[first] > 1e-9, axis=1) - 1
-        eff = float(np.sum(support * n1 / (n1 + kappas["level1"]))) \
-            + float((np.count_nonzero(pooled.pi0 > 1e-9) - 1) * init.sum() / (init.sum() + k0))
-        return ContextFit(rows, pi0, kappas, int(round(eff)), own, gains)
-    n_par = int(np.count_nonzero(total[used] > 1e-12) - used.sum()) \
-        + max(int(np.count_nonzero(init > 1e-12)) - 1, 0) + sum(math.isfinite(k) for k in kappas.values())
-    return ContextFit(rows, pi0, kappas, n_par, own, gains)
+    eff += float((np.count_nonzero(sym > 1e-12) - 1) * init.sum() / (init.sum() + k0))
+    # Effective number of parameters: Σ over estimated rows of (support − 1)·n/(n + κ), the trace of the shrinkage
+    # smoother (rows equal to their parents' cost nothing), plus one per finite concentration.
+    n_par = round(eff) + (0 if pooled is not None else sum(math.isfinite(k) for k in kappas.values()))
+    return ContextFit(_combine(parts), pi0, kappas, n_par, own, gains, parts)
 
 
 def _refinement_concentration(counts: NDArray[np.float64], parent_rows: NDArray[np.float64],
@@ -220,7 +247,7 @@ def _refinement_concentration(counts: NDArray[np.float64], parent_rows: NDArray[
 def context_loglik(fit: ContextFit, ev: Events) -> NDArray[np.float64]:
     """Log-likelihood of every trace under fitted rows (module docstring)."""
     lp = np.log(np.maximum(fit.rows[ev.node, ev.col], 1e-300))
-    out: NDArray[np.float64] = np.bincount(ev.trace, weights=lp, minlength=ev.n_traces)
+    out: NDArray[np.float64] = np.bincount(ev.trace, weights=lp, minlength=ev.n_traces).astype(np.float64)
     out += np.log(np.maximum(fit.pi0[ev.first_symbol], 1e-300))
     return out
 

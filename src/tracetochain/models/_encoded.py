@@ -97,7 +97,7 @@ class EncodedTraces:
 
     def units_of(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
         """Sum a per-trace array over the traces of each unit."""
-        out: NDArray[np.float64] = np.bincount(self.unit, weights=values, minlength=self.n_units)
+        out: NDArray[np.float64] = np.bincount(self.unit, weights=values, minlength=self.n_units).astype(np.float64)
         return out
 
     def select(self, traces: NDArray[np.int64]) -> EncodedTraces:

@@ -219,3 +219,4 @@ class DurationModel(ContextChainModel):
         if self.scheme_ is None:
             return "duration"
         return f"duration(B={self.n_buckets})"
+

@@ -180,7 +180,7 @@ class HiddenMarkovModel(TraceModel):
 
     family = "hmm"
 
-    def __init__(self, n_states: int = 3, *, n_init: int = 5, max_iter: int = 500, tol: float = 1e-7,
+    def __init__(self, n_states: int = 3, *, n_init: int = 5, max_iter: int = 500, tol: float = 1e-6,
                  seed: int = 0, group: Grouping = "auto") -> None:
         super().__init__(group=group)
         if n_states < 1:
@@ -227,7 +227,8 @@ class HiddenMarkovModel(TraceModel):
     def _fit(self, enc: EncodedTraces) -> None:
         lay = _layout(enc)
         m = enc.n_symbols
-        freq = (np.bincount(enc.codes, minlength=m) + 0.5) / (enc.n_steps + 0.5 * m)
+        freq: NDArray[np.float64] = ((np.bincount(enc.codes, minlength=m) + 0.5) / (enc.n_steps + 0.5 * m)
+                                     ).astype(np.float64)
         done = enc.outcomes != CENSORED
         exit_rate = float(done.sum() / max(enc.n_steps, 1))
         pass_rate = float((enc.outcomes == SUCCESS).sum() / max(done.sum(), 1))

@@ -8,8 +8,8 @@ pooled exit rate the data show). Trials are i.i.d. under this model, so pass^k =
 >>> from tracetochain.models import MarkovModel
 >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 2000, seed=1)
 >>> model = MarkovModel().fit(traces)
->>> round(model.to_chain().chain.r_inf, 2)
-0.63
+>>> abs(model.to_chain().chain.r_inf - 0.625) < 0.03
+True
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from scipy.special import logsumexp
 
 from tracetochain.chain import AbsorbingChain
-from tracetochain.models._base import CompiledModel, TraceModel, predictive_terms
+from tracetochain.models._base import CompiledModel, TraceModel, Trials, predictive_terms
 from tracetochain.models._context import (
     ContextFit,
     ContextScheme,
@@ -97,7 +97,7 @@ class MixtureModel(TraceModel):
 
     def __init__(self, n_classes: int = 2, *, component: Component = "markov", order: int = 2,
                  share: Share = "pooled", group: Grouping = "auto", n_init: int = 4, max_iter: int = 300,
-                 tol: float = 1e-7, seed: int = 0) -> None:
+                 tol: float = 1e-6, seed: int = 0) -> None:
         super().__init__(group=group)
         if n_classes < 1:
             raise ValueError(f"n_classes must be >= 1, got {n_classes}")
@@ -151,9 +151,23 @@ class MixtureModel(TraceModel):
                                  previous=previous[c] if previous else None, pooled=pooled)
                 for c in range(self.n_classes)]
 
-    def _starts(self, enc: EncodedTraces, rng: np.random.Generator) -> list[NDArray[np.float64]]:
+    def _starts(self, enc: EncodedTraces, ev: Events, rng: np.random.Generator) -> list[NDArray[np.float64]]:
         U, C = enc.n_units, self.n_classes
         starts: list[NDArray[np.float64]] = []
+        # k-means++ on every unit's profile of (context, outcome) frequencies (square-rooted: the Hellinger
+        # geometry of distributions), the usual start for mixtures of Markov chains; then a split by pass rate;
+        # then random partitions.
+        from sklearn.cluster import KMeans
+
+        J = enc.n_symbols + 2
+        assert self.scheme_ is not None
+        first_order = enc.codes[ev_step_index(enc, ev)]
+        prof = np.zeros((U, enc.n_symbols * J))
+        np.add.at(prof, (enc.unit[ev.trace], first_order * J + ev.col), 1.0)
+        prof = np.sqrt(prof / np.maximum(prof.sum(axis=1, keepdims=True), 1.0))
+        if U > C:
+            labels = KMeans(C, n_init=3, random_state=int(rng.integers(2**31))).fit_predict(prof)
+            starts.append(np.eye(C)[labels] * 0.9 + 0.1 / C)
         # A split by each unit's pass rate (then mean length): classes that differ in outcome are the ones that
         # matter for pass^k, and EM from here rarely needs long.
         succ = enc.units_of((enc.outcomes == SUCCESS).astype(np.float64))
@@ -175,7 +189,7 @@ class MixtureModel(TraceModel):
         total = -math.inf
         it = 0
         converged = False
-        for it in range(1, n_iter + 1):
+        for it in range(1, n_iter + 1):  # noqa: B007 (the count is reported)
             fits = self._m_step(ev, enc, resp, fits)
             w = np.maximum(resp.mean(axis=0), 1e-12)
             w = w / w.sum()
@@ -196,8 +210,14 @@ class MixtureModel(TraceModel):
         self.scheme_ = scheme
         ev = events(enc, scheme)
         self.pooled_ = fit_context_rows(scheme, ev, enc.n_symbols, kappa_by=self._kappa_by)
+        if self.n_classes == 1:  # one class is the component family itself
+            self.fits_, self.weights_ = [self.pooled_], np.ones(1)
+            self.responsibilities_ = np.ones((enc.n_units, 1))
+            self.loglik_ = float(context_loglik(self.pooled_, ev).sum())
+            self.n_iter_, self.converged_ = 0, True
+            return
         rng = np.random.default_rng(self.seed)
-        starts = [np.ones((enc.n_units, 1))] if self.n_classes == 1 else self._starts(enc, rng)
+        starts = self._starts(enc, ev, rng)
         # Every start runs a short while; the best one runs on to convergence (the others rarely catch up).
         short = min(SHORT_RUN, self.max_iter)
         runs = [self._run(ev, enc, start, [], short) for start in starts]
@@ -245,7 +265,7 @@ class MixtureModel(TraceModel):
         self._check_fitted()
         if self.share == "pooled" and self.n_classes > 1:
             assert self.pooled_ is not None
-            return int(round(self.pooled_.n_parameters + sum(f.n_parameters for f in self.fits_))) \
+            return round(self.pooled_.n_parameters + sum(f.n_parameters for f in self.fits_)) \
                 + self.n_classes - 1
         return sum(f.n_parameters for f in self.fits_) + self.n_classes - 1
 
@@ -279,7 +299,7 @@ class MixtureModel(TraceModel):
             component[sl] = c
             emission[np.arange(at, at + size), b.observed] = 1.0
             at += size
-        trials = "task" if self.grouped_by_ == "task" else "iid"
+        trials: Trials = "task" if self.grouped_by_ == "task" else "iid"
         meta = {"family": self.family, "model": self.label, "n_classes": self.n_classes, "share": self.share,
                 "class_weights": self.weights_.tolist(), "trials": trials, "grouped_by": self.grouped_by_,
                 "em": {"loglik": self.loglik_, "n_iter": self.n_iter_, "converged": self.converged_,
@@ -288,3 +308,9 @@ class MixtureModel(TraceModel):
         return CompiledModel(chain, self.state_names_, emission, component, self.weights_.copy(), trials,
                              self.family)
 
+
+
+def ev_step_index(enc: EncodedTraces, ev: Events) -> NDArray[np.int64]:
+    """The step row of every event (events are the steps with an observed successor, in step order)."""
+    out: NDArray[np.int64] = np.flatnonzero(enc.next_outcome() >= 0)
+    return out

@@ -274,7 +274,8 @@ class _Pairs:
                    gammaln(np_ + 1) - gammaln(cp + 1) - gammaln(np_ - cp + 1))
 
     def fold(self, task_weights: NDArray[np.float64]) -> NDArray[np.float64]:
-        out: NDArray[np.float64] = np.bincount(self.inverse, weights=task_weights, minlength=self.c.size)
+        out: NDArray[np.float64] = np.bincount(self.inverse, weights=task_weights, minlength=self.c.size
+                                               ).astype(np.float64)
         return out
 
 
@@ -311,7 +312,7 @@ def _fit_beta_binomial(c: NDArray[np.int64], n: NDArray[np.int64], w: NDArray[np
     mu = 1.0 / (1.0 + math.exp(-min(max(best.x[0], -12.0), 12.0)))
     theta = math.exp(min(max(best.x[1], _LOG_THETA[0]), _LOG_THETA[1]))
     ll = -float(best.fun) + float(np.sum(wp * pp.log_binom))
-    return BetaBinomial(mu * theta, (1.0 - mu) * theta, ll, int(round(float(wp.sum()))))
+    return BetaBinomial(mu * theta, (1.0 - mu) * theta, ll, round(float(wp.sum())))
 
 
 def beta_binomial_pass_k(data: TraceTable | EncodedTraces | tuple[ArrayLikeInt, ArrayLikeInt],

@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain.exceptions import TraceToChainError
-from tracetochain.models._base import TraceModel
+from tracetochain.models._base import CompiledModel, TraceModel
 from tracetochain.models._encoded import EncodedTraces, Grouping, encode_traces
 from tracetochain.models.duration import DurationModel
 from tracetochain.models.hmm import HiddenMarkovModel
@@ -96,6 +96,10 @@ class CandidateScore:
     fit_seconds: float | None
     verdict: str
     reason: str
+    #: (splits where the check passed, splits where it applied) for each certificate layer.
+    timing_passes: tuple[int, int] | None = None
+    r_inf_holds: tuple[int, int] | None = None
+    pass_k_agrees: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         from tracetochain.audit._common import json_dict
@@ -120,6 +124,9 @@ class ModelChoice:
     z_threshold: float
     seed: int
     notes: tuple[str, ...] = ()
+    #: Per output layer ("timing", "r_inf", "pass_k"): the candidate with the largest held-out gain among those that
+    #: passed that layer's held-out check in most splits (None if none did; empty without checks).
+    chosen_for: dict[str, str | None] = field(default_factory=dict)
 
     def score(self, name: str) -> CandidateScore:
         for c in self.candidates:
@@ -135,28 +142,36 @@ class ModelChoice:
             "baseline": self.baseline, "candidates": [c.to_dict() for c in self.candidates],
             "n_splits": self.n_splits, "test_fraction": self.test_fraction, "grouped_by": self.grouped_by,
             "n_units": self.n_units, "n_traces": self.n_traces, "z_threshold": self.z_threshold, "seed": self.seed,
-            "notes": list(self.notes),
+            "notes": list(self.notes), "chosen_for": dict(self.chosen_for),
             "rule": "held-out log-likelihood over repeated splits of units; better than the first-order chain when "
                     "the summed gain is >= z_threshold standard errors; among those, the fewest parameters within "
                     "one standard error of the best",
         })
 
     def table_rows(self) -> list[list[str]]:
+        def share(x: tuple[int, int] | None) -> str:
+            return "—" if x is None or x[1] == 0 else f"{x[0]}/{x[1]}"
+
         rows = []
         for c in self.candidates:
             rows.append([c.name, _fmt(c.heldout_loglik_per_trace, 4), _fmt(c.gain_vs_baseline, 1),
                          _fmt(c.z_vs_baseline, 1), "—" if c.n_parameters is None else str(c.n_parameters),
+                         share(c.timing_passes), share(c.r_inf_holds), share(c.pass_k_agrees),
                          _fmt(c.fit_seconds, 2), c.verdict])
         return rows
 
     def describe(self) -> str:
-        head = ["candidate", "held-out LL/trace", "gain vs markov (nats)", "z", "parameters", "fit s", "verdict"]
+        head = ["candidate", "held-out LL/trace", "gain vs markov (nats)", "z", "parameters", "timing ok", "R∞ ok",
+                "pass^k ok", "fit s", "verdict"]
         rows = self.table_rows()
         width = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
         lines = [f"Model choice over {self.n_splits} held-out splits of {self.n_units} {self.grouped_by}s "
                  f"({self.test_fraction:.0%} held out each time): chose {self.chosen} — {self.reason}",
                  "  ".join(h.ljust(w) for h, w in zip(head, width, strict=True))]
         lines += ["  ".join(v.ljust(w) for v, w in zip(r, width, strict=True)) for r in rows]
+        if self.chosen_for:
+            lines.append("best held-out model passing each check in most splits: " + "; ".join(
+                f"{k}: {v or 'none'}" for k, v in self.chosen_for.items()))
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -164,7 +179,8 @@ class ModelChoice:
         return self.describe()
 
     def _repr_html_(self) -> str:
-        head = ["candidate", "held-out LL/trace", "gain vs markov", "z", "parameters", "fit s", "verdict"]
+        head = ["candidate", "held-out LL/trace", "gain vs markov", "z", "parameters", "timing ok", "R∞ ok",
+                "pass^k ok", "fit s", "verdict"]
         body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>"
                        for r in self.table_rows())
         return (f"<div><b>Model choice</b>: {html.escape(self.chosen)} — {html.escape(self.reason)}<table><tr>"
@@ -224,13 +240,37 @@ class _Scores:
     params: list[int]
     seconds: list[float]
     error: str | None = None
+    timing_p: list[float | None] = field(default_factory=list)
+    r_inf_holds: list[bool] = field(default_factory=list)
+    pass_k_agrees: list[bool | None] = field(default_factory=list)
 
 
-def _evaluate(cand: Candidate, enc: EncodedTraces, splits: list[NDArray[np.int64]]) -> _Scores:
-    total = np.zeros(enc.n_units)
-    params: list[int] = []
-    seconds: list[float] = []
-    for test_units in splits:
+def _pass_k_agrees(compiled: CompiledModel, test: EncodedTraces, seed: int) -> bool | None:
+    """Does the model's pass^k (k = 2 … the trials every held-out task has) fall inside the held-out tasks'
+    per-task estimate's 95 % task-bootstrap interval at every k? None when no held-out task has two trials."""
+    from tracetochain.models.passk import empirical_pass_k, task_trials
+
+    c, n = task_trials(test)
+    multi = n[n >= 2]
+    if test.grouped_by != "task" or multi.size < 2:
+        return None
+    ks = list(range(2, int(multi.min()) + 1))
+    est = empirical_pass_k((c, n), ks, n_bootstrap=400, seed=seed)
+    model = compiled.pass_hat_k(ks)
+    for i, _ in enumerate(ks):
+        lo, hi = est.pass_hat_k_interval[i]
+        if lo is None or hi is None or not lo - 1e-12 <= model[i] <= hi + 1e-12:
+            return False
+    return True
+
+
+def _evaluate(cand: Candidate, enc: EncodedTraces, splits: list[NDArray[np.int64]], *, checks: bool = True,
+              n_timing: int = 99, seed: int = 0) -> _Scores:
+    from tracetochain.audit import r_inf_check_counts
+    from tracetochain.models.evaluation import timing_check
+
+    out = _Scores(np.zeros(enc.n_units), [], [])
+    for i, test_units in enumerate(splits):
         test_mask = np.zeros(enc.n_units, bool)
         test_mask[test_units] = True
         fit = enc.select(_traces_of(enc, np.flatnonzero(~test_mask)))
@@ -239,20 +279,37 @@ def _evaluate(cand: Candidate, enc: EncodedTraces, splits: list[NDArray[np.int64
         try:
             model = cand.make().fit(fit)
             ll = model.unit_loglik(test)
-            params.append(model.n_parameters)
+            out.params.append(model.n_parameters)
+            out.seconds.append(time.perf_counter() - t0)
+            if checks:
+                compiled = model.to_chain()
+                tm = timing_check(compiled, test, n_bootstrap=n_timing, seed=seed + i)
+                out.timing_p.append(tm.p_value)
+                n_succ = int((test.outcomes == 0).sum())
+                out.r_inf_holds.append(bool(r_inf_check_counts(compiled.chain.r_inf, n_succ, test.n_traces,
+                                                               n_fit=fit.n_traces).holds))
+                out.pass_k_agrees.append(_pass_k_agrees(compiled, test, seed + i))
         except (TraceToChainError, ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
-            return _Scores(total, params, seconds, f"{type(exc).__name__}: {exc}")
-        seconds.append(time.perf_counter() - t0)
+            out.error = f"{type(exc).__name__}: {exc}"
+            return out
         if not np.all(np.isfinite(ll)):
-            return _Scores(total, params, seconds, "a held-out log-likelihood was not finite")
-        total[test_units] += ll  # test units are numbered in order, as select() renumbers them
-    return _Scores(total, params, seconds)
+            out.error = "a held-out log-likelihood was not finite"
+            return out
+        out.total[test_units] += ll  # test units are numbered in order, as select() renumbers them
+    return out
+
+
+def _share(values: Sequence[bool | None]) -> tuple[int, int]:
+    """(#True, #applicable)."""
+    used = [v for v in values if v is not None]
+    return sum(bool(v) for v in used), len(used)
 
 
 def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | Candidate] = DEFAULT_CANDIDATES, *,
                  sizes: Mapping[str, Sequence[int]] | None = None, n_splits: int = 5, test_fraction: float = 0.2,
                  z_threshold: float = 2.0, group: Grouping = "auto", seed: int = 0, refit: bool = True,
-                 state_names: Sequence[str] | None = None, with_task_classes: bool = True) -> ModelChoice:
+                 state_names: Sequence[str] | None = None, with_task_classes: bool = True, checks: bool = True,
+                 n_timing_bootstrap: int = 99) -> ModelChoice:
     """Pick a model family (and its size) by held-out log-likelihood over repeated splits (module docstring).
 
     Parameters
@@ -273,6 +330,11 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
         The unit of splitting and of a mixture's classes.
     refit : bool
         Refit the chosen model on all traces (``ModelChoice.model``).
+    checks : bool
+        On every split, also run the certificate's held-out checks on each candidate: timing (KS of the held-out
+        success times, :func:`~tracetochain.models.evaluation.timing_check`, ``n_timing_bootstrap`` draws), R∞
+        against the held-out pass rate, and pass^k against the held-out tasks' per-task estimate. They do not move
+        the choice; they fill the table and :attr:`ModelChoice.chosen_for`.
     with_task_classes : bool
         When task ids repeat, also try task classes (:class:`~tracetochain.models.tasks.TaskClassModel`, sizes
         ``sizes["tasks"]``) on the best structure of the first round.
@@ -293,7 +355,8 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     evaluated = held > 0
     unit_traces = np.bincount(enc.unit, minlength=enc.n_units)
     n_eval_traces = int(unit_traces[evaluated].sum())
-    scores: dict[str, _Scores] = {c.name: _evaluate(c, enc, splits) for c in cands}
+    scores: dict[str, _Scores] = {c.name: _evaluate(c, enc, splits, checks=checks, n_timing=n_timing_bootstrap,
+                                                     seed=seed) for c in cands}
     by_name = {c.name: c for c in cands}
 
     def mean_units(name: str) -> NDArray[np.float64]:
@@ -326,7 +389,7 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     if enc.grouped_by == "task" and task_sizes and by_name[winner].family != "mixture" and with_task_classes:
         extra = [_with_task_classes(by_name[winner], int(k), seed, group) for k in task_sizes]
         for c in extra:
-            scores[c.name] = _evaluate(c, enc, splits)
+            scores[c.name] = _evaluate(c, enc, splits, checks=checks, n_timing=n_timing_bootstrap, seed=seed)
             by_name[c.name] = c
             cands.append(c)
         notes.append(f"task classes were tried on {winner}, the best structure of the first round, because task "
@@ -354,10 +417,10 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
             reason += f"; {best} fits slightly better but not by more than one standard error, and has more parameters"
     table: list[CandidateScore] = []
     for c in cands:
-        s = scores[c.name]
-        if s.error is not None:
+        sc = scores[c.name]
+        if sc.error is not None:
             table.append(CandidateScore(c.name, c.family, c.size, None, None, None, None, None, None, "failed",
-                                        s.error))
+                                        sc.error))
             continue
         ll = float(mean_units(c.name).sum() / max(n_eval_traces, 1))
         if c.name == "markov":
@@ -373,11 +436,24 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
             verdict = "better than the baseline, not chosen"
         else:
             verdict = "not better than the baseline"
+        timing_ok = _share([None if p is None else p > 0.05 for p in sc.timing_p]) if checks else None
         table.append(CandidateScore(c.name, c.family, c.size, ll, g_, se_, z_, params[c.name],
-                                    float(np.mean(s.seconds)) if s.seconds else None, verdict,
-                                    reason if c.name == chosen else ""))
+                                    float(np.mean(sc.seconds)) if sc.seconds else None, verdict,
+                                    reason if c.name == chosen else "", timing_passes=timing_ok,
+                                    r_inf_holds=_share(sc.r_inf_holds) if checks else None,
+                                    pass_k_agrees=_share(sc.pass_k_agrees) if checks else None))
+    chosen_for: dict[str, str | None] = {}
+    if checks:
+        ok_names = [r.name for r in table if r.verdict != "failed"]
+        for layer in ("timing", "r_inf", "pass_k"):
+            def passes(r: CandidateScore, layer: str = layer) -> bool:
+                got = {"timing": r.timing_passes, "r_inf": r.r_inf_holds, "pass_k": r.pass_k_agrees}[layer]
+                return got is not None and got[1] > 0 and 2 * got[0] > got[1]
+            fine = [r for r in table if r.name in ok_names and passes(r)]
+            chosen_for[layer] = max(fine, key=lambda r: (r.gain_vs_baseline or 0.0, -(r.n_parameters or 0))).name \
+                if fine else None
     model = by_name[chosen].make().fit(enc) if refit else None
     if int((~evaluated).sum()):
         notes.append(f"{int((~evaluated).sum())} unit(s) were never held out (more splits would use them)")
     return ModelChoice(chosen, reason, "markov", tuple(table), model, n_splits, test_fraction, enc.grouped_by,
-                       enc.n_units, enc.n_traces, z_threshold, seed, tuple(notes))
+                       enc.n_units, enc.n_traces, z_threshold, seed, tuple(notes), chosen_for)

@@ -40,7 +40,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import expit, logit, logsumexp
 
 from tracetochain.chain import AbsorbingChain
-from tracetochain.models._base import CompiledModel, LastStep, TraceModel, predictive_terms
+from tracetochain.models._base import CompiledModel, LastStep, TraceModel, Trials, predictive_terms
 from tracetochain.models._context import ContextChainModel, Events, events
 from tracetochain.models._encoded import FAILURE, SUCCESS, EncodedTraces, Grouping
 
@@ -259,7 +259,7 @@ class TaskClassModel(TraceModel):
                 r_ev = resp[enc.unit][ev.trace]
                 for j in range(C):
                     A = np.bincount(ev.node * J + ev.col, weights=r_ev[:, j], minlength=n_nodes * J
-                                    ).reshape(n_nodes, J)
+                                    ).reshape(n_nodes, J).astype(np.float64)
                     beta[j] = self._newton_tilt(A, beta[j])
             if best is None or total > best[0]:
                 best = (total, w.copy(), beta.copy())
@@ -336,7 +336,7 @@ class TaskClassModel(TraceModel):
                 rs[sl], rf[sl] = self._class_exits(float(self.shifts_[j]))
             p0[sl] = self.weights_[j] * ch.pi0
             names += [f"t{j + 1}:{x}" for x in ch.state_names] if C > 1 else list(ch.state_names)
-        trials = "task" if self.grouped_by_ == "task" and C > 1 else "iid"
+        trials: Trials = "task" if self.grouped_by_ == "task" and C > 1 else "iid"
         meta = {"family": self.family, "model": self.label, "base": self.base.label,
                 "class_weights": self.weights_.tolist(), "success_log_odds_shifts": self.shifts_.tolist(),
                 "tilt": "all" if self._all else "outcome",
