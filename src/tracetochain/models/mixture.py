@@ -157,7 +157,7 @@ class MixtureModel(TraceModel):
         # k-means++ on every unit's profile of (context, outcome) frequencies (square-rooted: the Hellinger
         # geometry of distributions), the usual start for mixtures of Markov chains; then a split by pass rate;
         # then random partitions.
-        from sklearn.cluster import KMeans
+        from scipy.cluster.vq import kmeans2
 
         J = enc.n_symbols + 2
         assert self.scheme_ is not None
@@ -166,7 +166,7 @@ class MixtureModel(TraceModel):
         np.add.at(prof, (enc.unit[ev.trace], first_order * J + ev.col), 1.0)
         prof = np.sqrt(prof / np.maximum(prof.sum(axis=1, keepdims=True), 1.0))
         if U > C:
-            labels = KMeans(C, n_init=3, random_state=int(rng.integers(2**31))).fit_predict(prof)
+            _, labels = kmeans2(prof, C, minit="++", seed=int(rng.integers(2**31)))
             starts.append(np.eye(C)[labels] * 0.9 + 0.1 / C)
         # A split by each unit's pass rate (then mean length): classes that differ in outcome are the ones that
         # matter for pass^k, and EM from here rarely needs long.
