@@ -63,7 +63,8 @@ StatesOpt = Annotated[str, typer.Option(
     help="How steps become states: label (the traces' own labels), categorical (vocabulary categories), "
          "ward (cluster --features), or milestones:FILE (declared states).")]
 FeaturesOpt = Annotated[str, typer.Option(
-    help="For --states ward: comma list of kind, tool, error, retry, depth, depth-bucket (or text / tfidf).")]
+    help="For --states ward: comma list of kind, tool, error, retry, step-bucket (causal), hindsight-depth, "
+         "hindsight-depth-bucket (need the final length: descriptive only), or text / tfidf.")]
 VocabularyOpt = Annotated[str | None, typer.Option(
     help="Map actions to categories first: shell (SWE-agent commands) or chat (tool agents).")]
 KMinOpt = Annotated[int, typer.Option("--k-min", min=1, help="Smallest number of Ward states tried.")]
