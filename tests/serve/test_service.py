@@ -195,7 +195,7 @@ def test_end_to_end_in_process_with_tokens(service) -> None:
         assert client.get("/api/live").status_code == 401
         assert client.get("/api/live", headers={"Authorization": f"Bearer {INGEST}"}).status_code == 401
         auth = {"Authorization": f"Bearer {READ}"}
-        doc = _wait(client, auth, lambda d: d["n_episodes"] == 12)
+        doc = _wait(client, auth, lambda d: d["n_episodes"] == 12 and (d["total"] or {}).get("n_traces") == 12)
         assert doc["status"]["counters"]["spans_duplicate"] == len(spans)
         assert doc["total"]["outcomes"] == {"success": 12, "failure": 0, "censored": 0, "invalid": 0}
         # The dashboard sets a cookie from ?token= and then loads without a header; CSP everywhere.
@@ -241,7 +241,7 @@ def test_posted_verdicts_decide_held_episodes(service) -> None:
             {"trace_id": ids[0], "outcome": "success"}, {"trace_id": "0x" + ids[1].upper(), "outcome": "failed"},
             {"trace_id": ids[2], "reward": 0.2}, {"episode_id": ids[3], "resolved": True}]})
         assert r.status_code == 200 and r.json() == {"accepted": 4}
-        doc = _wait(client, {}, lambda d: d["n_episodes"] == 4)
+        doc = _wait(client, {}, lambda d: d["n_episodes"] == 4 and (d["total"] or {}).get("n_traces") == 4)
         assert doc["total"]["outcomes"]["success"] == 2 and doc["total"]["outcomes"]["failure"] == 2
         ep = client.get(f"/api/traces/{ids[1]}").json()
         assert ep["outcome"] == "failure" and ep["states"] == ["a", "b"]

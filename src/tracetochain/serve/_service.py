@@ -150,7 +150,7 @@ class LiveService:
             changed = self._changed.is_set()
             self._changed.clear()
             quiet = 0 if changed else quiet + 1
-            if changed or quiet >= 10:
+            if changed or quiet >= 10 or self.live.total_is_stale():
                 quiet = 0
                 try:
                     self.refresh()
