@@ -119,6 +119,10 @@ class LiveService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        # Import the analysis' heavy modules now, not in the middle of the first burst of spans.
+        import tracetochain.audit._homogeneity
+        import tracetochain.uncertainty  # noqa: F401
+
         for rows in self.store.iter_episodes():  # rebuild the running counts once, at start
             self.live.add_episodes(rows)
         self.hub.recent = list(self.store.alerts(200))
