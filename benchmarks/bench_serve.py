@@ -167,6 +167,7 @@ def bench_ingest(durability: str, n_requests: int, senders: int, traces_per_requ
             "episodes": doc["n_episodes"], "expected_episodes": n_traces,
             "all_assembled": doc["n_episodes"] == n_traces, "assembly_lag_s": assembled - t0 - wall,
             "store_mb": sum(f.stat().st_size for f in workdir.iterdir()) / 2**20,
+            "load_average_1m": os.getloadavg()[0],  # other work on the machine skews every figure
         }
     finally:
         proc.terminate()
