@@ -28,6 +28,10 @@ def render_ingest(report: IngestReport, outcomes: dict[str, int], *, detected: b
         for p in report.problems[:5]:
             where = f"{report.location_kind} {p.location}, " if p.location is not None else ""
             _console.print(f"         e.g. {where}field {escape(p.field or '-')}: {escape(p.message)}")
+    if report.zero_step:
+        zc = ", ".join(f"{v} {k}" for k, v in report.zero_step_outcomes().items() if v)
+        _console.print(f"{report.n_zero_step} episodes ended before any agent step ({zc}): kept as trials, "
+                       "not dropped")
     if outcomes.get("invalid"):
         _console.print(f"[yellow]{outcomes['invalid']} invalid traces excluded from the fit[/]")
 

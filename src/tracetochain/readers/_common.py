@@ -523,10 +523,18 @@ class TraceBuilder:
     problems: list[Problem] = field(default_factory=list)
     #: Header lines of the source (kept in ``report.run_metadata``).
     run_metadata: dict[str, Any] = field(default_factory=dict)
+    #: Episodes added with :meth:`add_zero_step`.
+    n_zero_step: int = 0
 
     def add_step(self, record: dict[str, Any], location: int = 0) -> None:
         self.records.append({k: v for k, v in record.items() if v is not None})
         self.locations.append(location)
+
+    def add_zero_step(self, trace: dict[str, Any], location: int = 0) -> None:
+        """Add an episode that ended before any agent step: one record with its trace-level fields only (see
+        :func:`split_zero_step`). It is kept as a trial and reported, never dropped."""
+        self.n_zero_step += 1
+        self.add_step({k: v for k, v in trace.items() if k not in STEP_FIELDS}, location)
 
     def skip_trace(self, message: str, *, location: int | None = None, field: str | None = None,
                    hint: str | None = None, source: str | Path | None = None) -> None:
@@ -549,7 +557,7 @@ class TraceBuilder:
     def build(self) -> TraceTable:
         table = build_table(records_to_arrow(self.records), on_error=self.on_error, source=self.source,
                             format=self.format, problems=self.problems, locations=self.locations,
-                            location_kind=self.location_kind)
+                            location_kind=self.location_kind, zero_step=self.n_zero_step > 0)
         table.report.run_metadata = dict(self.run_metadata)
         return table
 
@@ -641,12 +649,14 @@ def arrow_column(values: list[Any], typ: pa.DataType) -> pa.Array:
 
 
 def build_table(table: pa.Table, *, on_error: str, source: str, format: str, problems: list[Problem],
-                locations: Any, location_kind: str) -> TraceTable:
+                locations: Any, location_kind: str, zero_step: bool = False) -> TraceTable:
     """Validate a reader's Arrow table into a :class:`TraceTable` (:meth:`TraceTable.from_arrow`).
 
     Two kinds of rows are settled here first, because the shared validation does not handle them yet (see
     :func:`_settle_rows`): with ``on_error="skip"`` rows without a trace id, and text or 0/1 values with gaps in a
-    true/false column such as ``error``.
+    true/false column such as ``error``. Then the records of episodes that ended before any step are taken out
+    (:func:`split_zero_step`; ``zero_step`` says the reader added some, so ``step_idx`` may be absent from every
+    record) and kept, validated, in ``report.zero_step``.
     """
     names = table.column_names
     if len(set(names)) < len(names):
@@ -655,9 +665,79 @@ def build_table(table: pa.Table, *, on_error: str, source: str, format: str, pro
                                    hint="give every column its own name")
     locs = np.asarray(locations, dtype=np.int64) if locations is not None else np.arange(table.num_rows)
     table, locs, settled = _settle_rows(table, locs, on_error, source, location_kind)
-    return TraceTable.from_arrow(table, on_error=on_error,  # type: ignore[arg-type]
-                                 source=source, format=format, problems=[*problems, *settled], locations=locs,
-                                 location_kind=location_kind)
+    if zero_step and "step_idx" not in names and "trace_id" in names:
+        table = table.append_column("step_idx", pa.nulls(table.num_rows, pa.int64()))
+    table, locs, zero_rows, zero_locs = split_zero_step(table, locs)
+    if zero_rows is not None and table.num_rows == 0 and not {"state", "step_kind"} & set(table.column_names):
+        table = table.append_column("state", pa.nulls(0, pa.string()))  # only zero-step episodes: no steps at all
+    result = TraceTable.from_arrow(table, on_error=on_error,  # type: ignore[arg-type]
+                                   source=source, format=format, problems=[*problems, *settled], locations=locs,
+                                   location_kind=location_kind)
+    if zero_rows is not None:
+        _add_zero_step(result, zero_rows, zero_locs, on_error, source, format, location_kind)
+    return result
+
+
+# ================================================================================================ zero-step episodes
+#: Step fields: a record with none of them (and no ``step_idx``) is an episode that ended before any step.
+STEP_FIELDS = ("step_idx", "state", "step_kind", "tool_name", "text")
+
+
+def split_zero_step(table: pa.Table, locs: NDArray[np.int64]
+                    ) -> tuple[pa.Table, NDArray[np.int64], pa.Table | None, NDArray[np.int64]]:
+    """Take out the records of episodes that ended before any agent step.
+
+    Such an episode is one trace whose single record has no step fields: ``step_idx`` null and no ``state``,
+    ``step_kind``, ``tool_name`` or ``text``. It is still a trial with an outcome (a run that crashed or gave up
+    before acting, or was judged on no action at all), so it must be counted, never dropped. The step table cannot
+    hold it yet, so it travels beside the table in ``report.zero_step``. A stepless record whose trace also has
+    other records stays in the table (where validation reports its empty ``step_idx``).
+
+    Returns the step rows, their locations, and the zero-step rows with theirs (None when there are none).
+    """
+    names = table.column_names
+    if table.num_rows == 0 or "trace_id" not in names or "step_idx" not in names:
+        return table, locs, None, np.zeros(0, np.int64)
+    stepless = np.asarray(_column(table, "step_idx").is_null(), dtype=bool)
+    for name in STEP_FIELDS[1:]:
+        if name in names and stepless.any():
+            col = _column(table, name)
+            empty = col.is_null()
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                empty = pc.or_kleene(empty, pc.equal(col, "")).fill_null(True)
+            stepless &= np.asarray(empty, dtype=bool)
+    if not stepless.any():
+        return table, locs, None, np.zeros(0, np.int64)
+    tid = _column(table, "trace_id")
+    keys = np.asarray(pc.dictionary_encode(tid.cast(pa.string()) if not pa.types.is_string(tid.type) else tid)
+                      .indices.fill_null(-1), dtype=np.int64)
+    rows_per_trace = np.bincount(keys[keys >= 0], minlength=int(keys.max(initial=-1)) + 1)
+    alone = np.zeros(len(keys), dtype=bool)
+    valid = keys >= 0
+    alone[valid] = rows_per_trace[keys[valid]] == 1
+    zero = stepless & alone
+    if not zero.any():
+        return table, locs, None, np.zeros(0, np.int64)
+    return table.filter(pa.array(~zero)), locs[~zero], table.filter(pa.array(zero)), locs[zero]
+
+
+def _add_zero_step(result: TraceTable, rows: pa.Table, locs: NDArray[np.int64], on_error: str, source: str,
+                   format: str, location_kind: str) -> None:
+    """Validate zero-step records like any other (outcome, task, trial, reward …) and keep them in the report."""
+    probe = rows.drop_columns([c for c in STEP_FIELDS if c in rows.column_names])
+    probe = probe.append_column("step_idx", pa.array(np.zeros(probe.num_rows, np.int64)))
+    probe = probe.append_column("state", pa.array(["(no step)"] * probe.num_rows, pa.string()))
+    checked = TraceTable.from_arrow(probe, on_error=on_error,  # type: ignore[arg-type]
+                                    source=source, format=format, locations=locs, location_kind=location_kind)
+    report, extra = result.report, checked.report
+    report.n_records += extra.n_records
+    report.n_records_skipped += extra.n_records_skipped
+    report.n_traces_skipped += extra.n_traces_skipped
+    for reason, n in extra.skipped_by_reason.items():
+        report.skipped_by_reason[reason] = report.skipped_by_reason.get(reason, 0) + n
+    report.problems = [*report.problems, *extra.problems][:50]
+    kept = checked.to_arrow().drop_columns(["step_idx", "state"])
+    report.zero_step = [{k: v for k, v in rec.items() if v is not None} for rec in kept.to_pylist()]
 
 
 def _column(table: pa.Table, name: str) -> pa.Array:

@@ -139,10 +139,10 @@ def sniff_all(path: str | Path, *, stop_at_first: bool = False) -> list[SniffAns
 def detect_format(path: str | Path) -> str:
     """Name of the first reader whose ``sniff`` accepts the file.
 
-    A JSON/JSONL/CSV/Parquet file no reader claims goes to the canonical reader when it is empty or its first record
-    has a ``trace_id`` or ``step_idx`` (so the canonical reader names exactly which field is missing or wrong). Otherwise
-    the error lists every reader with the reason it refused, and suggests a reader and options when the file's
-    first records can be read by one (the suggestion is tried before it is made).
+    A JSON/JSONL/CSV/Parquet file no reader claims goes to the canonical reader when it is empty or its first
+    record has a ``trace_id`` or ``step_idx`` (so the canonical reader names exactly which field is missing or
+    wrong). Otherwise the error lists every reader with the reason it refused, and suggests a reader and options
+    when the file's first records can be read by one (the suggestion is tried before it is made).
     """
     p = Path(path)
     if not p.exists():

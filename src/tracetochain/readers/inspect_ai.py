@@ -58,8 +58,8 @@ Field mapping (one canonical record per agent step)
       choice, or a name no sample has, is an error whatever ``on_error`` says. Legacy samples with one
       ``score`` instead of ``scores`` are read as a scorer named ``score``.
 
-Samples that yield no step at all (e.g. an error before the first model call) cannot be represented in the long
-table: they are dropped and counted in the ingest report without raising, even with ``on_error="raise"``.
+Samples that yield no step at all (e.g. an error before the first model call) are still trials with an outcome:
+they are kept as zero-step episodes (``table.report.zero_step``) and reported, never dropped.
 
 Safety: ``.eval`` archives are untrusted. Nothing is extracted to disk; every member name is checked (absolute
 paths, ``..`` components, drive letters and NUL bytes reject the archive); members are decompressed by streaming
@@ -885,13 +885,11 @@ class InspectAIReader:
                 self._fail(builder, sample.where, sample.index, location, exc.message,
                            f"{prefix}{exc.field}" if exc.field else None, exc.hint)
                 continue
-            if not sample.steps:
-                builder.problems.append(Problem(
-                    location, f"{prefix}events",
-                    f"sample has no agent step (no model/tool events or assistant messages) "
-                    f"({sample.where}, sample {sample.sample_id!r} epoch {sample.epoch})", whole_trace=True))
-                continue
             task_id = f"{sample.task}/{sample.sample_id}" if several_tasks and sample.task else sample.sample_id
+            if not sample.steps:  # e.g. an error before the first model call: still a trial with its outcome
+                builder.add_zero_step({"trace_id": trace_id, "task_id": task_id, "trial": sample.epoch, **trace},
+                                      location)
+                continue
             for idx, step in enumerate(sample.steps):
                 builder.add_step({"trace_id": trace_id, "step_idx": idx, **step, "task_id": task_id,
                                   "trial": sample.epoch, **trace}, location)

@@ -29,7 +29,8 @@ Field mapping onto the canonical record
   are not inside such a step: ``SPAN``/``EVENT``/``CHAIN``/``GUARDRAIL`` leaves → ``other``, ``AGENT`` leaves →
   ``agent`` (older SDKs record tools as plain spans). Non-leaf SPAN/EVENT/AGENT/CHAIN observations are wrappers and
   never steps; ``EVALUATOR`` observations are never steps. The tree is ``parentObservationId``; order is
-  ``startTime``, ties broken by observation id. A trace with no step is dropped and counted (never raised).
+  ``startTime``, ties broken by observation id. A trace with no step (but a verdict) is kept as a zero-step episode
+  (``table.report.zero_step``) and reported, never dropped.
 * ``tool_name``: the observation ``name`` of tool steps and of ``other``/``agent`` leaves (so their default state is
   e.g. ``other:fetch_docs``); none for llm/retrieval steps.
 * ``error``: the step observation's own ``level == "ERROR"`` (an ancestor's level never marks it, so a tool error the
@@ -532,10 +533,6 @@ class LangfuseReader:
             elif (untyped_leaves and o.otype not in _NEVER_STEPS and not children.get(o.oid)
                   and not in_typed[o.oid]):
                 steps.append((o, _UNTYPED.get(o.otype, "other")))
-        if not steps:
-            builder.problems.append(Problem(first, None, f"trace has no step observation (trace {tr.tid})",
-                                            whole_trace=True))
-            return
         untimed = next((o for o, _ in steps if o.start is None), None)
         if untimed is not None:
             skip(f"observation {untimed.oid} has no startTime, so the steps cannot be ordered (trace {tr.tid})",
@@ -576,6 +573,10 @@ class LangfuseReader:
             else:
                 task = v if isinstance(v, str) else json.dumps(v)
 
+        if not steps:  # a trace judged without any step observation: still a trial with its verdict
+            builder.add_zero_step({"trace_id": tr.tid, "outcome": outcome, "reward": reward, "task_id": task,
+                                   "trial": trial}, first if first is not None else 0)
+            return
         steps.sort(key=lambda t: (t[0].start, t[0].oid))
         # A generation whose tool calls are its children is no step: its usage goes to its first step below.
         step_ids = {o.oid for o, _ in steps}

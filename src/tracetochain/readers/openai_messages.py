@@ -50,8 +50,9 @@ Field mapping (one canonical record per agent step)
       success. An episode with neither key is an error (or skipped and counted with ``on_error="skip"``) whose
       message names the verdict-like fields the episode does have: success is never guessed.
 
-Episodes that produce no step at all (e.g. only system/user messages) cannot be represented in the long table;
-they are dropped and counted in the ingest report without raising, even with ``on_error="raise"``.
+Episodes that produce no step at all (e.g. only system/user messages, or an agent that answered nothing) are still
+trials with an outcome: they are kept as zero-step episodes (``table.report.zero_step``) and reported, never
+dropped.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ from tracetochain.readers._common import (
     wrong_suffix,
 )
 from tracetochain.traces._schema import OUTCOME_VALUES
-from tracetochain.traces._table import Problem, TraceTable
+from tracetochain.traces._table import TraceTable
 
 __all__ = [
     "OPENAI_MESSAGES",
@@ -526,10 +527,10 @@ def check_threshold(value: Any) -> float:
 
 def add_trace(builder: TraceBuilder, steps: list[dict[str, Any]], trace: dict[str, Any], location: int,
               *, empty_field: str) -> None:
-    """Add one episode's steps with its trace-level fields; an episode without steps is counted, not raised."""
+    """Add one episode's steps with its trace-level fields; an episode without steps is kept as a zero-step trial
+    (:meth:`~tracetochain.readers._common.TraceBuilder.add_zero_step`), never dropped."""
     if not steps:
-        builder.problems.append(Problem(location, empty_field, "episode has no agent steps (nothing to model)",
-                                        whole_trace=True))
+        builder.add_zero_step(trace, location)
         return
     for i, step in enumerate(steps):
         builder.add_step({"trace_id": trace["trace_id"], "step_idx": i, **step,

@@ -36,7 +36,8 @@ Field mapping onto the canonical record
   of whose descendants is itself of one of those kinds — ordered by start time, ties broken by span id. An LLM span
   with two ``execute_tool`` children therefore gives two ``tool`` steps (the tool calls) and no llm step; an LLM span
   whose tool calls are *sibling* spans (the usual GenAI layout) is its own ``llm`` step followed by the tool steps.
-  Agent, chain and other wrapper spans are never steps. An episode with no step span is dropped and counted.
+  Agent, chain and other wrapper spans are never steps. An episode with no step span (but an outcome) is kept as a
+  zero-step episode (``table.report.zero_step``) and reported, never dropped.
 * ``step_kind``/``tool_name``: the span kind; ``gen_ai.tool.name`` or ``tool.name`` (else the span name without an
   ``execute_tool`` prefix) on tool steps. ``state``: the step span's ``tracetochain.state`` attribute (set by
   :mod:`tracetochain.instrument`), else empty (the state is then ``step_kind[:tool_name]``).
@@ -242,7 +243,7 @@ class ColumnarTraceBuilder(TraceBuilder):
         self._flush()
         if self.n_steps == 0:
             return TraceBuilder(self.source, self.format, self.on_error, self.location_kind,
-                                problems=self.problems).build()
+                                problems=self.problems, run_metadata=self.run_metadata).build()
         cols: dict[str, pa.ChunkedArray] = {}
         for name, typ in _COLS:
             arr = pa.chunked_array(self._chunks[name], type=typ)
@@ -252,7 +253,8 @@ class ColumnarTraceBuilder(TraceBuilder):
         locs = np.concatenate(self._loc_chunks)
         self._loc_chunks = []
         return build_table(pa.table(cols), on_error=self.on_error, source=self.source, format=self.format,
-                           problems=list(self.problems), locations=locs, location_kind=self.location_kind)
+                           problems=list(self.problems), locations=locs, location_kind=self.location_kind,
+                           zero_step=self.n_zero_step > 0)
 
 
 # ============================================================================================ small parsers
@@ -1375,11 +1377,6 @@ def _emit_trace(tr: _Trace, poison: tuple[str, int, str | None] | None, opts: _O
         return
     for ep in episodes:
         steps = [s for s, _ in ep.spans if s.kind in _STEP_KINDS and not has_step_below[s.sid]]
-        if not steps:
-            builder.problems.append(Problem(ep.spans[0][0].line if ep.spans else tr.first_line, None,
-                                            f"episode has no tool, LLM or retrieval span (episode {ep.eid})",
-                                            whole_trace=True))
-            continue
         untimed = next((s for s in steps if s.start is None), None)
         if untimed is not None:
             builder.skip_trace(f"step span has no start time, so the steps cannot be ordered "
@@ -1392,6 +1389,11 @@ def _emit_trace(tr: _Trace, poison: tuple[str, int, str | None] | None, opts: _O
         except _NoOutcome as exc:
             builder.skip_trace(exc.message, location=ep.root.line if ep.root else tr.first_line, field=exc.field,
                                hint=exc.hint)
+            continue
+        if not steps:  # an episode with a verdict but no tool, LLM or retrieval span: still a trial
+            builder.add_zero_step({"trace_id": ep.eid, "outcome": outcome, "task_id": task, "trial": trial,
+                                   "reward": reward, "termination_reason": finish},
+                                  ep.spans[0][0].line if ep.spans else tr.first_line)
             continue
         steps.sort(key=lambda s: (s.start, s.sid))
         extra = _wrapper_usage(ep, steps, children)

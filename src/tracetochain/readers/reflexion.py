@@ -285,8 +285,8 @@ class ReflexionReader:
                 invalid = obs is not None and obs[0].strip().startswith("Invalid Action")
                 steps.append(({"step_kind": "tool", "tool_name": tool or None, "text": arg, "error": invalid,
                                "error_type": "invalid_action" if invalid else None}, lineno))
-        if not any(s["step_kind"] == "tool" for s, _ in steps):
-            builder.problems.append(Problem(log.line, "Action", "agent log has no action", whole_trace=True))
+        if not any(s["step_kind"] == "tool" for s, _ in steps):  # answered nothing: a trial without a step
+            builder.add_zero_step(trace, log.line)
             return
         for step_idx, (step, lineno) in enumerate(steps):
             builder.add_step({**trace, "step_idx": step_idx, **step}, lineno)
