@@ -65,3 +65,33 @@ def test_ready_made_candidates_and_failures_are_reported() -> None:
     assert choice.chosen == "markov"
     with pytest.raises(ValueError, match="unknown model family"):
         choose_model(traces, candidates=("markov", "nonsense"))
+
+
+def test_fit_model_one_call_for_each_choice() -> None:
+    from tracetochain.models import MODEL_CHOICES, fit_model
+
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=4)
+    plain = fit_model(traces, "markov")
+    assert plain.choice is None and plain.compiled.chain.n_states == 3
+    lifted = fit_model(traces, "lifted", checks=False)
+    assert lifted.model.family == "lifted" and lifted.name in ("lifted(k=2)", "lifted(k=3)")
+    assert lifted.choice is not None and lifted.choice.chosen == lifted.name
+    doc = lifted.to_dict(horizon=5)
+    json.dumps(doc, allow_nan=False)
+    assert doc["summary"]["trials"] == "iid" and set(doc["summary"]["pass_hat_k"]) == {"1", "2", "3", "4", "5", "8"}
+    assert set(MODEL_CHOICES) == {"auto", "markov", "mixture", "lifted", "hmm", "duration"}
+    with pytest.raises(ValueError, match="unknown model"):
+        fit_model(traces, "bayes")
+
+
+def test_decide_applies_the_rule_to_unit_scores() -> None:
+    from tracetochain.models import decide
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(-10, 1, 200)
+    scores = {"markov": base, "big": base + rng.normal(0.5, 0.1, 200), "small": base + rng.normal(0.49, 0.1, 200),
+              "noise": base + rng.normal(0.0, 0.1, 200)}
+    d = decide(scores, {"markov": 3, "big": 30, "small": 10, "noise": 5})
+    assert set(d.better) == {"big", "small"} and d.chosen == "small" and d.best == "big"
+    assert d.z_threshold == pytest.approx(2.128, abs=1e-3)  # one-sided Bonferroni, 3 candidates, 5 %
+    assert decide({"markov": base, "noise": scores["noise"]}, {"markov": 3, "noise": 5}).chosen == "markov"

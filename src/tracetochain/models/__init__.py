@@ -54,10 +54,21 @@ from tracetochain.models.passk import (
     model_pass_k,
     task_trials,
 )
-from tracetochain.models.selection import Candidate, CandidateScore, ModelChoice, choose_model, unit_splits
+from tracetochain.models.selection import (
+    MODEL_CHOICES,
+    Candidate,
+    CandidateScore,
+    ModelChoice,
+    ModelFit,
+    choose_model,
+    decide,
+    fit_model,
+    unit_splits,
+)
 from tracetochain.models.tasks import TaskClassModel
 
 __all__ = [
+    "MODEL_CHOICES",
     "BetaBinomial",
     "Candidate",
     "CandidateScore",
@@ -71,14 +82,17 @@ __all__ = [
     "MarkovModel",
     "MixtureModel",
     "ModelChoice",
+    "ModelFit",
     "PassKEstimate",
     "TaskClassModel",
     "TraceModel",
     "beta_binomial_pass_k",
     "choose_model",
+    "decide",
     "empirical_pass_k",
     "encode_traces",
     "evaluate_heldout",
+    "fit_model",
     "model_pass_k",
     "sample_compiled",
     "simulate_runs",

@@ -195,5 +195,8 @@ def encode_traces(traces: TraceTable | EncodedTraces, state_names: tuple[str, ..
         raise ValueError("group='task' needs a task_id on the traces; use group='trace'")
     if n_invalid:
         notes.append(f"{n_invalid} invalid trace(s) left out")
+    n_zero = len(getattr(traces.report, "zero_step", ()) or ())
+    if n_zero:
+        notes.append(f"{n_zero} episode(s) ended before any agent step: they have no path and are not modelled")
     return EncodedTraces(kept_codes, offsets, outcome[keep], tuple(str(n) for n in names), unit, grouped, trace_ids,
                          n_invalid, tuple(notes))

@@ -37,6 +37,8 @@ from tracetochain.models._encoded import CENSORED, FAILURE, SUCCESS, EncodedTrac
 
 #: EM iterations every start gets before only the best one continues.
 SHORT_RUN = 30
+#: Traces on which the random starts are compared when there are more (the best start is refined on all).
+START_SUBSAMPLE = 2000
 #: Pseudo-observations per row (transitions + exits, emissions, start).
 PRIOR_MASS = 1.0
 
@@ -83,9 +85,11 @@ class _Posterior:
     emit: NDArray[np.float64]  # (K, m)
 
 
-def _forward(p: HMMParams, lay: _Layout) -> tuple[list[NDArray[np.float64]], list[NDArray[np.float64]],
-                                                  NDArray[np.float64], NDArray[np.float64]]:
-    """Scaled forward pass: α̂_t (n_t × K), scales c_t (n_t), the exit factor e and the log-likelihood per trace."""
+def _forward(p: HMMParams, lay: _Layout, emissions: list[NDArray[np.float64]] | None = None
+             ) -> tuple[list[NDArray[np.float64]], list[NDArray[np.float64]], NDArray[np.float64], NDArray[np.float64]]:
+    """Scaled forward pass: α̂_t (n_t × K), scales c_t (n_t), the exit factor e and the log-likelihood per trace.
+
+    ``emissions``, when given, is filled with B[·, s_t] of every running trace at every step (reused backwards)."""
     n_tr = lay.length.size
     alphas: list[NDArray[np.float64]] = []
     scales: list[NDArray[np.float64]] = []
@@ -94,7 +98,10 @@ def _forward(p: HMMParams, lay: _Layout) -> tuple[list[NDArray[np.float64]], lis
     prev: NDArray[np.float64] | None = None
     for t, sym in enumerate(lay.symbols):
         n = lay.n_active[t]
-        a = (p.pi[None, :] if prev is None else prev[:n] @ p.A) * BT[sym]
+        e_t = BT[sym]
+        if emissions is not None:
+            emissions.append(e_t)
+        a = (p.pi[None, :] if prev is None else prev[:n] @ p.A) * e_t
         c = a.sum(axis=1)
         c = np.maximum(c, 1e-300)
         a = a / c[:, None]
@@ -118,10 +125,11 @@ def _forward(p: HMMParams, lay: _Layout) -> tuple[list[NDArray[np.float64]], lis
 
 def _posterior(p: HMMParams, lay: _Layout) -> _Posterior:
     """Forward–backward expected counts (Rabiner 1989, scaled)."""
-    alphas, scales, exit_factor, logp = _forward(p, lay)
+    emis: list[NDArray[np.float64]] = []
+    alphas, scales, exit_factor, logp = _forward(p, lay, emis)
     K, m = p.B.shape
     T = len(lay.symbols)
-    BT = p.B.T
+    gammas: list[NDArray[np.float64]] = [np.empty((0, K))] * T
     trans = np.zeros((K, K))
     emit = np.zeros((K, m))
     exits = np.zeros((K, 2))
@@ -133,7 +141,7 @@ def _posterior(p: HMMParams, lay: _Layout) -> _Posterior:
         beta = np.empty((n, K))
         if n_next:
             assert beta_next is not None
-            w = BT[lay.symbols[t + 1]] * beta_next / scales[t + 1][:, None]  # (n_next, K)
+            w = emis[t + 1] * beta_next / scales[t + 1][:, None]  # (n_next, K)
             beta[:n_next] = w @ p.A.T
             trans += p.A * (alphas[t][:n_next].T @ w)
         # Traces whose last step is t: β = R_o / e (1 for censored).
@@ -146,13 +154,15 @@ def _posterior(p: HMMParams, lay: _Layout) -> _Posterior:
             gamma_end = alphas[t][ending] * beta[ending]
             exits[:, 0] += gamma_end[oc == SUCCESS].sum(axis=0)
             exits[:, 1] += gamma_end[oc == FAILURE].sum(axis=0)
-        gamma = alphas[t] * beta
-        sym = lay.symbols[t]
-        for k in range(K):
-            emit[k] += np.bincount(sym, weights=gamma[:, k], minlength=m)
+        gammas[t] = alphas[t] * beta
         if t == 0:
-            start = gamma.sum(axis=0)
+            start = gammas[t].sum(axis=0)
         beta_next = beta
+    if T:
+        g = np.concatenate(gammas)
+        sym_all = np.concatenate(lay.symbols)
+        for k in range(K):
+            emit[k] = np.bincount(sym_all, weights=g[:, k], minlength=m)
     return _Posterior(logp, start, trans, exits, emit)
 
 
@@ -235,12 +245,20 @@ class HiddenMarkovModel(TraceModel):
         pass_rate = min(max(pass_rate, 0.05), 0.95)
         rng = np.random.default_rng(self.seed)
         short = min(SHORT_RUN, self.max_iter)
-        runs = [self._em(self._random_start(rng, freq, exit_rate, pass_rate), lay, freq, short)
+        # The starts are compared on a subsample of the traces (a random start is only a guess; a few thousand
+        # traces rank the guesses as well as all of them), and the best one is refined on all traces.
+        probe = lay
+        if enc.n_traces > START_SUBSAMPLE:
+            pick = np.sort(rng.choice(enc.n_traces, START_SUBSAMPLE, replace=False))
+            probe = _layout(enc.select(pick))
+        runs = [self._em(self._random_start(rng, freq, exit_rate, pass_rate), probe, freq, short)
                 for _ in range(self.n_init)]
         best = max(runs, key=lambda r: r[1])
         p, total, it, conv = best
+        if probe is not lay:
+            conv = False
         if not conv and self.max_iter > short:
-            p, total, more, conv = self._em(p, lay, freq, self.max_iter - short)
+            p, total, more, conv = self._em(p, lay, freq, self.max_iter - (short if probe is lay else 0))
             it += more
         # Number hidden states by decreasing expected visits from the start.
         chain = AbsorbingChain(p.A, p.exits[:, 0], p.exits[:, 1], p.pi)

@@ -127,6 +127,9 @@ class ModelChoice:
     #: Per output layer ("timing", "r_inf", "pass_k"): the candidate with the largest held-out gain among those that
     #: passed that layer's held-out check in most splits (None if none did; empty without checks).
     chosen_for: dict[str, str | None] = field(default_factory=dict)
+    #: Every candidate's held-out log-likelihood of each unit that was held out (averaged over the splits that
+    #: held it out), in unit order: the data of the decision (:func:`decide` re-applies the rule to them).
+    unit_loglik: dict[str, list[float]] = field(default_factory=dict, repr=False)
 
     def score(self, name: str) -> CandidateScore:
         for c in self.candidates:
@@ -142,7 +145,7 @@ class ModelChoice:
             "baseline": self.baseline, "candidates": [c.to_dict() for c in self.candidates],
             "n_splits": self.n_splits, "test_fraction": self.test_fraction, "grouped_by": self.grouped_by,
             "n_units": self.n_units, "n_traces": self.n_traces, "z_threshold": self.z_threshold, "seed": self.seed,
-            "notes": list(self.notes), "chosen_for": dict(self.chosen_for),
+            "notes": list(self.notes), "chosen_for": dict(self.chosen_for), "unit_loglik": self.unit_loglik,
             "rule": "held-out log-likelihood over repeated splits of units; better than the first-order chain when "
                     "the summed gain is >= z_threshold standard errors; among those, the fewest parameters within "
                     "one standard error of the best",
@@ -305,9 +308,75 @@ def _share(values: Sequence[bool | None]) -> tuple[int, int]:
     return sum(bool(v) for v in used), len(used)
 
 
+def paired_gain(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[float, float]:
+    """Total held-out gain Σ_u (a_u − b_u) over units and the standard error of that sum, √U · sd(a − b)."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    se = float(np.std(d, ddof=1) * math.sqrt(d.size)) if d.size > 1 else 0.0
+    return float(d.sum()), se
+
+
+def bonferroni_z(n_compared: int, family_level: float = 0.05) -> float:
+    """One-sided z for a family-wise ``family_level`` over ``n_compared`` comparisons with the baseline.
+
+    >>> round(bonferroni_z(1), 3), round(bonferroni_z(12), 3)
+    (1.645, 2.638)
+    """
+    from scipy.stats import norm
+
+    return float(norm.ppf(1.0 - family_level / max(n_compared, 1)))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The rule's outcome: the choice, why, the candidates better than the baseline, the best of them."""
+
+    chosen: str
+    reason: str
+    better: tuple[str, ...]
+    best: str | None
+    z_threshold: float
+
+
+def decide(unit_loglik: Mapping[str, NDArray[np.float64]], n_parameters: Mapping[str, int | None], *,
+           baseline: str = "markov", z_threshold: float | None = None) -> Decision:
+    """The choice from held-out per-unit log-likelihoods (module docstring, steps 1–2).
+
+    A candidate is better than the baseline when its summed gain is positive and at least ``z_threshold``
+    standard errors (default :func:`bonferroni_z` over the candidates); the chosen one has the fewest parameters
+    among the better ones whose gain is within one standard error (paired) of the best's.
+    """
+    others = [nm for nm in unit_loglik if nm != baseline]
+    z = bonferroni_z(len(others)) if z_threshold is None else float(z_threshold)
+    base = unit_loglik[baseline]
+    better = []
+    for nm in others:
+        g, se = paired_gain(unit_loglik[nm], base)
+        if g > 0 and (se == 0 or g / se >= z):
+            better.append(nm)
+    if not better:
+        return Decision(baseline, f"no candidate beats the first-order chain on held-out traces by {z:.2f} standard "
+                                  "errors (extra structure is not supported by the data)", (), None, z)
+    best = max(better, key=lambda nm: paired_gain(unit_loglik[nm], base)[0])
+    close = [nm for nm in better
+             if paired_gain(unit_loglik[nm], unit_loglik[best])[0]
+             >= -max(paired_gain(unit_loglik[nm], unit_loglik[best])[1], 1e-9)]
+
+    def size(nm: str) -> int:
+        n = n_parameters.get(nm)
+        return n if n is not None else 10**9
+
+    chosen = min(close, key=lambda nm: (size(nm), -paired_gain(unit_loglik[nm], base)[0]))
+    g, se = paired_gain(unit_loglik[chosen], base)
+    reason = (f"held-out gain over the first-order chain {g:.1f} nats ({g / se if se else math.inf:.1f} standard "
+              f"errors; needed {z:.2f})")
+    if chosen != best:
+        reason += f"; {best} fits slightly better but not by more than one standard error, and has more parameters"
+    return Decision(chosen, reason, tuple(better), best, z)
+
+
 def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | Candidate] = DEFAULT_CANDIDATES, *,
                  sizes: Mapping[str, Sequence[int]] | None = None, n_splits: int = 5, test_fraction: float = 0.2,
-                 z_threshold: float = 2.0, group: Grouping = "auto", seed: int = 0, refit: bool = True,
+                 z_threshold: float | None = None, group: Grouping = "auto", seed: int = 0, refit: bool = True,
                  state_names: Sequence[str] | None = None, with_task_classes: bool = True, checks: bool = True,
                  n_timing_bootstrap: int = 99) -> ModelChoice:
     """Pick a model family (and its size) by held-out log-likelihood over repeated splits (module docstring).
@@ -324,8 +393,10 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     n_splits, test_fraction, seed
         The repeated held-out splits of units (:func:`unit_splits`; the defaults are one 5-fold
         cross-validation).
-    z_threshold : float
-        How many standard errors of held-out gain a candidate needs over the first-order chain.
+    z_threshold : float, optional
+        How many standard errors of held-out gain a candidate needs over the first-order chain. Default: the
+        one-sided Bonferroni bound for a family-wise 5 % over the candidates compared with the baseline
+        (:func:`decide`), so more candidates do not mean more false alarms.
     group : {"auto", "task", "trace"}
         The unit of splitting and of a mixture's classes.
     refit : bool
@@ -363,28 +434,16 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
         out: NDArray[np.float64] = scores[name].total[evaluated] / held[evaluated]
         return out
 
-    def gain(a: str, b: str) -> tuple[float, float]:
-        """Total held-out gain of a over b (nats over the evaluated units) and its standard error."""
-        d = mean_units(a) - mean_units(b)
-        se = float(np.std(d, ddof=1) * math.sqrt(d.size)) if d.size > 1 else 0.0
-        return float(d.sum()), se
-
-    def better(names: list[str]) -> list[str]:
-        out = []
-        for nm in names:
-            if nm == "markov" or scores[nm].error is not None:
-                continue
-            g, se = gain(nm, "markov")
-            if g > 0 and (se == 0 or g / se >= z_threshold):
-                out.append(nm)
-        return out
+    def unit_scores() -> dict[str, NDArray[np.float64]]:
+        return {nm: mean_units(nm) for nm, sc in scores.items() if sc.error is None}
 
     notes: list[str] = []
     if scores["markov"].error is not None:
         raise ValueError(f"the first-order baseline could not be fitted: {scores['markov'].error}")
-    good = better([c.name for c in cands])
+    params = {nm: int(np.median(sc.params)) if sc.params else None for nm, sc in scores.items()}
+    first = decide(unit_scores(), params, z_threshold=z_threshold)
     # Round 2: task classes on the structure that won round 1 (tasks repeat: trials may share their difficulty).
-    winner = max(good, key=lambda nm: gain(nm, "markov")[0]) if good else "markov"
+    winner = first.best or "markov"
     task_sizes = tuple(size_map.get("tasks", DEFAULT_SIZES["tasks"]))
     if enc.grouped_by == "task" and task_sizes and by_name[winner].family != "mixture" and with_task_classes:
         extra = [_with_task_classes(by_name[winner], int(k), seed, group) for k in task_sizes]
@@ -392,29 +451,15 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
             scores[c.name] = _evaluate(c, enc, splits, checks=checks, n_timing=n_timing_bootstrap, seed=seed)
             by_name[c.name] = c
             cands.append(c)
+            params[c.name] = int(np.median(scores[c.name].params)) if scores[c.name].params else None
         notes.append(f"task classes were tried on {winner}, the best structure of the first round, because task "
                      "ids repeat")
-        good = better([c.name for c in cands])
+    decision = decide(unit_scores(), params, z_threshold=z_threshold)
+    chosen, reason, good = decision.chosen, decision.reason, decision.better
 
-    params = {nm: int(np.median(s.params)) if s.params else None for nm, s in scores.items()}
-    if not good:
-        chosen = "markov"
-        reason = (f"no candidate beats the first-order chain on held-out traces by {z_threshold:g} standard errors "
-                  "(extra structure is not supported by the data)")
-        best = None
-    else:
-        best = max(good, key=lambda nm: gain(nm, "markov")[0])
-        close = []
-        for nm in good:
-            g, se = gain(nm, best)
-            if g >= -max(se, 1e-9):
-                close.append(nm)
-        chosen = min(close, key=lambda nm: (params[nm] if params[nm] is not None else 10**9, -gain(nm, "markov")[0]))
-        g, se = gain(chosen, "markov")
-        reason = (f"held-out gain over the first-order chain {g:.1f} nats ({g / se if se else math.inf:.1f} standard "
-                  "errors)")
-        if chosen != best:
-            reason += f"; {best} fits slightly better but not by more than one standard error, and has more parameters"
+    def gain(a: str, b: str) -> tuple[float, float]:
+        return paired_gain(mean_units(a), mean_units(b))
+
     table: list[CandidateScore] = []
     for c in cands:
         sc = scores[c.name]
@@ -456,4 +501,69 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     if int((~evaluated).sum()):
         notes.append(f"{int((~evaluated).sum())} unit(s) were never held out (more splits would use them)")
     return ModelChoice(chosen, reason, "markov", tuple(table), model, n_splits, test_fraction, enc.grouped_by,
-                       enc.n_units, enc.n_traces, z_threshold, seed, tuple(notes), chosen_for)
+                       enc.n_units, enc.n_traces, decision.z_threshold, seed, tuple(notes), chosen_for,
+                       {nm: v.tolist() for nm, v in unit_scores().items()})
+
+
+# ---------------------------------------------------------------------------------------------------- one call
+#: What ``--model`` accepts: a family (its best size by held-out likelihood) or "auto" (the rule above).
+MODEL_CHOICES = ("auto", "markov", "mixture", "lifted", "hmm", "duration")
+
+
+@dataclass(frozen=True, eq=False)
+class ModelFit:
+    """A fitted family ready for the certificate and the report: the model, its compiled chain, how it was chosen."""
+
+    name: str
+    model: TraceModel
+    compiled: CompiledModel
+    choice: ModelChoice | None
+
+    def to_dict(self, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5, 8)) -> dict[str, Any]:
+        """JSON-ready: the choice table (when there was a choice) and the compiled chain's summary."""
+        from tracetochain.audit._common import json_dict
+
+        return json_dict({"kind": "tracetochain.model_fit", "model": self.name, "family": self.model.family,
+                          "n_parameters": self.model.n_parameters,
+                          "choice": self.choice.to_dict() if self.choice is not None else None,
+                          "summary": self.compiled.summary(horizon=horizon, ks=ks)})
+
+
+def fit_model(traces: TraceTable | EncodedTraces, model: str = "auto", *, seed: int = 0,
+              state_names: Sequence[str] | None = None, **options: Any) -> ModelFit:
+    """Fit the family ``model`` (``--model``): ``"auto"`` chooses among all families with :func:`choose_model`; a
+    family name chooses that family's size by held-out likelihood (``"markov"`` needs no choice). ``options`` go to
+    :func:`choose_model` (``n_splits``, ``sizes``, ``checks``, ``z_threshold``, …).
+
+    >>> import tracetochain as tt
+    >>> t = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=2)
+    >>> fit_model(t, "markov").name
+    'markov'
+    """
+    if model not in MODEL_CHOICES:
+        raise ValueError(f"unknown model {model!r}; use one of {', '.join(MODEL_CHOICES)}")
+    names = tuple(state_names) if state_names is not None else None
+    if model == "markov":
+        m = MarkovModel().fit(traces, names)
+        return ModelFit("markov", m, m.to_chain(), None)
+    if model == "auto":
+        choice = choose_model(traces, seed=seed, state_names=names, **options)
+    else:
+        # One family: its best size by held-out likelihood (the first-order chain is scored beside it, for the
+        # table, but the family asked for is kept even when it does not beat the baseline).
+        choice = choose_model(traces, candidates=("markov", model), seed=seed, state_names=names, refit=False,
+                              with_task_classes=False, **options)
+        own = [c for c in choice.candidates if c.family == model and c.heldout_loglik_per_trace is not None]
+        if not own:
+            raise ValueError(f"no {model} model could be fitted: "
+                             + "; ".join(c.reason for c in choice.candidates if c.family == model))
+        best = max(own, key=lambda c: c.heldout_loglik_per_trace or -math.inf)
+        size_map = {**DEFAULT_SIZES, **dict(options.get("sizes") or {})}
+        cand = _make(model, best.size if best.size is not None else 0, seed, options.get("group", "auto"))
+        fitted = cand.make().fit(traces, names)
+        choice = ModelChoice(best.name, f"the best {model} size by held-out log-likelihood ({size_map[model]})",
+                             choice.baseline, choice.candidates, fitted, choice.n_splits, choice.test_fraction,
+                             choice.grouped_by, choice.n_units, choice.n_traces, choice.z_threshold, choice.seed,
+                             choice.notes, choice.chosen_for, choice.unit_loglik)
+    assert choice.model is not None
+    return ModelFit(choice.chosen, choice.model, choice.model.to_chain(), choice)

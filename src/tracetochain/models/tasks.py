@@ -48,6 +48,8 @@ from tracetochain.models._encoded import FAILURE, SUCCESS, EncodedTraces, Groupi
 DELTA_BOUND = 12.0
 #: Ridge penalty on the row tilts β_j (keeps them finite when a class never shows some outcome).
 TILT_RIDGE = 0.1
+#: EM iterations every start gets before only the best one continues.
+SHORT_RUN = 15
 Tilt = Literal["auto", "outcome", "all"]
 
 
@@ -70,7 +72,7 @@ class TaskClassModel(TraceModel):
     family = "task-classes"
 
     def __init__(self, base: TraceModel, n_classes: int = 2, *, tilt: Tilt = "auto", n_init: int = 4,
-                 max_iter: int = 500, tol: float = 1e-9, seed: int = 0, group: Grouping = "auto") -> None:
+                 max_iter: int = 500, tol: float = 1e-7, seed: int = 0, group: Grouping = "auto") -> None:
         super().__init__(group=group)
         if base.family == "mixture":
             raise ValueError("a mixture already has classes of its own; put task classes on a plain family")
@@ -240,29 +242,35 @@ class TaskClassModel(TraceModel):
         ok[J - 2], ok[J - 1] = 1.0, -1.0  # "easy" tilts toward success, "hard" toward failure
         starts = [np.outer(np.linspace(-1.0, 1.0, C), ok)] + [rng.normal(0.0, 0.5, (C, J))
                                                                for _ in range(self.n_init - 1)]
-        best: tuple[float, NDArray[np.float64], NDArray[np.float64]] | None = None
-        for b0 in starts:
-            w = np.full(C, 1.0 / C)
-            beta = b0.copy()
+        def run(w: NDArray[np.float64], beta: NDArray[np.float64], n_iter: int
+                ) -> tuple[float, NDArray[np.float64], NDArray[np.float64], bool]:
             prev, total = -math.inf, -math.inf
-            for _ in range(self.max_iter):
+            for _ in range(n_iter):
                 ll = np.column_stack([self._tilt_loglik(ev, base_ll, beta[j]) for j in range(C)])
                 unit = np.column_stack([enc.units_of(ll[:, j]) for j in range(C)]) + np.log(w)[None, :]
                 norm = logsumexp(unit, axis=1)
                 total = float(norm.sum())
-                if abs(total - prev) <= max(self.tol, 1e-8) * max(1.0, abs(total)):
-                    break
+                if abs(total - prev) <= self.tol * max(1.0, abs(total)):
+                    return total, w, beta, True
                 prev = total
                 resp = np.exp(unit - norm[:, None])
                 w = np.maximum(resp.mean(axis=0), 1e-12)
                 w = w / w.sum()
                 r_ev = resp[enc.unit][ev.trace]
+                beta = beta.copy()
                 for j in range(C):
                     A = np.bincount(ev.node * J + ev.col, weights=r_ev[:, j], minlength=n_nodes * J
                                     ).reshape(n_nodes, J).astype(np.float64)
                     beta[j] = self._newton_tilt(A, beta[j])
-            if best is None or total > best[0]:
-                best = (total, w.copy(), beta.copy())
+            return total, w, beta, False
+
+        # Every start runs a short while; the best one runs on to convergence.
+        short = min(SHORT_RUN, self.max_iter)
+        runs = [run(np.full(C, 1.0 / C), b0.copy(), short) for b0 in starts]
+        top = max(runs, key=lambda r: r[0])
+        if not top[3] and self.max_iter > short:
+            top = run(top[1], top[2], self.max_iter - short)
+        best: tuple[float, NDArray[np.float64], NDArray[np.float64]] | None = (top[0], top[1], top[2])
         assert best is not None
         total, w, beta = best
         # Classes from hardest to easiest (by the success tilt relative to failure).
