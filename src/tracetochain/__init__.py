@@ -21,6 +21,7 @@ from tracetochain._version import __version__
 
 if TYPE_CHECKING:
     from tracetochain import (
+        costs,
         datasets,
         engines,
         exceptions,
@@ -89,8 +90,8 @@ _ATTRIBUTES: dict[str, str] = {
     "what_if": "tracetochain.whatif",
 }
 # public subpackages, imported on first attribute access.
-_SUBMODULES = frozenset({"datasets", "engines", "exceptions", "featurize", "models", "report", "states", "uncertainty",
-                         "whatif"})
+_SUBMODULES = frozenset({"costs", "datasets", "engines", "exceptions", "featurize", "models", "report", "states",
+                         "uncertainty", "whatif"})
 
 __all__ = [
     "AbsorbingChain",
@@ -116,6 +117,7 @@ __all__ = [
     "audit",
     "audit_partitioned",
     "bottlenecks",
+    "costs",
     "count_transitions",
     "datasets",
     "engines",

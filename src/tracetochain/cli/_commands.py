@@ -88,6 +88,14 @@ def _intervals(source: Any, method: str, ci: float, samples: int, seed: int, hor
                             horizon=horizon, ks=ks, states=states)
 
 
+def _costs(source: Any, method: str, ci: float, samples: int, seed: int, *, traces: Any = None) -> dict[str, Any]:
+    """The cost figures (library: :func:`tracetochain.costs.cost_report`) with the same intervals as the metrics."""
+    from tracetochain.costs import cost_report
+
+    return cost_report(source, traces=traces, method=None if method == "none" else method, confidence=ci,
+                       samples=samples, seed=seed)
+
+
 def fit(
     traces: Annotated[Path, typer.Argument(
         help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
@@ -155,19 +163,22 @@ def fit(
         full_states = states_from_spec(states, features=features, vocabulary=vocabulary, k_min=k_min, k_max=k_max,
                                        seed=seed)
     intervals = _intervals(result, uncertainty, ci, samples, seed, horizon, ks, full_states)
+    costs = _costs(result, uncertainty, ci, samples, seed)
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals
+        doc["costs"] = costs
         doc["ingest"] = table.report.to_dict()
         doc["chain_file"] = str(output) if output else None
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
-    from tracetochain.cli._render import render_ingest, render_summary
+    from tracetochain.cli._render import render_costs, render_ingest, render_summary
 
     render_ingest(table.report, table.outcome_counts(), detected=reader is None)
     if result.states.method != "categorical" or vocabulary is not None:
         typer.echo(result.states.describe())
     render_summary(summary, intervals)
+    render_costs(costs)
     if output is not None:
         typer.echo(f"chain written to {output}")
     else:
@@ -217,16 +228,20 @@ def _fit_on_engine(traces: Path, engine: str, scheduler: str | None, output: Pat
         intervals = interval_summary(ensemble, horizon=horizon, ks=ks)
     else:
         intervals = _intervals(chain, uncertainty, ci, samples, seed, horizon, ks)
+    # The partition statistics give the cost model; cost intervals come from the posterior of the counts.
+    costs = _costs(chain, "posterior" if uncertainty != "none" else "none", ci, samples, seed)
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals
+        doc["costs"] = costs
         doc["engine"] = engine
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
-    from tracetochain.cli._render import render_summary
+    from tracetochain.cli._render import render_costs, render_summary
 
     typer.echo(f"{traces}: counted on the {engine} engine")
     render_summary(summary, intervals)
+    render_costs(costs)
 
 
 def metrics(
@@ -252,14 +267,17 @@ def metrics(
     summary = summarize(chain, horizon=horizon, ks=ks)
     intervals = _intervals(chain, uncertainty, ci, samples, seed, horizon, ks) if "counts" in chain.metadata \
         else None
+    costs = _costs(chain, uncertainty if "counts" in chain.metadata else "none", ci, samples, seed)
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals
+        doc["costs"] = costs
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
-    from tracetochain.cli._render import render_summary
+    from tracetochain.cli._render import render_costs, render_summary
 
     render_summary(summary, intervals)
+    render_costs(costs)
 
 
 def _write_chain(chain: Any, output: Path, ingest: dict[str, Any]) -> None:

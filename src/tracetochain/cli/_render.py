@@ -136,3 +136,46 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     top = s.worst_states(1)
     if top and top[0].failure_share > 0:
         _console.print(f"Most failures leave from [bold]{escape(top[0].name)}[/] ({top[0].failure_share:.0%}).")
+
+
+def _amount(x: float | None) -> str:
+    """A cost without its unit (the unit heads the row): 0.4376, 629,435, 258."""
+    if x is None:
+        return "—"
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def render_costs(doc: dict[str, Any] | None) -> None:
+    """The cost section: per attempt, per success (with its interval, and the observed figure), share spent on
+    failing attempts; the headline sentences; or why there is no cost data."""
+    if not doc:
+        return
+    if not doc.get("available"):
+        _console.print(f"[dim]costs: {escape(str(doc.get('reason')))}[/]")
+        return
+    observed = any("observed" in e for e in doc["metrics"].values())
+    table = Table(title="What reliability costs (per success: failed attempts retried)", title_justify="left")
+    for col in ("cost", "attempt", "success", "interval", *(["observed"] if observed else []), "failed"):
+        table.add_column(col, justify="left" if col == "cost" else "right", no_wrap=True)
+    for metric, entry in doc["metrics"].items():
+        s = entry["summary"]
+        iv = (entry.get("intervals") or {}).get("per_success") or {}
+        band = f"[dim]{_amount(iv['lower'])}–{_amount(iv['upper'])}[/]" if iv.get("lower") is not None else ""
+        obs = [_amount((entry.get("observed") or {}).get("per_success"))] if observed else []
+        share = s.get("failed_share")
+        table.add_row(escape(metric), _amount(s["mean"]), _amount(s["per_success"]), band, *obs,
+                      f"{share:.0%}" if share is not None else "—")
+    _console.print(table)
+    primary = doc["metrics"][doc["primary"]]
+    for sentence in primary["summary"].get("sentences", []):
+        _console.print(escape(sentence))
+    budget = primary.get("budget")
+    if budget:
+        _console.print(f"  [dim]R within a {escape(doc['primary'])} budget: lattice step {budget['step']:.3g} "
+                       f"{escape(budget['unit'])}, discretisation error ≤ {budget['error_bound']:.2g}[/]")
+    cert = doc.get("certification") or {}
+    if cert.get("status") == "withheld":
+        _console.print(f"[yellow]cost figures withheld by the audit: {escape(str(cert.get('reason')))}[/]")
+    for metric, reason in (doc.get("absent") or {}).items():
+        if metric in ("cost_usd", "tokens", "seconds"):
+            _console.print(f"  [dim]{escape(metric)}: {escape(reason)}[/]")

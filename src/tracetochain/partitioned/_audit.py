@@ -189,7 +189,7 @@ def _audit_partition(part: Partition, *, on_error: OnError, model: StateModel | 
     m = len(names)
     offsets, outcomes = traces.offsets, traces.outcomes()
     hashes = trace_id_hashes(_table_trace_ids(traces))
-    base = partial_of(part, traces, count_transitions_from_codes(codes, offsets, outcomes, names), hashes)
+    base = partial_of(part, traces, count_transitions_from_codes(codes, offsets, outcomes, names), hashes, codes)
     test = holdout_mask(hashes, test_fraction, seed) if holdout else np.zeros(hashes.size, bool)
     lengths = np.diff(offsets)
     usable = outcomes != _INVALID
@@ -459,8 +459,11 @@ def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
     chain = estimate_chain(all_counts, a, policy, initial)  # type: ignore[arg-type]
     if state_md:
         chain = chain.with_metadata(**state_md)
+    costs = acc.base.costs.reindexed(chain.state_names) if acc.base.costs is not None else None
+    if costs is not None:
+        chain = chain.with_metadata(costs=costs.to_dict())
     counts_result = PartitionedCounts(all_counts, ingest_report(acc.base, all_counts, src, parts[0].format),
-                                      len(parts), eng.name, model)
+                                      len(parts), eng.name, model, costs)
 
     # --- the certificate
     h_aud = _TEST if holdout else _FIT  # the half whose times are tested (in-sample: everything is in "fit")
@@ -564,6 +567,8 @@ def bootstrap_partitioned(source: str | Path | Sequence[str | Path], *, engine: 
     chain = estimate_chain(counts, a, policy, initial)  # type: ignore[arg-type]
     if model is not None:
         chain = chain.with_metadata(states=model.to_dict())
+    if acc.base.costs is not None:
+        chain = chain.with_metadata(costs=acc.base.costs.reindexed(chain.state_names).to_dict())
     return chain, _bootstrap_ensemble(chain, acc, a, policy, initial, n_resamples, seed, confidence)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain.chain import AbsorbingChain, ChainEstimator, TransitionCounts, count_transitions_from_codes
+from tracetochain.costs._model import CostModel, reader_name, trace_totals, usage_arrays
 from tracetochain.engines import Engine, get_engine
 from tracetochain.exceptions import EmptyTraceSetError, TraceToChainError, TraceValidationError
 from tracetochain.partitioned._ingest import (
@@ -47,6 +48,22 @@ class _Partial:
     n_traces_skipped: int
     skipped_by_reason: dict[str, int]
     problems: tuple[Problem, ...]
+    #: Per-state usage statistics (tokens, dollars, seconds) of the partition's usable traces; they add up too.
+    costs: CostModel | None = None
+
+
+def partition_costs(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str, ...]) -> CostModel:
+    """The cost model of a partition's usable (non-invalid) traces, over its state codes."""
+    keep = traces.outcomes() != _INVALID
+    if keep.all():
+        usable, kept = traces, codes
+    else:
+        usable = traces.select_traces(keep)
+        kept = codes[np.repeat(keep, np.diff(traces.offsets))]
+    table = usable.to_arrow()
+    values, derivation = usage_arrays(table, usable.offsets)
+    return CostModel.from_arrays(kept, usable.offsets, names, values, trace_totals(table, usable.offsets),
+                                 source_format=reader_name(traces.report.format), derivation=derivation)
 
 
 def _count_partition(part: Partition, *, on_error: OnError, model: StateModel | None,
@@ -55,15 +72,17 @@ def _count_partition(part: Partition, *, on_error: OnError, model: StateModel | 
     codes, names = label_partition(part, traces, model)
     counts = count_transitions_from_codes(codes, traces.offsets, traces.outcomes(), names)
     hashes = trace_id_hashes(_table_trace_ids(traces)) if check_traces else np.zeros(0, np.uint64)
-    return partial_of(part, traces, counts, hashes)
+    return partial_of(part, traces, counts, hashes, codes)
 
 
 def partial_of(part: Partition, traces: TraceTable, counts: TransitionCounts,
-               hashes: NDArray[np.uint64]) -> _Partial:
-    """The :class:`_Partial` of one partition: its counts, trace-id hashes and ingest report."""
+               hashes: NDArray[np.uint64], codes: NDArray[np.int64] | None = None) -> _Partial:
+    """The :class:`_Partial` of one partition: its counts, trace-id hashes and ingest report (and, given the state
+    ``codes`` of its steps, its cost statistics)."""
     r = traces.report
+    costs = partition_costs(traces, codes, counts.state_names) if codes is not None else None
     return _Partial(counts, hashes, ((part.index, traces.n_traces),), r.n_records, r.n_records_skipped,
-                    r.n_traces_skipped, dict(r.skipped_by_reason), tuple(r.problems[:_MAX_PROBLEMS]))
+                    r.n_traces_skipped, dict(r.skipped_by_reason), tuple(r.problems[:_MAX_PROBLEMS]), costs)
 
 
 def label_partition(part: Partition, traces: TraceTable,
@@ -114,10 +133,11 @@ def _merge(a: _Partial, b: _Partial) -> _Partial:
         {k: ca.n_traces[k] + cb.n_traces[k] for k in ca.n_traces})
     reasons = Counter(a.skipped_by_reason)
     reasons.update(b.skipped_by_reason)
+    costs = a.costs.merge(b.costs) if a.costs is not None and b.costs is not None else (a.costs or b.costs)
     return _Partial(counts, np.concatenate([a.hashes, b.hashes]), a.spans + b.spans,
                     a.n_records + b.n_records, a.n_records_skipped + b.n_records_skipped,
                     a.n_traces_skipped + b.n_traces_skipped, dict(reasons),
-                    (a.problems + b.problems)[:_MAX_PROBLEMS])
+                    (a.problems + b.problems)[:_MAX_PROBLEMS], costs)
 
 
 def _with_vocabulary(counts: TransitionCounts, vocab: tuple[str, ...], source: str) -> TransitionCounts:
@@ -179,6 +199,8 @@ class PartitionedCounts:
     n_partitions: int
     engine: str
     state_model: StateModel | None = field(default=None, repr=False)
+    #: The per-state cost model of the corpus (summed partition statistics), over the states of ``counts``.
+    costs: CostModel | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"counts": self.counts.to_dict(), "report": self.report.to_dict(), "n_partitions": self.n_partitions,
@@ -269,8 +291,9 @@ def count_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
     counts = partial.counts
     if vocab is not None:
         counts = _with_vocabulary(counts, vocab, src)
+    costs = partial.costs.reindexed(counts.state_names) if partial.costs is not None else None
     return PartitionedCounts(counts, ingest_report(partial, counts, src, parts[0].format), len(parts), eng.name,
-                             model)
+                             model, costs)
 
 
 def source_name(source: str | Path | Sequence[str | Path]) -> str:
@@ -315,4 +338,6 @@ def fit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engine
     chain = est.fit(result.counts).fetch_model()
     if result.state_model is not None:
         chain = chain.with_metadata(states=result.state_model.to_dict())
+    if result.costs is not None:  # as ChainEstimator.fit does for traces in memory
+        chain = chain.with_metadata(costs=result.costs.reindexed(chain.state_names).to_dict())
     return chain

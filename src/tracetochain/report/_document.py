@@ -45,7 +45,8 @@ class Report(dict[str, Any]):
 
 def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
                  certificate: dict[str, Any] | None = None, intervals: dict[str, Any] | None = None,
-                 settings: dict[str, Any] | None = None, fallback_fraction: float = 0.1) -> Report:
+                 settings: dict[str, Any] | None = None, fallback_fraction: float = 0.1,
+                 costs: dict[str, Any] | None = None) -> Report:
     """Assemble the report document from a fit (and, when run, the certificate and intervals)."""
     traces = fit.labelled
     lengths = success_lengths(traces)
@@ -57,7 +58,7 @@ def build_report(fit: FitResult, *, horizon: int = 50, ks: tuple[int, ...] = (1,
                            n_usable=traces.n_traces - outcomes["invalid"],
                            success_lengths=[int(x) for x in lengths], horizon=horizon, ks=ks,
                            certificate=certificate, intervals=intervals, settings=settings,
-                           fallback_fraction=fallback_fraction)
+                           fallback_fraction=fallback_fraction, costs=costs)
 
 
 def assemble_report(chain: AbsorbingChain, states: dict[str, Any], source: dict[str, Any], *,
@@ -65,13 +66,14 @@ def assemble_report(chain: AbsorbingChain, states: dict[str, Any], source: dict[
                     success_lengths: list[int] | None = None, horizon: int = 50,
                     ks: tuple[int, ...] = (1, 2, 3, 4, 5), certificate: dict[str, Any] | None = None,
                     intervals: dict[str, Any] | None = None, settings: dict[str, Any] | None = None,
-                    fallback_fraction: float = 0.1) -> Report:
+                    fallback_fraction: float = 0.1, costs: dict[str, Any] | None = None) -> Report:
     """The report document from its parts: what :func:`build_report` (traces in memory) and
     :func:`build_partitioned_report` (a partitioned corpus: only counts) both call.
 
     ``success_length_counts[k]`` is the number of successful traces of k steps; ``n_usable`` the traces that count
     (invalid ones excluded), the denominator of the empirical RDC and pass rate. ``success_lengths`` (one entry per
     successful trace) is kept in documents of traces read in memory and is None for partitioned corpora.
+    ``costs`` is :func:`tracetochain.costs.cost_report`'s document (None when the cost stage did not run).
     """
     summary: ReliabilitySummary = summarize(chain, horizon=horizon, ks=ks)
     counts = np.asarray(success_length_counts, dtype=np.int64)
@@ -105,4 +107,5 @@ def assemble_report(chain: AbsorbingChain, states: dict[str, Any], source: dict[
         "timing_withheld_reason": reason,
         "pass_k_withheld": "pass^k" in withheld or "pass@k" in withheld,
         "bottlenecks": bottlenecks(chain, fraction=fallback_fraction).to_dict(),
+        "costs": costs,
     })

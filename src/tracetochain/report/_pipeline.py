@@ -43,12 +43,17 @@ def make_report(traces: TraceTable, *, states: Any = "label", state_options: dic
 
         intervals = interval_summary(fit, method=uncertainty, confidence=confidence, samples=samples, seed=seed,
                                      horizon=horizon, ks=ks)
+    step("costs")
+    from tracetochain.costs import cost_report
+
+    costs = cost_report(fit, method=uncertainty, confidence=confidence, samples=samples, seed=seed,
+                        certificate=certificate)
     step("report")
     settings = {"states": states if isinstance(states, str) else type(states).__name__, **options,
                 "pseudocount": pseudocount, "seed": seed, "audit": "held-out" if audit and holdout else
                 ("in-sample" if audit else "none")}
     return build_report(fit, horizon=horizon, ks=ks, certificate=certificate, intervals=intervals,
-                        settings=settings)
+                        settings=settings, costs=costs)
 
 
 def make_partitioned_report(source: str | Path | Sequence[str | Path], *, engine: Any = None, states: Any = None,
@@ -92,6 +97,13 @@ def make_partitioned_report(source: str | Path | Sequence[str | Path], *, engine
         intervals = (interval_summary(result.ensemble, horizon=horizon, ks=ks) if result.ensemble is not None
                      else interval_summary(result.chain, method="posterior", confidence=confidence, samples=samples,
                                            seed=seed, horizon=horizon, ks=ks))
+    step("costs")
+    from tracetochain.costs import cost_report
+
+    # The partition statistics carry the cost model; the chain ensemble (when drawn) is reused for the intervals.
+    costs = cost_report(result.chain, method="posterior" if uncertainty is not None else None,
+                        confidence=confidence, samples=samples, seed=seed, certificate=certificate,
+                        ensemble=result.ensemble if uncertainty == "bootstrap" else None)
     step("report")
     counts = result.counts
     rep = counts.report
@@ -115,4 +127,4 @@ def make_partitioned_report(source: str | Path | Sequence[str | Path], *, engine
                 "partitions": counts.n_partitions}
     return assemble_report(result.chain, states_doc, src, success_length_counts=result.success_time_counts,
                            n_usable=result.n_usable, success_lengths=None, horizon=horizon, ks=ks,
-                           certificate=certificate, intervals=intervals, settings=settings)
+                           certificate=certificate, intervals=intervals, settings=settings, costs=costs)

@@ -115,6 +115,37 @@ def fpt_svg(counts: list[int], model_pmf: list[float] | None, *, withheld_reason
         return _svg(fig)
 
 
+def budget_svg(budget: dict[str, Any], band: dict[str, Any] | None, observed: list[float] | None, *,
+               withheld_reason: str | None) -> str:
+    """R(B): success before the accumulated cost exceeds B, the model's curve (with its band) against the share of
+    observed episodes that succeeded within B."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    unit = budget["unit"]
+    with plt.rc_context(_STYLE):
+        fig, ax = plt.subplots()
+        b = budget["budgets"]
+        if withheld_reason is None:
+            if band and band.get("budgets"):
+                ax.fill_between(band["budgets"], band["lower"], band["upper"], color="#0969da", alpha=0.18,
+                                linewidth=0, label=f"{band.get('confidence', 0.95):.0%} band")
+            ax.plot(b, budget["reliability"], color="#0969da", label="model R(B)")
+            ax.axhline(budget["r_inf"], color="#0969da", linestyle=":", linewidth=1, label="model R∞")
+        else:
+            ax.set_title(f"model R(B) withheld: {_short(withheld_reason)}", color="#9a6700", fontsize=9, loc="left")
+        if observed is not None:
+            ax.step(b, observed, where="post", color="#1a7f37", label="observed")
+        ax.set_xlabel(f"budget B ({unit}, {budget['metric']})")
+        ax.set_ylabel("P(success within budget B)")
+        ax.set_ylim(0, 1)
+        ax.set_xlim(0, b[-1] if b else 1)
+        ax.legend(loc="lower right", frameon=False)
+        return _svg(fig)
+
+
 def monitor_svg(windows: list[dict[str, Any]]) -> str:
     """R∞ per window with its interval, alert windows marked; the observed pass rate for reference."""
     if not have_matplotlib():
