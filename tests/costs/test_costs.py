@@ -390,30 +390,37 @@ def test_compare_reports_delta_cost_per_success_with_an_interval() -> None:
     json.dumps(r.to_dict(), allow_nan=False)
 
 
-def test_report_document_and_html_show_the_costs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("matplotlib", [True, False])
+def test_report_document_and_html_show_the_costs(matplotlib: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import xml.etree.ElementTree as ET
+
+    import tracetochain.report._plots as plots
     from tracetochain.report import make_report, render_html
 
-    traces = simulated(600, seed=16)
-    doc = make_report(traces, audit=False, samples=200)
+    if matplotlib:
+        pytest.importorskip("matplotlib")
+    else:
+        monkeypatch.setattr(plots, "have_matplotlib", lambda: False)
+    records = simulated(600, seed=16).to_pandas()
+    records.loc[records["state"] == "act", "state"] = "<script>alert(1)</script>"  # trace text is untrusted
+    doc = make_report(tt.TraceTable.from_dataframe(records), audit=False, samples=200)
     costs = doc["costs"]
     assert costs["available"] and costs["certification"]["status"] == "untested"
     page = render_html(doc)
-    assert 'id="costs"' in page and 'id="budget-plot"' in page and "per success (observed)" in page
+    assert 'id="costs"' in page and 'id="budget-plot"><svg' in page and "per success (observed)" in page
+    assert "<script>alert" not in page
+    section = page[page.index('id="budget-plot">') + len('id="budget-plot">'):]
+    ET.fromstring(section[: section.index("</svg>") + len("</svg>")])  # a well-formed SVG
     assert "cost_usd" in doc.to_markdown()
     json.dumps(doc, allow_nan=False)
 
 
 def test_cli_fit_metrics_and_whatif_report_costs(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+    from cli_runner import run_cli as run
 
     src = tmp_path / "runs.jsonl"
     simulated(300, seed=17).write(src)
     chain_file = tmp_path / "chain.json"
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tracetochain", *args], capture_output=True, text=True,
-                              timeout=600)
 
     r = run("fit", str(src), "-o", str(chain_file), "--json", "--samples", "100")
     assert r.returncode == 0, r.stderr

@@ -1,5 +1,6 @@
 """Report figures as inline SVG: the R(d) curve with its band and the empirical RDC, the success first-passage
-histogram against the model, and the monitor's R∞ per window. Inputs are report-document sections only.
+histogram against the model, R within a cost budget against the observed spend, and the monitor's R∞ per window.
+Inputs are report-document sections only.
 
 With matplotlib installed (the ``plots`` extra: ``pip install "tracetochain[plots]"``) the figures are drawn by it
 (Agg backend). Without it they come from :mod:`tracetochain.report._svgplot`, a small built-in SVG chart with the
@@ -119,12 +120,26 @@ def budget_svg(budget: dict[str, Any], band: dict[str, Any] | None, observed: li
                withheld_reason: str | None) -> str:
     """R(B): success before the accumulated cost exceeds B, the model's curve (with its band) against the share of
     observed episodes that succeeded within B."""
+    unit = budget["unit"]
+    if not have_matplotlib():
+        b = budget["budgets"]
+        chart = Chart(xlabel=f"budget B ({unit}, {budget['metric']})", ylabel="P(success within budget B)",
+                      ylim=(0, 1), xlim=(0, b[-1] if b else 1),
+                      title=None if withheld_reason is None else f"model R(B) withheld: {_short(withheld_reason)}")
+        if withheld_reason is None:
+            if band and band.get("budgets"):
+                chart.band(band["budgets"], band["lower"], band["upper"], color="#0969da",
+                           label=f"{band.get('confidence', 0.95):.0%} band")
+            chart.line(b, budget["reliability"], color="#0969da", label="model R(B)")
+            chart.hline(budget["r_inf"], color="#0969da", label="model R∞")
+        if observed is not None:
+            chart.step(b, observed, color="#1a7f37", label="observed")
+        return chart.svg()
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    unit = budget["unit"]
     with plt.rc_context(_STYLE):
         fig, ax = plt.subplots()
         b = budget["budgets"]
