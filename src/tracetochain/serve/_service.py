@@ -79,6 +79,8 @@ class ServeConfig:
                                  "`python -c 'import secrets; print(secrets.token_urlsafe())'`")
         if self.ingest_token and self.read_token and self.ingest_token == self.read_token:
             raise ValueError("the ingest token and the read token must differ (senders should not read the data)")
+        if self.durability not in ("full", "normal"):
+            raise ValueError(f"durability must be 'full' or 'normal', got {self.durability!r}")
         if not 0 < self.port < 65536:
             raise ValueError(f"port must be in 1..65535, got {self.port}")
         if self.max_request_bytes < 1024:

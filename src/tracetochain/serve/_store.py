@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tracetochain.exceptions import TraceToChainError
 from tracetochain.readers.otlp import SpanFacts
 
 STORE_SCHEMA_VERSION = 1
@@ -64,7 +65,7 @@ _FACT_FIELDS = ("name", "kind", "agent_root", "start", "end", "error", "error_ty
                 "tokens_out", "cost", "text", "user", "evals", "finish", "resource", "state")
 
 
-class StoreError(RuntimeError):
+class StoreError(TraceToChainError, RuntimeError):
     """The store file cannot be opened or written (the message names the file and the reason)."""
 
 
@@ -118,6 +119,8 @@ class Store:
                                      "wrote it, or start a new store")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: cannot open the store ({exc}); is it a tracetochain store file?") from None
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot create the store ({exc.strerror or exc})") from None
         self._local = threading.local()
 
     # ------------------------------------------------------------------ connections
