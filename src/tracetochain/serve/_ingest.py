@@ -5,6 +5,8 @@ on a future; the thread takes everything queued, writes it in **one transaction*
 ``synchronous`` setting) and only then resolves the futures, so a 200 is never sent for a span that is not on
 disk (group commit: one fsync serves every request that arrived meanwhile).
 
+Assembling due traces happens after the acknowledgement, in a second transaction, so it never delays a 200.
+
 When is a trace complete? OTLP has no end-of-trace message. A trace is assembled once its root span (no parent)
 has arrived and ``settle`` seconds passed without a new span (exporters send the root last, children may straggle
 in a later batch), or ``trace_timeout`` seconds after its last span when the root never comes. Assembly is
@@ -255,27 +257,36 @@ class Ingestor:
                 batch.problems.append((now, f"request:{reason}", None, message))
             elif kind == "alert":
                 batch.alerts.append((now, json.dumps(payload, allow_nan=False)))
-        decided: list[tuple[str, list[dict[str, Any]]]] = []
-        if not final and (now - self._last_scan >= self.settings.tick or len(self._open) < 64):
-            self._last_scan = now
-            decided = self._assemble_due(now, batch)
-        if not batch:
-            for fut, value in results:
-                fut.set_result(value)
-            return
-        try:
-            apply_batch(con, batch)
-        except Exception as exc:
-            log.exception("commit failed; reloading the open traces from the store")
-            for fut, _ in results:
-                fut.set_exception(exc)
-            self._reload()
-            return
+        # 1. What was sent is committed, then acknowledged: assembly never delays a 200.
+        if batch:
+            try:
+                apply_batch(con, batch)
+            except Exception as exc:
+                log.exception("commit failed; reloading the open traces from the store")
+                for fut, _ in results:
+                    fut.set_exception(exc)
+                self._reload()
+                return
         for fut, value in results:
             fut.set_result(value)
+        # 2. Traces that are due become episodes, in their own transaction (episodes, closed traces and the open
+        # traces' removal together, so a crash leaves each trace either open or assembled, never both).
+        if final or not (now - self._last_scan >= self.settings.tick or len(self._open) < 64):
+            return
+        self._last_scan = now
+        done = WriteBatch()
+        decided = self._assemble_due(now, done)
+        if not done:
+            return
+        try:
+            apply_batch(con, done)
+        except Exception:
+            log.exception("commit of assembled episodes failed; reloading the open traces from the store")
+            self._reload()
+            return
         if decided and self.on_episodes is not None:
             rows = [EpisodeRow(seq, episode_id, trace_id, closed, t_start, outcome, tuple(json.loads(states)))
-                    for seq, episode_id, trace_id, closed, t_start, outcome, states, _ in batch.episodes]
+                    for seq, episode_id, trace_id, closed, t_start, outcome, states, _ in done.episodes]
             try:
                 self.on_episodes(rows)
             except Exception:  # the analysis must never stop ingest
