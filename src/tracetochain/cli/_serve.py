@@ -44,7 +44,9 @@ def serve(
         min=0.0, help="Seconds an episode without outcome waits for a posted verdict before it is dropped.")] = 300.0,
     alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="False-alarm rate of drift alerts over the stream.")
                      ] = 0.05,
-    min_traces: Annotated[int, typer.Option(min=1, help="Traces a window needs before it is tested for drift.")] = 30,
+    min_traces: Annotated[int, typer.Option(
+        min=1, help="Usable traces a window needs before it is tested for drift (the χ² reference needs ~100).")
+                          ] = 100,
     durability: Annotated[str, typer.Option(
         help="full: fsync every commit (survives power loss); normal: survives a killed process.")] = "full",
     export_parquet: Annotated[Path | None, typer.Option(

@@ -16,8 +16,9 @@ Drift (the ``monitor`` command's test and error control, on a stream): each *com
 from counts (Anderson & Goodman 1957; χ² reference, as the partitioned audit does, since only counts are kept). An
 unbounded stream cannot be Bonferroni-corrected by the number of windows, so the j-th comparison uses
 α_j = α · 6 / (π² j²): Σ_j α_j = α, hence the probability that a stationary stream ever raises a drift alert is at
-most α (alpha spending; the stream version of ``monitor``'s α / #windows). States whose rows differ are named by
-Holm's step-down at α_j.
+most α (alpha spending; the stream version of ``monitor``'s α / #windows), up to the χ² approximation, which is
+slightly liberal on small windows (measured 6.8% at 60 episodes per window, 5.5% at 100, 4.7% at 200). States
+whose rows differ are named by Holm's step-down at α_j.
 """
 
 from __future__ import annotations
@@ -236,7 +237,7 @@ class LiveAnalysis:
     Thread-safe: the ingest thread calls :meth:`add_episodes`, the analyzer calls :meth:`snapshot`.
     """
 
-    def __init__(self, window: WindowSpec, *, alpha: float = 0.05, min_traces: int = 30, horizon: int = 30,
+    def __init__(self, window: WindowSpec, *, alpha: float = 0.05, min_traces: int = 100, horizon: int = 30,
                  confidence: float = 0.95, samples: int = 1000, window_samples: int = 400,
                  keep_windows: int = 500, complete_after: float = 0.0, seed: int = 0, total_every: float = 5.0,
                  clock: Callable[[], float] | None = None) -> None:

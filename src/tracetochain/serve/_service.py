@@ -52,7 +52,7 @@ class ServeConfig:
     max_decompressed_bytes: int = 64 * 1024 * 1024
     window: WindowSpec = field(default_factory=lambda: WindowSpec("time", 300.0))
     alpha: float = 0.05
-    min_traces: int = 30
+    min_traces: int = 100
     horizon: int = 30
     confidence: float = 0.95
     samples: int = 1000
