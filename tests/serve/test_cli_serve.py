@@ -22,6 +22,7 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
     (["--host", "0.0.0.0"], "needs both an ingest token and a read token"),
     (["--window", "5 parsecs"], "not a duration"),
     (["--durability", "sometimes"], "durability must be 'full' or 'normal'"),
+    (["-O", "outcome_atribute=x"], "unknown options ['outcome_atribute']"),
 ])
 def test_bad_settings_exit_2_with_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
     r = _serve("--store", str(tmp_path / "x.db"), *args)

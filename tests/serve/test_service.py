@@ -433,3 +433,21 @@ def test_time_windows_complete_and_drift_once() -> None:
     assert event["window"] == 2 and event["differing_states"] == ["act"]
     assert event["moved"][0]["from"] == "act" and event["examples"]
     assert live.snapshot() and live.pop_drift_events() == []  # tested once
+
+
+def test_outcome_attribute_decides_when_named(service) -> None:
+    svc = service(reader_options={"outcome_attribute": "task.passed", "task_attribute": "task.id"})
+
+    def run(p) -> None:
+        for i in range(4):
+            with tt.episode("agent", provider=p, **{"task.passed": i != 1, "task.id": f"q{i % 2}"}):
+                with tt.step("lookup", provider=p):
+                    pass
+
+    spans = record_spans(run)
+    with TestClient(create_app(svc), base_url="http://127.0.0.1") as client:
+        client.post("/v1/traces", content=proto_body(spans), headers=PB)
+        doc = _wait(client, {}, lambda d: d["n_episodes"] == 4 and (d["total"] or {}).get("n_traces") == 4)
+    assert doc["total"]["outcomes"]["success"] == 3 and doc["total"]["outcomes"]["failure"] == 1
+    steps = svc.store.steps_of()
+    assert sorted({s["task_id"] for s in steps}) == ["q0", "q1"]

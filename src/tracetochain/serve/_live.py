@@ -28,6 +28,7 @@ import itertools
 import math
 import re
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -253,8 +254,6 @@ class LiveAnalysis:
         self.keep_windows = keep_windows
         self.complete_after = complete_after
         self.seed = seed
-        import time
-
         self.clock = clock or time.time
         self.total = RunningCounts()
         self.windows: dict[int, _Window] = {}
@@ -454,8 +453,6 @@ class LiveAnalysis:
     def _cached_total(self, total: RunningCounts) -> dict[str, Any] | None:
         """The all-traces summary, recomputed when it changed but at most every ``total_every`` seconds (the
         current window is the live view; the total moves slowly and is the costliest)."""
-        import time
-
         cached = self._total_stats
         if cached is not None and (cached[0] == total.n_total or time.monotonic() - cached[2] < self.total_every):
             return cached[1]
