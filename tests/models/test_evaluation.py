@@ -42,3 +42,21 @@ def test_clustered_null_is_wider_when_trials_of_a_task_share_a_class(two_class_c
     assert grouped.statistic == iid.statistic
     q = grouped.bootstrap["d_star_quantiles"]["0.95"], iid.bootstrap["d_star_quantiles"]["0.95"]
     assert q[0] > q[1]
+
+
+def test_refitting_null_carries_the_fit_noise_and_like_keeps_the_size() -> None:
+    from tracetochain.models import DurationModel, LiftedModel, TaskClassModel
+
+    truth = tt.datasets.notation_chain()
+    fit, test = tt.datasets.simulate_traces(truth, 150, seed=1), tt.datasets.simulate_traces(truth, 150, seed=2)
+    model = MarkovModel().fit(fit)
+    fixed = evaluate_heldout(model, test, n_bootstrap=99, seed=0)
+    refit = evaluate_heldout(model, test, n_bootstrap=99, seed=0, fit=fit)
+    assert refit.timing.statistic == fixed.timing.statistic and refit.timing.settings["refit"]
+    # the fit half's noise widens the null
+    assert refit.timing.bootstrap["d_star_quantiles"]["0.5"] > fixed.timing.bootstrap["d_star_quantiles"]["0.5"]
+    assert refit.timing_passes()
+    dur = DurationModel(buckets=(2, 5)).fit(fit)
+    assert dur.like().buckets == dur.edges and not dur.like().state_names_
+    tc = TaskClassModel(LiftedModel(3), 2, seed=4).like()
+    assert isinstance(tc.base, LiftedModel) and tc.base.order == 3 and tc.n_classes == 2 and tc.seed == 4

@@ -345,6 +345,11 @@ class TraceModel(ABC):
         say raise NotImplementedError."""
         raise NotImplementedError(f"the {self.family} family does not expose its last step")
 
+    @abstractmethod
+    def like(self) -> TraceModel:
+        """A fresh, unfitted model of the same family *and size* (buckets, classes, hidden states fixed at the fitted
+        values), for refits on redrawn or resampled traces (timing nulls, bootstrap intervals)."""
+
     @property
     def size(self) -> int | None:
         """The family's size parameter (classes, hidden states, order, buckets) once fitted, if it has one."""

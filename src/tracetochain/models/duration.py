@@ -198,6 +198,11 @@ class DurationModel(ContextChainModel):
     def _make_scheme(self) -> ContextScheme:
         return StepBucketScheme(self.buckets, kappa_by=self.kappa_by, max_states=self.max_states)
 
+    def like(self) -> DurationModel:
+        """Same bucket edges once fitted (the choice of B is not redone), else the same settings."""
+        buckets = self.edges if self.scheme_ is not None else self.buckets
+        return DurationModel(buckets, kappa_by=self.kappa_by, max_states=self.max_states, group=self.group)
+
     @property
     def n_buckets(self) -> int:
         self._check_fitted()

@@ -323,6 +323,10 @@ class HiddenMarkovModel(TraceModel):
             out[int(i)] = np.vstack([gammas[t][rank] for t in range(L)])
         return out
 
+    def like(self) -> HiddenMarkovModel:
+        return HiddenMarkovModel(self.n_states, n_init=self.n_init, max_iter=self.max_iter, tol=self.tol,
+                                 seed=self.seed, group=self.group)
+
     @property
     def n_parameters(self) -> int:
         self._check_fitted()

@@ -157,6 +157,9 @@ class LiftedModel(ContextChainModel):
     def _make_scheme(self) -> ContextScheme:
         return OrderKScheme(self.order)
 
+    def like(self) -> LiftedModel:
+        return LiftedModel(self.order, group=self.group)
+
     @property
     def size(self) -> int | None:
         return self.order

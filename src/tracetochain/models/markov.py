@@ -24,3 +24,6 @@ class MarkovModel(ContextChainModel):
 
     def _make_scheme(self) -> ContextScheme:
         return FirstOrderScheme()
+
+    def like(self) -> MarkovModel:
+        return MarkovModel(group=self.group)

@@ -269,6 +269,11 @@ class MixtureModel(TraceModel):
                 + self.n_classes - 1
         return sum(f.n_parameters for f in self.fits_) + self.n_classes - 1
 
+    def like(self) -> MixtureModel:
+        return MixtureModel(self.n_classes, component=self.component, order=self.order, share=self.share,
+                            group=self.group, n_init=self.n_init, max_iter=self.max_iter, tol=self.tol,
+                            seed=self.seed)
+
     @property
     def size(self) -> int | None:
         return self.n_classes

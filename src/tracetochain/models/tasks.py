@@ -313,6 +313,10 @@ class TaskClassModel(TraceModel):
         per = len(self.state_names_ or ()) + 1 if self._all else 1
         return self.base.n_parameters + self.n_classes * per + self.n_classes - 1
 
+    def like(self) -> TaskClassModel:
+        return TaskClassModel(self.base.like(), self.n_classes, tilt=self.tilt, n_init=self.n_init,
+                              max_iter=self.max_iter, tol=self.tol, seed=self.seed, group=self.group)
+
     @property
     def size(self) -> int | None:
         return self.n_classes
