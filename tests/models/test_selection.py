@@ -95,3 +95,12 @@ def test_decide_applies_the_rule_to_unit_scores() -> None:
     assert set(d.better) == {"big", "small"} and d.chosen == "small" and d.best == "big"
     assert d.z_threshold == pytest.approx(2.128, abs=1e-3)  # one-sided Bonferroni, 3 candidates, 5 %
     assert decide({"markov": base, "noise": scores["noise"]}, {"markov": 3, "noise": 5}).chosen == "markov"
+
+
+def test_too_few_units_keep_the_plain_chain_and_say_so() -> None:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 12, seed=5)
+    choice = choose_model(traces)
+    assert choice.chosen == "markov" and "at least 20" in choice.reason and choice.candidates == ()
+    assert choice.model is not None
+    json.dumps(choice.to_dict(), allow_nan=False)
+    assert "at least 20" in str(choice) and "markov" in choice._repr_html_()

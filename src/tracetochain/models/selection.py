@@ -44,6 +44,8 @@ from tracetochain.models.tasks import TaskClassModel
 from tracetochain.traces import TraceTable
 
 FAMILIES = ("markov", "mixture", "lifted", "hmm", "duration")
+#: Fewer units (tasks or traces) than this and no family is compared: the first-order chain is kept.
+MIN_UNITS = 20
 DEFAULT_CANDIDATES = ("markov", "mixture", "lifted", "hmm", "duration")
 #: Sizes tried per family unless ``sizes`` says otherwise.
 DEFAULT_SIZES: dict[str, tuple[int, ...]] = {"mixture": (2, 3, 4), "hmm": (2, 3, 4, 5, 6), "lifted": (2, 3),
@@ -167,7 +169,9 @@ class ModelChoice:
         head = ["candidate", "held-out LL/trace", "gain vs markov (nats)", "z", "parameters", "timing ok", "R∞ ok",
                 "pass^k ok", "fit s", "verdict"]
         rows = self.table_rows()
-        width = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+        if not rows:
+            return f"Model choice: {self.chosen} — {self.reason}"
+        width = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
         lines = [f"Model choice over {self.n_splits} held-out splits of {self.n_units} {self.grouped_by}s "
                  f"({self.test_fraction:.0%} held out each time): chose {self.chosen} — {self.reason}",
                  "  ".join(h.ljust(w) for h, w in zip(head, width, strict=True))]
@@ -419,6 +423,14 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     cands = _expand(candidates, size_map, seed, group)
     if not any(c.name == "markov" for c in cands):
         cands.insert(0, _make("markov", 0, seed, group))
+    if enc.n_units < MIN_UNITS:
+        # Too little data to compare families out of sample: keep the plain chain and say why (no table).
+        model = MarkovModel(group=group).fit(enc) if refit else None
+        return ModelChoice("markov", f"only {enc.n_units} {enc.grouped_by}(s): at least {MIN_UNITS} are needed to "
+                           "compare families on held-out data, so the first-order chain is kept",
+                           "markov", (), model, 0, test_fraction, enc.grouped_by, enc.n_units, enc.n_traces,
+                           z_threshold if z_threshold is not None else math.nan, seed,
+                           ("insufficient evidence to choose a family",))
     splits = unit_splits(enc.n_units, n_splits, test_fraction, seed)
     held = np.zeros(enc.n_units)
     for s in splits:
