@@ -448,6 +448,10 @@ def test_outcome_attribute_decides_when_named(service) -> None:
     with TestClient(create_app(svc), base_url="http://127.0.0.1") as client:
         client.post("/v1/traces", content=proto_body(spans), headers=PB)
         doc = _wait(client, {}, lambda d: d["n_episodes"] == 4 and (d["total"] or {}).get("n_traces") == 4)
+        decided = svc.store.episodes()[0].trace_id
+        assert client.post("/v1/verdicts", json={"trace_id": decided, "outcome": "failure"}).status_code == 200
+        late = _wait(client, {}, lambda d: d["status"]["counters"].get("late_verdicts") == 1)
+        assert late["total"]["outcomes"] == doc["total"]["outcomes"]  # a decided episode is not re-decided
     assert doc["total"]["outcomes"]["success"] == 3 and doc["total"]["outcomes"]["failure"] == 1
     steps = svc.store.steps_of()
     assert sorted({s["task_id"] for s in steps}) == ["q0", "q1"]

@@ -230,9 +230,14 @@ class Store:
                 out[str(tid)][2].append(facts_from_row(sid, parent, facts))
         return out
 
-    def verdicts(self) -> dict[str, Any]:
+    def verdicts(self, *, unused_only: bool = False) -> dict[str, Any]:
+        """Posted verdicts by id; ``unused_only``: only those whose trace is not assembled yet."""
+        q = "SELECT id, verdict FROM verdicts"
+        if unused_only:
+            q += (" v WHERE NOT EXISTS (SELECT 1 FROM closed_traces c WHERE c.trace_id = CASE WHEN instr(v.id, ':') "
+                  "> 0 THEN substr(v.id, 1, instr(v.id, ':') - 1) ELSE v.id END)")
         with self.reading() as con:
-            return {str(k): json.loads(v) for k, v in con.execute("SELECT id, verdict FROM verdicts")}
+            return {str(k): json.loads(v) for k, v in con.execute(q)}
 
     def problems(self, limit: int = 50) -> list[dict[str, Any]]:
         with self.reading() as con:
