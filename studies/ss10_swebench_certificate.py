@@ -27,7 +27,7 @@ from tracetochain.pipeline import fit_chain
 
 HORIZON = 80
 MERGE = dict.fromkeys(("FILEOP", "OTHER", "NONE", "INSPECT"), "MIXED")
-WARD: dict[str, Any] = {"vocabulary": "shell", "features": "kind,tool,depth", "k_min": 2, "k_max": 10}
+WARD: dict[str, Any] = {"vocabulary": "shell", "features": "kind,tool,hindsight-depth", "k_min": 2, "k_max": 10}
 
 
 def subsample_order(seed: int, n: int = 479, size: int = 160) -> np.ndarray:

@@ -34,7 +34,7 @@ from tracetochain.audit import (
 from tracetochain.pipeline import fit_chain
 
 HORIZON = 80
-FEATURES = {"cat+depth": "kind,tool,depth", "cat": "kind,tool"}
+FEATURES = {"cat+depth": "kind,tool,hindsight-depth", "cat": "kind,tool"}
 K_MAX = (6, 8, 10)
 
 

@@ -21,10 +21,12 @@ from tracetochain._version import __version__
 
 if TYPE_CHECKING:
     from tracetochain import (
+        costs,
         datasets,
         engines,
         exceptions,
         featurize,
+        models,
         report,
         states,
         uncertainty,
@@ -93,7 +95,8 @@ _ATTRIBUTES: dict[str, str] = {
     "what_if": "tracetochain.whatif",
 }
 # public subpackages, imported on first attribute access.
-_SUBMODULES = frozenset({"datasets", "engines", "exceptions", "featurize", "report", "states", "uncertainty", "whatif"})
+_SUBMODULES = frozenset({"costs", "datasets", "engines", "exceptions", "featurize", "models", "report", "states",
+                         "uncertainty", "whatif"})
 
 __all__ = [
     "AbsorbingChain",
@@ -122,6 +125,7 @@ __all__ = [
     "audit",
     "audit_partitioned",
     "bottlenecks",
+    "costs",
     "count_transitions",
     "datasets",
     "engines",
@@ -131,6 +135,7 @@ __all__ = [
     "fit_chain",
     "fit_partitioned",
     "interval_summary",
+    "models",
     "read_traces",
     "register_reader",
     "report",

@@ -85,7 +85,8 @@ class ReliabilitySummary:
                             "prop8_bound": self.step_budget_bound, "kappa": self.step_budget_kappa},
             "states": [s.__dict__ for s in self.states],
             "undefined": dict(self.undefined),
-            "chain_metadata": {k: v for k, v in self.chain_metadata.items() if k != "counts"},
+            # The counts and the cost model are sufficient statistics, not provenance: the chain file keeps them.
+            "chain_metadata": {k: v for k, v in self.chain_metadata.items() if k not in ("counts", "costs")},
         }
 
 

@@ -30,7 +30,8 @@ class FitResult:
 
 def fit_chain(traces: TraceTable, *, states: Any = "label", pseudocount: float | None = None, unvisited: str = "auto",
               initial: str = "empirical", **state_options: Any) -> FitResult:
-    """Discover states and fit the chain.
+    """Discover states and fit the chain; the chain carries the per-state cost model of the traces'
+    tokens, dollars and seconds in ``metadata["costs"]`` (:class:`~tracetochain.costs.CostModel`).
 
     ``states`` is a state estimator (``WardStates(...)``, ``CategoricalStates(...)``, ``MilestoneStates(...)``) or a
     short spec for :func:`~tracetochain.states.states_from_spec` (``"label"``, ``"categorical"``, ``"ward"``,

@@ -67,8 +67,10 @@ def chat_episodes(n: int = 40) -> list[dict[str, object]]:
 
 @pytest.fixture
 def nested_verdicts(tmp_path: Path) -> Path:
+    """The acceptance shape: a metadata header line, then message-list episodes with a nested boolean verdict."""
     path = tmp_path / "chat.jsonl"
-    path.write_text("".join(json.dumps(e) + "\n" for e in chat_episodes()))
+    header = {"metadata": {"benchmark": "shop", "model": "m", "defence": "none"}}
+    path.write_text("".join(json.dumps(e) + "\n" for e in [header, *chat_episodes()]))
     return path
 
 
@@ -78,7 +80,7 @@ COMMANDS_READING_TRACES = {
     "audit": ["audit", "{path}", "--ks-samples", "19", "--json"],
     "compare": ["compare", "{path}", "{path}", "--samples", "50", "--json"],
     "monitor": ["monitor", "{path}", "--window", "20", "--jsonl"],
-    "convert": ["convert", "{path}", "-o", "{out}/t.jsonl"],
+    "convert": ["convert", "{path}", "-o", "{out}/t.jsonl", "--force"],
 }
 
 
@@ -89,9 +91,13 @@ def test_every_command_takes_reader_and_options(command: str, nested_verdicts: P
     refused = run(*args)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "outcome_key" in refused.stderr  # the error says which option fixes it
+    assert "read as openai-messages (detected" in refused.stderr  # detection names the reader it chose
+    r = run(*args, "-O", "outcome_key=metadata.success")  # one option, the reader still detected
+    assert r.returncode in (0, 3, 4), r.stderr  # monitor may alert (3), audit may reject (4); nothing else
+    assert "reader: openai-messages (detected" in r.stderr + r.stdout
     r = run(*args, "--reader", "openai-messages", "-O", "outcome_key=metadata.success")
-    assert r.returncode in (0, 3), r.stderr  # monitor may alert (exit 3); nothing else may fail
-    assert "deprecated" not in r.stderr
+    assert r.returncode in (0, 3, 4), r.stderr
+    assert "deprecated" not in r.stderr and "detected" not in r.stderr
 
 
 def test_fit_reads_the_nested_verdict(nested_verdicts: Path, run: Run) -> None:
@@ -100,6 +106,7 @@ def test_fit_reads_the_nested_verdict(nested_verdicts: Path, run: Run) -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["ingest"]["format"] == "openai-messages" and doc["ingest"]["n_traces"] == 40
+    assert doc["ingest"]["run_metadata"]["metadata"]["benchmark"] == "shop"
     assert doc["r_inf"] == pytest.approx(0.5)
     assert "reader: openai-messages (detected" not in r.stdout  # JSON on stdout stays JSON
 
@@ -134,7 +141,9 @@ def test_standard_input_errors_name_stdin(run: Run) -> None:
     r = run("fit", "-", stdin=b'{"trace_id": "a", "step_idx": 0, "state": "s", "outcome": "won"}\n'
                               b'{"trace_id": "b", "step_idx": 0, "state": "s", "outcome": "success"}\n')
     assert r.returncode == 2
-    assert r.stderr.startswith("error: <stdin>:1: field 'outcome'") and "tracetochain-stdin" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: <stdin>:1: field 'outcome'") and "tracetochain-stdin" not in line
+    assert line.endswith("read as canonical (detected; choose another with --reader NAME)")
     r = run("fit", "-", stdin=b"")
     assert r.returncode == 2 and "standard input is empty" in r.stderr
     r = run("compare", "-", "-", stdin=b"")

@@ -63,7 +63,7 @@ def test_register_custom_vocabulary() -> None:
 
 def test_rule_features_switches_and_codes() -> None:
     t = tt.datasets.load_example()
-    full = RuleFeaturizer(retry=True, depth="bucket", n_depth_buckets=3).fit(t).fetch_model().transform(t)
+    full = RuleFeaturizer(retry=True, depth="hindsight-bucket", n_depth_buckets=3).fit(t).fetch_model().transform(t)
     assert "retry" in full.feature_names and "depth_bucket=2" in full.feature_names
     U, w, inverse = unique_rows(full)
     np.testing.assert_array_equal(U[inverse], full.X)
@@ -79,7 +79,7 @@ def test_retry_flag_and_depth_fraction() -> None:
         {"trace_id": "a", "step_idx": i, "step_kind": "tool", "tool_name": n, "outcome": "success"}
         for i, n in enumerate(["x", "x", "y", "x"])] + [
         {"trace_id": "b", "step_idx": 0, "step_kind": "tool", "tool_name": "x", "outcome": "failure"}])
-    f = RuleFeaturizer(retry=True, depth="fraction").fit(t).fetch_model().transform(t)
+    f = RuleFeaturizer(retry=True, depth="hindsight-fraction").fit(t).fetch_model().transform(t)
     retry = f.X[:, f.feature_names.index("retry")]
     depth = f.X[:, f.feature_names.index("depth")]
     assert retry.tolist() == [0, 1, 0, 0, 0]  # never across trace boundaries
@@ -105,3 +105,34 @@ def test_embedding_featurizer_install_hint(tmp_path) -> None:
     else:
         with pytest.raises(tt.exceptions.TraceToChainError, match="no such model folder"):
             tt.featurize.EmbeddingFeaturizer(model_path=tmp_path / "missing").fit(tt.datasets.load_example())
+
+
+def test_old_depth_spellings_warn_and_mean_the_hindsight_features() -> None:
+    t = tt.TraceTable.from_records([
+        {"trace_id": "a", "step_idx": j, "step_kind": "tool", "tool_name": "x", "outcome": "success"}
+        for j in range(4)] + [{"trace_id": "b", "step_idx": 0, "step_kind": "llm", "outcome": "failure"}])
+    with pytest.warns(FutureWarning, match="final length"):
+        old = RuleFeaturizer(depth="fraction").fit(t).fetch_model()
+    new = RuleFeaturizer(depth="hindsight-fraction").fit(t).fetch_model()
+    assert old == new and not new.causal and new.to_dict()["causal"] is False
+    np.testing.assert_array_equal(old.transform(t).X, new.transform(t).X)
+    with pytest.warns(FutureWarning):
+        assert RuleFeaturizer(depth="bucket").fit(t).fetch_model().depth == "hindsight-bucket"
+    with pytest.raises(ValueError, match="depth must be"):
+        RuleFeaturizer(depth="later").fit(t)  # type: ignore[arg-type]
+
+
+def test_step_buckets_are_causal() -> None:
+    """The causal depth uses the step index only: cutting a trace short leaves the features of its kept steps
+    unchanged (the hindsight depth moves)."""
+    recs = [{"trace_id": "a", "step_idx": j, "step_kind": "tool", "tool_name": "x", "outcome": "success"}
+            for j in range(8)]
+    full = tt.TraceTable.from_records(recs)
+    cut = tt.TraceTable.from_records([dict(r, outcome="censored") for r in recs[:3]])
+    step = RuleFeaturizer(depth="step", n_depth_buckets=4).fit(full).fetch_model()
+    assert step.causal and step.step_edges == (2, 4, 6)
+    np.testing.assert_array_equal(step.transform(full).X[:3], step.transform(cut).X)
+    assert [n for n in step.transform(full).feature_names if n.startswith("step_bucket")] == [
+        "step_bucket=0", "step_bucket=1", "step_bucket=2", "step_bucket=3"]
+    hind = RuleFeaturizer(depth="hindsight-fraction").fit(full).fetch_model()
+    assert not np.array_equal(hind.transform(full).X[:3], hind.transform(cut).X)

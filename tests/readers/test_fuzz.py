@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 
 import tracetochain as tt
 from tracetochain.exceptions import TraceToChainError, TraceValidationError
-from tracetochain.readers import available_readers, read_traces
+from tracetochain.readers import Refusal, available_readers, read_traces
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "readers"
 DEMO = tt.datasets.example_path("tau_airline")
@@ -47,6 +47,7 @@ _DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".traj", ".txt", ".eval"
 #: Errors about the whole input, which rightly name no line or row (matched against the message).
 FILE_LEVEL = [re.compile(p) for p in (
     r"could not tell which trace format",
+    r"no reader recognised this file",
     r"no such file",
     r"unknown file extension",
     r"not (valid JSON|UTF-8 text|a readable zip archive)",  # when the position is unknown (a cut-off document)
@@ -578,7 +579,7 @@ def check_all_readers(root: Path, entry: Path, what: str) -> list[str]:
             found.append(f"{what}: {label}: {type(exc).__name__} escaped: {exc!s:.300}\n{traceback.format_exc()}")
         else:
             if label.endswith(".sniff"):
-                if not isinstance(got, bool):
+                if not isinstance(got, (bool, Refusal)):
                     found.append(f"{what}: {label} returned {got!r}")
             else:
                 found.extend(f"{what}: {label}: {p}" for p in _table_problems(got))

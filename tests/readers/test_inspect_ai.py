@@ -457,12 +457,13 @@ def test_bad_timestamp(tmp_path: Path) -> None:
     assert err.value.field == "samples[0].events[1].timestamp"
 
 
-def test_sample_without_steps_is_dropped_and_counted_even_when_raising(tmp_path: Path) -> None:
+def test_sample_without_steps_is_kept_as_a_zero_step_trial(tmp_path: Path) -> None:
     path = with_sample_change(tmp_path, 4, events=[], messages=[])
     table = INSPECT_AI.read(path)
-    assert table.n_traces == 5 and table.report.n_traces_skipped == 1
+    assert table.n_traces == 5 and table.report.n_traces_skipped == 0
     assert "refund-3/epoch1" not in table.trace_ids
-    assert any("no agent step" in p.message for p in table.report.problems)
+    assert table.report.zero_step == [{"trace_id": "refund-3/epoch1", "task_id": "refund-3", "trial": 1,
+                                       "outcome": "invalid", "termination_reason": "error"}]
 
 
 def test_duplicate_sample(tmp_path: Path) -> None:

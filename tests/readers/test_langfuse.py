@@ -176,11 +176,12 @@ def test_boolean_and_categorical_scores(tmp_path: Path) -> None:
         LANGFUSE.read(path)
 
 
-def test_trace_without_steps_is_counted_even_when_raising(tmp_path: Path) -> None:
+def test_trace_without_steps_is_kept_as_a_zero_step_trial(tmp_path: Path) -> None:
     records = [obs("o1", "t1", "GENERATION", 1), score("t1", 1.0),
                obs("p1", "t2", "AGENT", 1), obs("p2", "t2", "EVALUATOR", 2, "p1"), score("t2", 1.0)]
     t = LANGFUSE.read(write_jsonl(tmp_path / "o.jsonl", records))
-    assert t.trace_ids == ["t1"] and t.report.n_traces_skipped == 1
+    assert t.trace_ids == ["t1"] and t.report.n_traces_skipped == 0
+    assert t.report.zero_step == [{"trace_id": "t2", "outcome": "success", "reward": 1.0}]
 
 
 # ------------------------------------------------------------------------------------------- malformed input

@@ -87,9 +87,10 @@ def test_custom_keys_and_empty_episode_counted(tmp_path: Path) -> None:
     assert list(tr["r2"].error) == [True]
     assert set(tr["r1"].trial) == {0} and set(tr["r2"].trial) == {1} and set(tr["r1"].task_id) == {"12"}
     assert t.outcome_counts() == {"success": 1, "failure": 1, "censored": 0, "invalid": 0}
-    # r3 has only system/user messages: dropped and counted, without raising.
-    assert t.report.n_traces_skipped == 1
-    assert t.report.problems[0].location == 2
+    # r3 has only system/user messages: kept as a trial without steps, with its outcome.
+    assert t.report.n_traces_skipped == 0
+    assert t.report.zero_step == [{"trace_id": "r3", "outcome": "failure", "task_id": "13", "trial": 0,
+                                   "reward": 0.7}]
     # Without the messages key named, the reader says which key it looked for.
     with pytest.raises(TraceValidationError, match="messages") as exc:
         read_traces(DATA / "custom_keys.json", format="openai-messages")

@@ -353,12 +353,13 @@ def test_trial_must_be_an_integer(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------- structure edge cases
-def test_episode_without_steps_is_counted_even_when_raising(tmp_path: Path) -> None:
+def test_episode_without_steps_is_kept_as_a_zero_step_trial(tmp_path: Path) -> None:
     only_agent = [span(B, "b1b1b1b1b1b1b1b1", None, 0, {"gen_ai.operation.name": "invoke_agent"},
                        events=[evaluation("pass")]),
                   span(B, "b1b1b1b1b1b1b1b2", "b1b1b1b1b1b1b1b1", 1, {"gen_ai.operation.name": "plan"})]
     t = OTLP.read(write_lines(tmp_path / "t.jsonl", [doc(agent_trace(A) + only_agent)]))
-    assert t.trace_ids == [A] and t.report.n_traces_skipped == 1
+    assert t.trace_ids == [A] and t.report.n_traces_skipped == 0
+    assert [(z["trace_id"], z["outcome"]) for z in t.report.zero_step] == [(B, "success")]
 
 
 def test_unknown_operation_is_other_and_never_a_step(tmp_path: Path) -> None:

@@ -198,7 +198,8 @@ def test_log_without_action_and_bad_files(tmp_path: Path) -> None:
     text = "Question: What?\nThought 1: Hmm.\nCorrect answer: x\n\nQuestion: Why?\nAction 1: Search[y]\n" \
            "Observation 1: Answer is INCORRECT\nCorrect answer: z\n"
     t = REFLEXION.read(write(tmp_path, text))  # no trial blocks: trial 1
-    assert t.n_traces == 1 and t.report.n_traces_skipped == 1
+    assert t.n_traces == 1 and t.report.n_traces_skipped == 0
+    assert [z["task_id"] for z in t.report.zero_step] == ["What?"]  # no action: a trial without a step
     assert t.trace_column("trial").to_pylist() == [1]
     assert REFLEXION.sniff(tmp_path / "log.txt")
     with pytest.raises(TraceValidationError, match="no agent log"):

@@ -318,9 +318,10 @@ def write(path: Path, data: object) -> Path:
 def test_malformed_files(tmp_path: Path, reader: Any, data: object, match: str | None) -> None:
     name = "x-1.traj.json" if reader is MINI_SWE_AGENT else "x-1.traj"
     path = write(tmp_path / "run" / "x-1" / name, data)
-    if match is None:  # an empty trajectory: dropped and counted even with on_error="raise"
+    if match is None:  # an empty trajectory: a trial that ended before any step, kept with its outcome
         t = reader.read(path, verdicts={"x-1": True})
-        assert t.n_traces == 0 and t.report.n_traces_skipped == 1
+        assert t.n_traces == 0 and t.report.n_traces_skipped == 0
+        assert [(z["trace_id"], z["outcome"]) for z in t.report.zero_step] == [("x-1", "success")]
         return
     with pytest.raises(TraceValidationError, match=match) as err:
         reader.read(path, verdicts={"x-1": True})

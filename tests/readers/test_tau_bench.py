@@ -253,7 +253,8 @@ def test_tau_bench_exception_during_solve_is_invalid(tmp_path: Path) -> None:
     tr = _by_trace(t)
     assert set(tr["run/task0/trial1"].termination_reason) == {"error"}
     assert list(tr["run/task0/trial0"].error) == [True, False]
-    assert t.report.n_traces_skipped == 1  # the empty crashed episode, counted without raising
+    assert t.report.n_traces_skipped == 0  # the empty crashed episode is a trial without steps, kept
+    assert [(z["trace_id"], z["outcome"]) for z in t.report.zero_step] == [("run/task1/trial0", "invalid")]
 
 
 def test_tau_bench_trial_inferred_duplicates_and_missing_reward(tmp_path: Path) -> None:
@@ -365,10 +366,11 @@ def test_tau2_bad_simulations(tmp_path: Path) -> None:
     assert exc.value.row == 1 and exc.value.field == "reward_info.reward"
     t = read_traces(path, on_error="skip")
     assert t.trace_ids == ["ok"]
-    assert t.report.n_traces_skipped == 8
+    assert t.report.n_traces_skipped == 7
+    assert [z["trace_id"] for z in t.report.zero_step] == ["empty"]  # kept as a trial without steps
     fields = [p.field for p in t.report.problems]
     assert fields == ["reward_info.reward", "task_id", "reward_info.reward", "messages[0].tool_calls[0].name",
-                      "messages", "messages", "id", None]
+                      "messages", "id", None]
 
 
 def test_tau2_orders_by_turn_idx_and_bare_list(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict:
         spans = tmp / "spans.json"
         run_agent(proc.url, N, spans, "--regress-after", str(REGRESS_AT), "--seed", "7")
         doc = proc.wait_for(lambda d: d["n_episodes"] >= N and d["status"]["open_traces"] == 0
+                            and d["total"]["n_traces"] == N
                             and len(d["series"]) == N // WINDOW and all(w["complete"] for w in d["series"]),
                             timeout=60)
         yield {"proc": proc, "doc": doc, "spans": spans, "tmp": tmp}

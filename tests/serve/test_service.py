@@ -195,7 +195,7 @@ def test_end_to_end_in_process_with_tokens(service) -> None:
         assert client.get("/api/live").status_code == 401
         assert client.get("/api/live", headers={"Authorization": f"Bearer {INGEST}"}).status_code == 401
         auth = {"Authorization": f"Bearer {READ}"}
-        doc = _wait(client, auth, lambda d: d["n_episodes"] == 12)
+        doc = _wait(client, auth, lambda d: d["n_episodes"] == 12 and (d["total"] or {}).get("n_traces") == 12)
         assert doc["status"]["counters"]["spans_duplicate"] == len(spans)
         assert doc["total"]["outcomes"] == {"success": 12, "failure": 0, "censored": 0, "invalid": 0}
         # The dashboard sets a cookie from ?token= and then loads without a header; CSP everywhere.
@@ -241,7 +241,7 @@ def test_posted_verdicts_decide_held_episodes(service) -> None:
             {"trace_id": ids[0], "outcome": "success"}, {"trace_id": "0x" + ids[1].upper(), "outcome": "failed"},
             {"trace_id": ids[2], "reward": 0.2}, {"episode_id": ids[3], "resolved": True}]})
         assert r.status_code == 200 and r.json() == {"accepted": 4}
-        doc = _wait(client, {}, lambda d: d["n_episodes"] == 4)
+        doc = _wait(client, {}, lambda d: d["n_episodes"] == 4 and (d["total"] or {}).get("n_traces") == 4)
         assert doc["total"]["outcomes"]["success"] == 2 and doc["total"]["outcomes"]["failure"] == 2
         ep = client.get(f"/api/traces/{ids[1]}").json()
         assert ep["outcome"] == "failure" and ep["states"] == ["a", "b"]
@@ -385,3 +385,73 @@ def test_webhook_sink_posts_alerts() -> None:
     assert got == [{"kind": "rule", "message": "R∞ < 0.8"}] and sink.sent == 1
     with pytest.raises(ValueError):
         WebhookSink("file:///etc/passwd")
+
+
+def test_parquet_export_is_the_canonical_table(service, tmp_path: Path) -> None:
+    svc = service()
+    spans = record_spans(lambda p: [agent_episode(p, fail_sql=i % 2 == 0) for i in range(6)])
+    with TestClient(create_app(svc), base_url="http://127.0.0.1") as client:
+        client.post("/v1/traces", content=proto_body(spans), headers=PB)
+        _wait(client, {}, lambda d: d["n_episodes"] == 6)
+        r = client.get("/api/export.parquet")
+        assert r.status_code == 200
+    out = tmp_path / "steps.parquet"
+    out.write_bytes(r.content)
+    table = TraceTable.read(out)
+    assert table.n_traces == 6 and table.n_steps == 18
+    assert table.outcome_counts()["success"] == 6
+    assert svc.store.export_parquet(tmp_path / "again.parquet") == 6
+
+
+def test_time_windows_complete_and_drift_once() -> None:
+    from tracetochain.serve._store import EpisodeRow
+
+    now = [1000.0]
+    live = LiveAnalysis(WindowSpec("time", 60), min_traces=20, clock=lambda: now[0])
+    rng = np.random.default_rng(0)
+
+    def episodes(t0: float, p_fail: float, n: int, start: int) -> list:
+        out = []
+        for i in range(n):
+            fail = rng.random() < p_fail
+            out.append(EpisodeRow(start + i, f"e{start + i}", f"e{start + i}", t0 + i * 0.5, t0 + i * 0.5,
+                                  "failure" if fail else "success", ("plan", "act")))
+        return out
+
+    live.add_episodes(episodes(0.0, 0.1, 100, 0))      # window 0 (t in [0, 60))
+    live.add_episodes(episodes(60.0, 0.1, 100, 100))   # window 1
+    live.add_episodes(episodes(120.0, 0.7, 100, 200))  # window 2: the agent broke
+    now[0] = 150.0
+    doc = live.snapshot()
+    assert [w["complete"] for w in doc["series"]] == [True, True, False]
+    assert doc["series"][1]["drift"]["tested"] and not doc["series"][1]["drift"]["alert"]
+    assert live.pop_drift_events() == []
+    now[0] = 200.0
+    doc = live.snapshot()
+    assert doc["series"][2]["drift"]["alert"] and doc["series"][2]["label"] == "1970-01-01T00:02:00Z"
+    (event,) = live.pop_drift_events()
+    assert event["window"] == 2 and event["differing_states"] == ["act"]
+    assert event["moved"][0]["from"] == "act" and event["examples"]
+    assert live.snapshot() and live.pop_drift_events() == []  # tested once
+
+
+def test_outcome_attribute_decides_when_named(service) -> None:
+    svc = service(reader_options={"outcome_attribute": "task.passed", "task_attribute": "task.id"})
+
+    def run(p) -> None:
+        for i in range(4):
+            with tt.episode("agent", provider=p, **{"task.passed": i != 1, "task.id": f"q{i % 2}"}):
+                with tt.step("lookup", provider=p):
+                    pass
+
+    spans = record_spans(run)
+    with TestClient(create_app(svc), base_url="http://127.0.0.1") as client:
+        client.post("/v1/traces", content=proto_body(spans), headers=PB)
+        doc = _wait(client, {}, lambda d: d["n_episodes"] == 4 and (d["total"] or {}).get("n_traces") == 4)
+        decided = svc.store.episodes()[0].trace_id
+        assert client.post("/v1/verdicts", json={"trace_id": decided, "outcome": "failure"}).status_code == 200
+        late = _wait(client, {}, lambda d: d["status"]["counters"].get("late_verdicts") == 1)
+        assert late["total"]["outcomes"] == doc["total"]["outcomes"]  # a decided episode is not re-decided
+    assert doc["total"]["outcomes"]["success"] == 3 and doc["total"]["outcomes"]["failure"] == 1
+    steps = svc.store.steps_of()
+    assert sorted({s["task_id"] for s in steps}) == ["q0", "q1"]

@@ -114,7 +114,7 @@ def test_depth_codes_do_not_depend_on_the_table() -> None:
     """predict() on a superset of the fitted traces labels the shared steps exactly as at fit time."""
     t = tt.datasets.load_example()
     first = t.select_traces(np.arange(120))
-    model = WardStates(featurizer=RuleFeaturizer(depth="fraction")).fit(first).fetch_model()
+    model = WardStates(featurizer=RuleFeaturizer(depth="hindsight-fraction")).fit(first).fetch_model()
     np.testing.assert_array_equal(model.predict(first), model.fit_labels)
     labels_all = model.predict(t)
     np.testing.assert_array_equal(labels_all[: first.n_steps], model.fit_labels)

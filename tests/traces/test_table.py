@@ -195,7 +195,7 @@ def test_csv_error_reports_file_line(tmp_path: Path) -> None:
 
 def test_unknown_extension_and_missing_file(tmp_path: Path) -> None:
     (tmp_path / "t.xml").write_text("<traces/>")
-    with pytest.raises(TraceValidationError, match="could not tell which trace format"):
+    with pytest.raises(TraceValidationError, match="no reader recognised this file"):
         tt.read_traces(tmp_path / "t.xml")
     with pytest.raises(TraceValidationError, match="unknown file extension"):
         tt.TraceTable.read(tmp_path / "t.xml")

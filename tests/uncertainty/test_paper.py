@@ -67,7 +67,7 @@ def test_ss13_full_path_wider_on_clustering_sensitive_swebench_features(shared_d
         pytest.skip(f"{path} not present")
     traces = tt.read_traces(path)
     sub = traces.select_traces(np.sort(np.random.default_rng(0).choice(traces.n_traces, 100, replace=False)))
-    est = WardStates(featurizer=RuleFeaturizer(vocabulary="shell", depth="fraction", depth_weight=2.0))
+    est = WardStates(featurizer=RuleFeaturizer(vocabulary="shell", depth="hindsight-fraction", depth_weight=2.0))
     fast = TraceBootstrap(n_resamples=10, states=est, seed=1).fit(sub).fetch_model()
     full = TraceBootstrap(n_resamples=10, states=est, path="full", seed=1).fit(sub).fetch_model()
     ratio = np.median(full.entry_intervals().widths()["Q"]) / np.median(fast.entry_intervals().widths()["Q"])

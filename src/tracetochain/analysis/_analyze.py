@@ -234,6 +234,8 @@ class AnalysisResult:
     source: dict[str, Any]
     settings: dict[str, Any]
     timings: dict[str, float] = field(default_factory=dict)
+    #: The traces themselves when they were analysed in memory (None for a partitioned corpus).
+    traces: TraceTable | None = field(default=None, repr=False)
 
     @property
     def pass_rate(self) -> float:
@@ -403,6 +405,8 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     chain = estimate_chain(acc.counts, prior=prior_obj, unvisited=policy, initial=initial)
     if model is not None and hasattr(model, "to_dict"):
         chain = chain.with_metadata(states=model.to_dict())
+    if acc.base.costs is not None:  # the per-state usage of the same steps (tokens, dollars, seconds)
+        chain = chain.with_metadata(costs=acc.base.costs.reindexed(chain.state_names).to_dict())
     certificate = None
     if run_audit:
         step("audit")
@@ -428,9 +432,10 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                 "split_by": split_by, "test_fraction": test_fraction, "intervals": intervals,
                 "n_samples": n_draws if intervals else None, "confidence": confidence,
                 "resample_by": spec.resample_by}
+    in_memory = parts[0].traces if len(parts) == 1 and isinstance(parts[0], MemoryPartition) else None
     return AnalysisResult(chain, certificate, ensemble, acc, model, source_doc, settings,
                           {"read_and_states": t1 - t0, "summaries": t2 - t1, "audit": t3 - t2,
-                           "intervals": t4 - t3})
+                           "intervals": t4 - t3}, in_memory)
 
 
 def _ingest_report(acc: CorpusSummary, source: str, fmt: str) -> IngestReport:

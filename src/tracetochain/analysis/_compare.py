@@ -52,6 +52,9 @@ class Comparison:
     pass_rates: tuple[float, float] = (0.0, 0.0)
     design_effects: tuple[float, float] = (1.0, 1.0)
     min_traces: int = MIN_TRACES_PER_SIDE
+    #: Cost per success of A and B and its change with an interval, per cost metric both sets carry (see
+    #: :func:`cost_deltas`); empty when neither has cost data.
+    costs: tuple[dict[str, Any], ...] = ()
 
     @property
     def insufficient(self) -> bool:
@@ -96,13 +99,14 @@ class Comparison:
                 "delta_reliability_upper": self.delta_reliability_upper, "homogeneity": self.homogeneity.to_dict(),
                 "changed_transitions": list(self.changed_transitions), "confidence": self.confidence,
                 "method": self.method, "samples": self.samples, "seed": self.seed,
-                "state_names": list(self.chain_a.state_names)}
+                "state_names": list(self.chain_a.state_names), "costs": list(self.costs)}
 
     def __str__(self) -> str:
         lines = [self.verdict, f"  R∞: {self.names[0]} {self.chain_a.r_inf:.4f}, {self.names[1]} "
                                f"{self.chain_b.r_inf:.4f} ({self.confidence:.0%} {self.method}, {self.samples} draws; "
                                f"usable traces {self.n_usable[0]} / {self.n_usable[1]})",
                  "  " + str(self.homogeneity)]
+        lines += [f"  {_cost_line(c, self.names)}" for c in self.costs]
         if self.changed_transitions:
             lines.append("  transitions that changed most:")
             lines += [f"    {t['from']} → {t['to']}: {t['a']:.3f} → {t['b']:.3f} ({t['delta']:+.3f})"
@@ -123,6 +127,16 @@ class Comparison:
             if d <= self.horizon:
                 lo_d, hi_d = self.delta_reliability_lower[d], self.delta_reliability_upper[d]
                 lines.append(f"| R({d}) | | | {self.delta_reliability[d]:+.3f} [{lo_d:+.3f}, {hi_d:+.3f}] |")
+        for c in self.costs:
+            from tracetochain.costs import fmt_amount
+
+            u = c["unit"]
+            ci = c.get("delta_interval") or [None, None]
+            delta = "—" if c["delta"] is None else f"{c['delta']:+.4g} {u}"
+            if ci[0] is not None:
+                delta += f" [{ci[0]:+.4g}, {ci[1]:+.4g}]"
+            lines.append(f"| {md_text(c['metric'])} per success | {fmt_amount(c['a'], u)} | {fmt_amount(c['b'], u)} "
+                         f"| {delta} |")
         lines += ["", md_text(str(self.homogeneity)), ""]
         if self.changed_transitions:
             lines += ["| transition | " + a + " | " + b + " | Δ |", "|---|---|---|---|"]
@@ -132,6 +146,54 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         return "<pre>" + html.escape(str(self)) + "</pre>"
+
+
+def _cost_line(c: dict[str, Any], names: tuple[str, str]) -> str:
+    from tracetochain.costs import fmt_amount
+
+    u = c["unit"]
+    ci = c.get("delta_interval") or [None, None]
+    text = (f"{c['metric']} per success: {names[0]} {fmt_amount(c['a'], u)}, {names[1]} {fmt_amount(c['b'], u)}"
+            + ("" if c["delta"] is None else f" (Δ = {c['delta']:+.4g} {u}"))
+    if c["delta"] is not None:
+        text += (f", {c['confidence']:.0%} interval [{ci[0]:+.4g}, {ci[1]:+.4g}])" if ci[0] is not None else ")")
+    return text
+
+
+def cost_deltas(sides: tuple[tuple[AbsorbingChain, Any], tuple[AbsorbingChain, Any]], *, confidence: float,
+                seed: int = 0, metrics: tuple[str, ...] = ("cost_usd", "tokens", "seconds")
+                ) -> tuple[dict[str, Any], ...]:
+    """Δ cost per success (B − A) with a percentile interval, per cost metric both sets carry.
+
+    ``sides`` = ((chain, ensemble) of A, (chain, ensemble) of B); each chain carries its cost model. On every draw
+    of a side's ensemble the cost per success E[C]/R∞ is computed with per-visit cost means drawn from their sampling
+    law (:func:`tracetochain.costs.cost_per_success_draws`); draw i of A is subtracted from draw i of B (the two sides
+    are independent, as for ΔR∞).
+    """
+    from tracetochain.costs import METRICS, CostModel, cost_per_success_draws, summarize_costs
+
+    (ca, ea), (cb, eb) = sides
+    ma, mb = CostModel.of_chain(ca), CostModel.of_chain(cb)
+    if ma is None or mb is None:
+        return ()
+    out: list[dict[str, Any]] = []
+    alpha = (1 - confidence) / 2
+    for metric in metrics:
+        if metric not in ma.metrics or metric not in mb.metrics:
+            continue
+        sa, sb = summarize_costs(ca, ma, metric), summarize_costs(cb, mb, metric)
+        da = cost_per_success_draws(ca, ea, None, None, ma, metric, seed=seed)
+        db = cost_per_success_draws(cb, eb, None, None, mb, metric, seed=seed + 1)
+        n = min(da.size, db.size)
+        diff = db[:n] - da[:n]
+        diff = diff[np.isfinite(diff)]
+        delta = None if sa.per_success is None or sb.per_success is None else sb.per_success - sa.per_success
+        interval = ([float(np.quantile(diff, alpha)), float(np.quantile(diff, 1 - alpha))] if diff.size
+                    else [None, None])
+        out.append({"metric": metric, "unit": METRICS[metric][0], "a": sa.per_success, "b": sb.per_success,
+                    "delta": delta, "delta_interval": interval, "confidence": confidence,
+                    "n_draws": int(diff.size), "failed_share_a": sa.failed_share, "failed_share_b": sb.failed_share})
+    return tuple(out)
 
 
 def _rows(chain: AbsorbingChain) -> NDArray[np.float64]:
@@ -201,14 +263,21 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
             raise EmptyTraceSetError(f"no usable traces in {src}: every trace is invalid or there are none")
     chain_a = estimate_chain(sa.counts, prior=prior_obj, unvisited=policy)
     chain_b = estimate_chain(sb.counts, prior=prior_obj, unvisited=policy)
+    if sa.base.costs is not None:
+        chain_a = chain_a.with_metadata(costs=sa.base.costs.reindexed(union).to_dict())
+    if sb.base.costs is not None:
+        chain_b = chain_b.with_metadata(costs=sb.base.costs.reindexed(union).to_dict())
     draws = []
+    ensembles = []
     for k, (s, chain) in enumerate(((sa, chain_a), (sb, chain_b))):
         ens = summary_ensemble(s, chain, method=method, prior=prior_obj, unvisited=policy, initial="empirical",
                                n_samples=samples, seed=seed + k, confidence=confidence)
+        ensembles.append(ens)
         r = ens.stats("r_inf", return_samples=True).samples
         curve = ens.stats("reliability", horizon=horizon, return_samples=True).samples
         assert r is not None and curve is not None
         draws.append((np.asarray(r, float), np.asarray(curve, float), ens.info.get("design_effect", 1.0)))
+    costs = cost_deltas(((chain_a, ensembles[0]), (chain_b, ensembles[1])), confidence=confidence, seed=seed)
     homog = homogeneity_from_counts(_count_rows(sa), _count_rows(sb), list(union), level=level,
                                     n_traces=(sa.n_usable, sb.n_usable),
                                     boot=(sa.boot, sb.boot) if method == "bootstrap" else None, seed=seed)
@@ -233,4 +302,4 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
                       [float(x) for x in np.quantile(curve_diff, 1 - alpha, axis=0)], homog, tuple(moves[:top]),
                       confidence, samples, seed, method, (sa.n_usable, sb.n_usable),
                       (sa.n_success / max(1, sa.n_usable), sb.n_success / max(1, sb.n_usable)), (float(da), float(db)),
-                      int(min_traces))
+                      int(min_traces), costs)

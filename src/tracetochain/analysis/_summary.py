@@ -31,7 +31,7 @@ from tracetochain.audit._order import order_observations_from_codes, order_tripl
 from tracetochain.audit._trials import TaskTable
 from tracetochain.chain import TransitionCounts, count_transitions_from_codes
 from tracetochain.chain._counts import per_trace_counts
-from tracetochain.partitioned._counts import _merge, _pad_counts, _Partial
+from tracetochain.partitioned._counts import _merge, _pad_counts, _Partial, partition_costs
 from tracetochain.traces import Problem, TraceTable
 from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
 
@@ -150,7 +150,7 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
     r = traces.report
     base = _Partial(counts, trace_hash if check_traces else np.zeros(0, np.uint64), ((partition, traces.n_traces),),
                     r.n_records, r.n_records_skipped, r.n_traces_skipped, dict(r.skipped_by_reason),
-                    tuple(r.problems[:_MAX_PROBLEMS]))
+                    tuple(r.problems[:_MAX_PROBLEMS]), partition_costs(traces, codes, names))
     usable = outcomes != INVALID
     S = spec.n_splits
     top = int(lengths[usable].max()) if usable.any() else 0

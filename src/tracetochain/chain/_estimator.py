@@ -88,7 +88,10 @@ class ChainEstimator:
         return _Params(prior, policy, self.initial, tuple(self.states) if self.states is not None else None)
 
     def fit(self, data: TraceTable | TransitionCounts) -> ChainEstimator:
-        """Count (if given traces) and estimate. Returns self; get the chain with :meth:`fetch_model`."""
+        """Count (if given traces) and estimate. Returns self; get the chain with :meth:`fetch_model`.
+
+        From traces, the chain also carries their per-state cost model (``metadata["costs"]``,
+        :class:`~tracetochain.costs.CostModel`; empty of metrics when the traces record no usage)."""
         p = self._check_params()
         if isinstance(data, TraceTable):
             counts = count_transitions(data, p.states)
@@ -105,7 +108,13 @@ class ChainEstimator:
                 f"{sum(n.values()) - n['invalid']} usable. Check the input (and the skipped-record report)."
             )
         self.counts_ = counts
-        self._model = estimate_chain(counts, prior=p.prior, unvisited=p.unvisited, initial=p.initial)
+        model = estimate_chain(counts, prior=p.prior, unvisited=p.unvisited, initial=p.initial)
+        if isinstance(data, TraceTable):
+            # The per-state usage of the same steps (tokens, dollars, seconds), for the cost figures.
+            from tracetochain.costs._model import CostModel
+
+            model = model.with_metadata(costs=CostModel.from_traces(data, counts.state_names).to_dict())
+        self._model = model
         return self
 
     def fetch_model(self) -> AbsorbingChain:

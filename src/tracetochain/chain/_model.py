@@ -234,6 +234,21 @@ class AbsorbingChain:
                                        "E[steps | failure] is undefined")
         return nx.conditional_mean_steps(self._visits, self.failure_probabilities, self.failure_probability)
 
+    def accumulated_cost(self, per_visit_mean: ArrayLike, per_visit_variance: ArrayLike | None = None, *,
+                         edge_spend: ArrayLike | None = None,
+                         edge_spend_sq: ArrayLike | None = None) -> nx.RewardMoments:
+        """Moments of the cost accumulated until absorption when a visit to state i costs a random amount with
+        the given mean and variance (a Markov reward; :mod:`tracetochain.numerics.rewards`): E[C] = π0 N c, the
+        outcome-joint means E[C; S] = π0 N diag(c) h and E[C; F], second moments, and the spend per state."""
+        c = np.asarray(per_visit_mean, dtype=np.float64)
+        if c.shape != (self.n_states,):
+            raise ChainValidationError(f"need one per-visit cost per state ({self.n_states}), got shape {c.shape}")
+        v = None if per_visit_variance is None else np.asarray(per_visit_variance, dtype=np.float64)
+        M = None if edge_spend is None else np.asarray(edge_spend, dtype=np.float64)
+        M2 = None if edge_spend_sq is None else np.asarray(edge_spend_sq, dtype=np.float64)
+        return nx.accumulated_reward(self._solver, self._visits, self.success_probabilities,
+                                     self.failure_probabilities, c, v, edge_spend=M, edge_spend_sq=M2)
+
     # ------------------------------------------------------------------ states
     def vulnerability(self) -> NDArray[np.float64]:
         """Per-state one-step exit probability to failure, R⊖_i."""

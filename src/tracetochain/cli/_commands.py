@@ -63,7 +63,8 @@ StatesOpt = Annotated[str, typer.Option(
     help="How steps become states: label (the traces' own labels), categorical (vocabulary categories), "
          "ward (cluster --features), or milestones:FILE (declared states).")]
 FeaturesOpt = Annotated[str, typer.Option(
-    help="For --states ward: comma list of kind, tool, error, retry, depth, depth-bucket (or text / tfidf).")]
+    help="For --states ward: comma list of kind, tool, error, retry, step-bucket (causal), hindsight-depth, "
+         "hindsight-depth-bucket (need the final length: descriptive only), or text / tfidf.")]
 VocabularyOpt = Annotated[str | None, typer.Option(
     help="Map actions to categories first: shell (SWE-agent commands) or chat (tool agents).")]
 KMinOpt = Annotated[int, typer.Option("--k-min", min=1, help="Smallest number of Ward states tried.")]
@@ -133,6 +134,15 @@ def run_analysis(source: Any, *, on_error: str, engine: str | None, scheduler: s
         raise typer.BadParameter(str(exc)) from None
 
 
+def _costs(source: Any, method: str | None, ci: float, samples: int, seed: int, *, traces: Any = None,
+           ensemble: Any = None, certificate: Any = None) -> dict[str, Any]:
+    """The cost figures (library: :func:`tracetochain.costs.cost_report`) with the same intervals as the metrics."""
+    from tracetochain.costs import cost_report
+
+    return cost_report(source, traces=traces, method=None if method in (None, "none") else method, confidence=ci,
+                       samples=samples, seed=seed, ensemble=ensemble, certificate=certificate)
+
+
 def fit(
     traces: Annotated[Path, typer.Argument(
         help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
@@ -188,21 +198,25 @@ def fit(
     summary = summarize(chain, horizon=horizon, ks=ks)
     intervals = result.intervals(horizon=horizon, ks=ks)
     trials = _trials_label(result)
+    costs = _costs(chain, "posterior" if method else None, ci, samples, seed, traces=result.traces,
+                   ensemble=result.ensemble)
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals
+        doc["costs"] = costs
         doc["ingest"] = result.ingest.to_dict()
         doc["pass_hat_k_status"] = {k: v for k, v in trials.items() if k != "per_task"}
         doc["design_effect"] = result.design_effect
         doc["chain_file"] = str(output) if output else None
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
-    from tracetochain.cli._render import render_ingest, render_summary
+    from tracetochain.cli._render import render_costs, render_ingest, render_summary
 
     render_ingest(result.ingest, dict(result.summary.counts.n_traces), detected=reader is None)
     if result.state_model is not None and (result.state_model.method != "categorical" or vocabulary is not None):
         typer.echo(result.state_model.describe())
     render_summary(summary, intervals, pass_k_note=trials["note"])
+    render_costs(costs)
     if output is not None:
         typer.echo(f"chain written to {output}")
     else:
@@ -253,14 +267,18 @@ def metrics(
     summary = summarize(chain, horizon=horizon, ks=ks)
     intervals = _intervals(chain, uncertainty, ci, samples, seed, horizon, ks) if "counts" in chain.metadata \
         else None
+    costs = _costs(chain, uncertainty if "counts" in chain.metadata else "none", ci, samples, seed)
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals
+        doc["costs"] = costs
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
-    from tracetochain.cli._render import render_summary
+    from tracetochain.cli._render import render_costs, render_summary
 
-    render_summary(summary, intervals)
+    render_summary(summary, intervals, pass_k_note="pass^k of a saved chain assumes independent trials (not "
+                                                   "audited here: run `tracetochain audit` on the traces)")
+    render_costs(costs)
 
 
 def _write_chain(chain: Any, output: Path, ingest: dict[str, Any]) -> None:

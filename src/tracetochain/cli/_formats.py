@@ -62,7 +62,7 @@ def convert(
             raise TraceToChainError(f"{output} is the input file; write the converted table elsewhere")
         if not force:
             raise TraceToChainError(f"{output} already exists; pass --force to overwrite it")
-    table = load_traces(source, reader, option, on_error=on_error.value, announce=False)
+    table = load_traces(source, reader, option, on_error=on_error.value, announce=as_json)
     _write_atomically(table, output)
     report = table.report
     if as_json:
@@ -75,7 +75,8 @@ def convert(
     from tracetochain.cli._render import render_ingest
 
     render_ingest(report, table.outcome_counts(), detected=reader is None)
-    typer.echo(f"wrote {table.n_traces} traces, {table.n_steps} steps to {output} ({OUTPUT_TYPES[suffix]})")
+    zero = f" and {report.n_zero_step} without steps" if report.n_zero_step else ""
+    typer.echo(f"wrote {table.n_traces} traces{zero}, {table.n_steps} steps to {output} ({OUTPUT_TYPES[suffix]})")
 
 
 def formats(as_json: JsonOpt = False) -> None:
@@ -100,6 +101,41 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _append_zero_step(path: Path, table: Any) -> None:
+    """Add the episodes that ended before any agent step to a written canonical file, one record each with its
+    trace-level fields and no step fields (``step_idx`` null), so they stay trials when the file is read again.
+
+    The step table cannot hold them yet (they travel in ``report.zero_step``), hence this second write.
+    """
+    import pyarrow as pa
+
+    zero = table.report.zero_step
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        with path.open("a", encoding="utf-8") as fh:
+            for z in zero:
+                fh.write(json.dumps({**z, "step_idx": None}, ensure_ascii=False, allow_nan=False) + "\n")
+        return
+    steps = table.to_arrow()
+    names = list(dict.fromkeys([*steps.column_names, *(k for z in zero for k in z), "step_idx"]))
+    extra = pa.Table.from_pylist([{n: z.get(n) for n in names} for z in zero])
+    extra = pa.table({n: extra.column(n).cast(steps.schema.field(n).type)
+                      if n in steps.column_names and not pa.types.is_null(steps.schema.field(n).type)
+                      else extra.column(n) for n in names})
+    combined = pa.concat_tables([steps, extra], promote_options="default")
+    if suffix == ".csv":
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(combined, path)
+    else:
+        import pyarrow.parquet as pq
+
+        from tracetochain.traces._schema import TRACE_SCHEMA_VERSION
+
+        meta = {b"tracetochain.trace_schema_version": str(TRACE_SCHEMA_VERSION).encode()}
+        pq.write_table(combined.replace_schema_metadata(meta), path)
+
+
 def _write_atomically(table: Any, output: Path) -> None:
     """Write beside OUTPUT and rename, so a failed write never leaves half a file (or destroys the old one)."""
     from tracetochain.exceptions import TraceToChainError
@@ -108,6 +144,8 @@ def _write_atomically(table: Any, output: Path) -> None:
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         table.write(tmp)
+        if table.report.zero_step:
+            _append_zero_step(tmp, table)
         os.replace(tmp, output)
     except OSError as exc:
         raise TraceToChainError(f"cannot write {output}: {exc.strerror or exc}") from None

@@ -103,18 +103,22 @@ def load_traces(path: Path | str, reader: str | None = None, options: list[str] 
     Option errors a reader raises as ``TypeError``/``ValueError`` become usage errors naming ``-O``.
     """
     from tracetochain.exceptions import TraceToChainError, TraceValidationError
-    from tracetochain.readers import read_traces
+    from tracetochain.readers import detect_format, read_traces
 
     opts = options if isinstance(options, dict) else parse_reader_options(options)
     from_stdin = str(path) == STDIN
     spool = _spool_stdin() if from_stdin else None
     source = spool if spool is not None else Path(path)
+    name = reader
     try:
-        table = read_traces(source, reader, on_error=on_error, **opts)
+        if name is None:
+            name = detect_format(source)
+        table = read_traces(source, name, on_error=on_error, **opts)
     except TraceValidationError as exc:
-        if spool is None:
+        detected = name if reader is None else None  # the error says which reader detection chose
+        if spool is None and detected is None:
             raise
-        raise _renamed(exc, spool) from None
+        raise _restated(exc, spool, detected) from None
     except (TypeError, ValueError) as exc:
         if isinstance(exc, TraceToChainError):
             raise
@@ -186,12 +190,17 @@ def stdin_suffix(head: bytes) -> str:
     return ".csv" if "," in first else ".txt"
 
 
-def _renamed(exc: Any, spool: Path) -> Any:
-    """The same validation error with the temporary file's name replaced by ``<stdin>``."""
+def _restated(exc: Any, spool: Path | None, detected: str | None) -> Any:
+    """The same validation error with a temporary file's name replaced by ``<stdin>`` and, when detection chose
+    the reader, a note naming it (still one line)."""
     from tracetochain.exceptions import TraceValidationError
 
-    source = exc.source
-    if isinstance(source, str):
-        source = source.replace(str(spool), STDIN_NAME)
-    return TraceValidationError(exc._message.replace(str(spool), STDIN_NAME), source=source, line=exc.line,
-                                row=exc.row, field=exc.field, hint=exc.hint)
+    source, message, hint = exc.source, exc._message, exc.hint
+    if spool is not None:
+        source = source.replace(str(spool), STDIN_NAME) if isinstance(source, str) else source
+        message = message.replace(str(spool), STDIN_NAME)
+        hint = hint.replace(str(spool), STDIN_NAME) if isinstance(hint, str) else hint
+    if detected is not None:
+        note = f"read as {detected} (detected; choose another with --reader NAME)"
+        hint = f"{hint}; {note}" if hint else note
+    return TraceValidationError(message, source=source, line=exc.line, row=exc.row, field=exc.field, hint=hint)

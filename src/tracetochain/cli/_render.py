@@ -28,6 +28,10 @@ def render_ingest(report: IngestReport, outcomes: dict[str, int], *, detected: b
         for p in report.problems[:5]:
             where = f"{report.location_kind} {p.location}, " if p.location is not None else ""
             _console.print(f"         e.g. {where}field {escape(p.field or '-')}: {escape(p.message)}")
+    if report.zero_step:
+        zc = ", ".join(f"{v} {k}" for k, v in report.zero_step_outcomes().items() if v)
+        _console.print(f"{report.n_zero_step} episodes ended before any agent step ({zc}): kept as trials, "
+                       "not dropped")
     if outcomes.get("invalid"):
         _console.print(f"[yellow]{outcomes['invalid']} invalid traces excluded from the fit[/]")
 
@@ -42,8 +46,20 @@ def render_formats(rows: list[dict[str, Any]]) -> None:
         name = escape(row["name"]) + ("" if row["builtin"] else " [dim](plug-in)[/]")
         table.add_row(name, escape(row["description"]), escape(row["needs"]))
     _console.print(table)
-    _console.print("Use one with --reader NAME and pass its options with -O KEY=VALUE; without --reader the format "
-                   "is detected from the file.")
+    _console.print(FORMATS_FOOTER)
+
+
+#: What ``tracetochain formats`` says under the table about choosing readers and passing options.
+FORMATS_FOOTER = (
+    "Choose a reader with --reader NAME (default: detected from the file; when no reader recognises it, the error "
+    "lists why each refused and suggests one). Pass reader options with -O KEY=VALUE on fit, report, audit, compare, "
+    "monitor and convert (read_traces(path, NAME, **options) in Python); a VALUE that is JSON (a number, true, a "
+    "list) is read as such. Keys that name a field may be dotted paths into nested records: "
+    "-O outcome_key=metadata.success, -O reward_key=reward_info.reward. A verdict may be true/false, 1/0, a reward "
+    "(success at >= success_threshold) or a word such as pass/fail/resolved (success_values=a,b names other success "
+    "texts). JSONL header lines such as {\"metadata\": {...}} before the first record are kept as run metadata. "
+    "Read standard input with - (cat runs.jsonl | tracetochain fit -)."
+)
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -131,3 +147,46 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     top = s.worst_states(1)
     if top and top[0].failure_share > 0:
         _console.print(f"Most failures leave from [bold]{escape(top[0].name)}[/] ({top[0].failure_share:.0%}).")
+
+
+def _amount(x: float | None) -> str:
+    """A cost without its unit (the unit heads the row): 0.4376, 629,435, 258."""
+    if x is None:
+        return "—"
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def render_costs(doc: dict[str, Any] | None) -> None:
+    """The cost section: per attempt, per success (with its interval, and the observed figure), share spent on
+    failing attempts; the headline sentences; or why there is no cost data."""
+    if not doc:
+        return
+    if not doc.get("available"):
+        _console.print(f"[dim]costs: {escape(str(doc.get('reason')))}[/]")
+        return
+    observed = any("observed" in e for e in doc["metrics"].values())
+    table = Table(title="What reliability costs (per success: failed attempts retried)", title_justify="left")
+    for col in ("cost", "attempt", "success", "interval", *(["observed"] if observed else []), "failed"):
+        table.add_column(col, justify="left" if col == "cost" else "right", no_wrap=True)
+    for metric, entry in doc["metrics"].items():
+        s = entry["summary"]
+        iv = (entry.get("intervals") or {}).get("per_success") or {}
+        band = f"[dim]{_amount(iv['lower'])}–{_amount(iv['upper'])}[/]" if iv.get("lower") is not None else ""
+        obs = [_amount((entry.get("observed") or {}).get("per_success"))] if observed else []
+        share = s.get("failed_share")
+        table.add_row(escape(metric), _amount(s["mean"]), _amount(s["per_success"]), band, *obs,
+                      f"{share:.0%}" if share is not None else "—")
+    _console.print(table)
+    primary = doc["metrics"][doc["primary"]]
+    for sentence in primary["summary"].get("sentences", []):
+        _console.print(escape(sentence))
+    budget = primary.get("budget")
+    if budget:
+        _console.print(f"  [dim]R within a {escape(doc['primary'])} budget: lattice step {budget['step']:.3g} "
+                       f"{escape(budget['unit'])}, discretisation error ≤ {budget['error_bound']:.2g}[/]")
+    cert = doc.get("certification") or {}
+    if cert.get("status") == "withheld":
+        _console.print(f"[yellow]cost figures withheld by the audit: {escape(str(cert.get('reason')))}[/]")
+    for metric, reason in (doc.get("absent") or {}).items():
+        if metric in ("cost_usd", "tokens", "seconds"):
+            _console.print(f"  [dim]{escape(metric)}: {escape(reason)}[/]")

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from tracetochain.cli._input import ReaderOptionOpt, parse_reader_options
+
 SERVE_EXAMPLE = ("Example: tracetochain serve --store live.db --window 5m --rules rules.toml   then point the agent's "
                  "exporter at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318")
 _INSTALL_HINT = "tracetochain serve needs the serve extra: pip install 'tracetochain[serve]'"
@@ -36,6 +38,7 @@ def serve(
     success_values: Annotated[str | None, typer.Option(help="Comma list of verdict labels meaning success.")] = None,
     episode: Annotated[str, typer.Option(help="Episode unit: trace, agent, or span:NAME (as the otlp reader).")
                        ] = "trace",
+    option: ReaderOptionOpt = None,
     settle: Annotated[float, typer.Option(min=0.0, help="Seconds to wait after a trace's root span for stragglers.")
                       ] = 2.0,
     trace_timeout: Annotated[float, typer.Option(min=0.0, help="Seconds after which a trace without root is closed.")
@@ -44,7 +47,9 @@ def serve(
         min=0.0, help="Seconds an episode without outcome waits for a posted verdict before it is dropped.")] = 300.0,
     alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="False-alarm rate of drift alerts over the stream.")
                      ] = 0.05,
-    min_traces: Annotated[int, typer.Option(min=1, help="Traces a window needs before it is tested for drift.")] = 30,
+    min_traces: Annotated[int, typer.Option(
+        min=1, help="Usable traces a window needs before it is tested for drift (the χ² reference needs ~100).")
+                          ] = 100,
     durability: Annotated[str, typer.Option(
         help="full: fsync every commit (survives power loss); normal: survives a killed process.")] = "full",
     export_parquet: Annotated[Path | None, typer.Option(
@@ -66,10 +71,12 @@ def serve(
         n = live.Store(store).export_parquet(export_parquet)
         typer.echo(f"{n} episodes written to {export_parquet}")
         return
-    reader_options: dict[str, object] = {"episode": episode}
+    reader_options: dict[str, object] = {"episode": episode, **parse_reader_options(option)}  # the otlp reader's
     for key, value in (("outcome_attribute", outcome_attribute), ("evaluation_name", evaluation_name),
                        ("success_values", success_values)):
         if value is not None:
+            if key in reader_options:
+                raise typer.BadParameter(f"--{key.replace('_', '-')} and -O {key}= both given; give one")
             reader_options[key] = value
     try:
         config = live.ServeConfig(
@@ -85,6 +92,9 @@ def serve(
         config.check()
         if rules is not None:
             live.load_rules(rules, config.window)  # fail before binding the port
+        from tracetochain.readers.otlp import parse_otlp_options
+
+        parse_otlp_options(**reader_options)  # unknown or bad reader options fail here, naming the valid ones
     except (ValueError, TypeError) as exc:
         from tracetochain.exceptions import TraceToChainError
 

@@ -12,8 +12,9 @@ import typer
 from tracetochain.cli._commands import EngineOpt, SchedulerOpt
 from tracetochain.cli._input import STDIN, ReaderOpt, ReaderOptionOpt, load_traces
 
-WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --retry "tool:search=0.2"   '
-                  "(a fallback that rescues 10% of every state's failures, and fewer retries of tool:search)")
+WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --edge-cost "*->success=0.05" '
+                  "  (a fallback that rescues 10% of every state's failures at $0.05 a use: ΔR∞ and the change in "
+                  "dollars per success)")
 EXPORT_EXAMPLE = "Example: tracetochain export chain.json --to mermaid -o chain.mmd"
 
 
@@ -31,12 +32,18 @@ def whatif(
     edits: Annotated[Path | None, typer.Option(help="An edit file (TOML [[edit]] tables), applied first.")] = None,
     bottleneck_fraction: Annotated[float, typer.Option(
         "--bottleneck-fraction", min=0.0, max=1.0, help="Fallback share used to rank bottlenecks.")] = 0.1,
+    edge_cost: Annotated[list[str] | None, typer.Option(
+        "--edge-cost", help='Price of the mass the edits add to an edge, per use: "STATE->TARGET=COST" (in the '
+                            "unit of --cost-metric; e.g. a fallback tool's price).")] = None,
+    cost_metric: Annotated[str | None, typer.Option(
+        "--cost-metric", help="Cost metric for the cost per success: cost_usd, tokens, tokens_in, tokens_out, "
+                              "seconds or api_calls (default: the first the chain's cost model has).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
 ) -> None:
     """Evaluate design changes on a fitted chain exactly (with the first-order term and Prop. 2 bound), and rank
     the bottleneck states."""
     from tracetochain import AbsorbingChain
-    from tracetochain.whatif import bottlenecks, load_edits, what_if
+    from tracetochain.whatif import bottlenecks, load_edits, parse_edge_cost, what_if
     from tracetochain.whatif._parse import edits_from_options
 
     chain = AbsorbingChain.from_json(chain_file)
@@ -49,7 +56,8 @@ def whatif(
         from tracetochain.uncertainty import DirichletPosterior
 
         ensemble = DirichletPosterior(n_samples=500, seed=0).fit(chain).fetch_model().ensemble
-    result = what_if(chain, todo, ensemble=ensemble) if todo else None
+    prices = [parse_edge_cost(spec) for spec in edge_cost or []]
+    result = what_if(chain, todo, ensemble=ensemble, cost_metric=cost_metric, edge_costs=prices) if todo else None
     if as_json:
         typer.echo(json.dumps({"whatif": result.to_dict() if result else None, "bottlenecks": ranking.to_dict()},
                               indent=2, allow_nan=False))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -62,10 +63,18 @@ def random_chain(n_states: int, seed: int | np.random.Generator = 0, *, rho: flo
 
 
 def simulate_traces(chain: AbsorbingChain, n_traces: int, seed: int | np.random.Generator = 0, *,
-                    max_steps: int = 10_000) -> TraceTable:
+                    max_steps: int = 10_000,
+                    costs: dict[str, tuple[Any, Any]] | None = None) -> TraceTable:
     """Draw ``n_traces`` traces from ``chain`` as a canonical :class:`TraceTable` (state = state name).
 
-    Traces that reach ``max_steps`` steps without absorbing are ``censored``.
+    Traces that reach ``max_steps`` steps without absorbing are ``censored``. ``costs`` maps a usage column
+    (``cost_usd``, ``tokens_in``, ``tokens_out``) to the per-visit (mean, variance) of every state: each step's value
+    is drawn from a gamma law with that mean and variance (exactly the mean where the variance is 0; token counts
+    rounded to integers), from a stream of its own, so the paths are the same with or without costs.
+
+    >>> t = simulate_traces(notation_chain(), 3, seed=1, costs={"cost_usd": ([0.01, 0.02, 0.03], [0, 0, 0])})
+    >>> sorted(set(t.to_arrow().column("cost_usd").to_pylist()))
+    [0.01, 0.02, 0.03]
     """
     sim = chain.simulate(n_traces, seed, max_steps=max_steps, record_paths=True)
     assert sim.states is not None and sim.offsets is not None
@@ -80,6 +89,22 @@ def simulate_traces(chain: AbsorbingChain, n_traces: int, seed: int | np.random.
         "state": pa.array(names[sim.states], pa.string()),
         "outcome": pa.array(outcome_names[sim.outcome][trace], pa.string()),
     })
+    if costs:
+        base = seed if isinstance(seed, (int, np.integer)) else int(np.random.default_rng(seed).integers(2**32))
+        rng = np.random.default_rng(np.random.SeedSequence([int(base), 0xC057]))
+        for column, (mean, var) in costs.items():
+            if column not in ("cost_usd", "tokens_in", "tokens_out"):
+                raise ValueError(f"costs can fill cost_usd, tokens_in or tokens_out, not {column!r}")
+            mu = np.broadcast_to(np.asarray(mean, dtype=np.float64), (chain.n_states,))[sim.states]
+            v = np.broadcast_to(np.asarray(var, dtype=np.float64), (chain.n_states,))[sim.states]
+            random = (v > 0) & (mu > 0)
+            x = mu.copy()
+            if random.any():
+                x[random] = rng.gamma(mu[random] ** 2 / v[random], v[random] / mu[random])
+            if column == "cost_usd":
+                table = table.append_column(column, pa.array(x, pa.float64()))
+            else:
+                table = table.append_column(column, pa.array(np.rint(x).astype(np.int64), pa.int64()))
     return TraceTable.from_dataframe(table, source=f"simulated({n_traces} traces)")
 
 

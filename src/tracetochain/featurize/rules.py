@@ -1,10 +1,20 @@
 """Rule-based step features (``paper-spec.md`` §2.2): one-hot step kind, tool (or action category), step error,
-retry flag and optional depth — each switchable. Fit learns the vocabularies (step kinds, the top-N tools) so that
-new traces are mapped the same way by the frozen :class:`RuleFeatures` model.
+retry flag and optional depth — each switchable. Fit learns the vocabularies (step kinds, the top-N tools, the step
+buckets) so that new traces are mapped the same way by the frozen :class:`RuleFeatures` model.
+
+Depth comes in two kinds, and only one of them can label a running trace:
+
+* ``"step"`` — causal: the bucket of the step's 0-based index j in its trace (edges = quantiles of j over the fit
+  steps). It is known the moment the step happens, so states built on it give an R(d) that forecasts.
+* ``"hindsight-fraction"`` / ``"hindsight-bucket"`` — the relative depth j/(L − 1), which needs the trace's *final*
+  length L (the paper's "cat+depth"). Useful to describe finished traces; a chain on such states cannot label a
+  running trace, so its R(d) is not a forecast. The fitted features say so (``causal`` is False). The old spellings
+  ``"fraction"`` / ``"bucket"`` still work and warn.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,7 +28,9 @@ from tracetochain.featurize._base import Features
 from tracetochain.featurize.vocab import ActionVocabulary, get_vocabulary
 from tracetochain.traces._table import TraceTable
 
-Depth = Literal["none", "fraction", "bucket"]
+Depth = Literal["none", "step", "hindsight-fraction", "hindsight-bucket", "fraction", "bucket"]
+#: Old spellings of the hindsight features, kept working with a warning.
+HINDSIGHT_ALIASES = {"fraction": "hindsight-fraction", "bucket": "hindsight-bucket"}
 OTHER_TOOL = "other"
 _DEPTH_BASE = 1 << 20  # traces up to a million steps
 
@@ -53,6 +65,13 @@ class RuleFeatures:
     depth: Depth
     n_depth_buckets: int
     depth_weight: float
+    #: Edges of the causal step buckets (bucket = number of edges ≤ j), learnt at fit time.
+    step_edges: tuple[int, ...] = ()
+
+    @property
+    def causal(self) -> bool:
+        """Whether every feature is known when its step happens (False with a hindsight depth j/(L − 1))."""
+        return not self.depth.startswith("hindsight")
 
     def _vocab(self) -> ActionVocabulary | None:
         return get_vocabulary(self.vocabulary) if self.vocabulary else None
@@ -109,10 +128,17 @@ class RuleFeatures:
             blocks.append(retry[:, None].astype(np.float64))
             names.append("retry")
             radix.append((retry, 2))
-        if self.depth != "none":
+        if self.depth == "step":
+            j, _ = _position(traces)
+            bucket = np.searchsorted(np.asarray(self.step_edges, np.int64), j, side="right").astype(np.int64)
+            width = len(self.step_edges) + 1
+            blocks.append(self.depth_weight * _one_hot(bucket, width))
+            names += [f"step_bucket={b}" for b in range(width)]
+            radix.append((bucket, width))
+        elif self.depth != "none":
             j, L = _position(traces)
             frac = np.where(L > 1, j / np.maximum(L - 1, 1), 0.0)
-            if self.depth == "fraction":
+            if self.depth == "hindsight-fraction":
                 blocks.append(self.depth_weight * frac[:, None])
                 names.append("depth")
                 # j/(L−1) is rational: code it exactly as the reduced fraction, the same on any table (so
@@ -130,7 +156,7 @@ class RuleFeatures:
 
     def to_dict(self) -> dict[str, Any]:
         return {"featurizer": "rules", **{k: (list(v) if isinstance(v, tuple) else v)
-                                         for k, v in self.__dict__.items()}}
+                                         for k, v in self.__dict__.items()}, "causal": self.causal}
 
 
 class RuleFeaturizer:
@@ -141,8 +167,11 @@ class RuleFeaturizer:
     kind, tool, error, retry : bool
         Switch the step-kind one-hot, the tool one-hot (top ``top_tools`` names, the rest as "other"), the step-error
         flag and the retry flag (same action as the previous step of the trace).
-    depth : {"none", "fraction", "bucket"}
-        Add the step's relative depth j/(L−1) (the paper's "cat+depth") or a one-hot of ``n_depth_buckets`` buckets.
+    depth : {"none", "step", "hindsight-fraction", "hindsight-bucket"}
+        ``"step"``: a one-hot of ``n_depth_buckets`` buckets of the step index j (causal). ``"hindsight-fraction"``:
+        the relative depth j/(L−1) (the paper's "cat+depth"); ``"hindsight-bucket"``: a one-hot of its
+        ``n_depth_buckets`` buckets — both need the final length L, so they describe finished traces only (module
+        docstring). ``"fraction"`` / ``"bucket"`` are the old spellings of the hindsight ones (a warning says so).
     vocabulary : str, optional
         Map actions to categories first (``"shell"``, ``"chat"`` or a registered name); the category one-hot then
         replaces the kind and tool one-hots.
@@ -163,8 +192,7 @@ class RuleFeaturizer:
         self._model: RuleFeatures | None = None
 
     def fit(self, traces: TraceTable) -> RuleFeaturizer:
-        if self.depth not in ("none", "fraction", "bucket"):
-            raise ValueError(f"depth must be 'none', 'fraction' or 'bucket', got {self.depth!r}")
+        depth = _check_depth(self.depth)
         if self.top_tools < 0 or self.n_depth_buckets < 1:
             raise ValueError("top_tools must be >= 0 and n_depth_buckets >= 1")
         if self.vocabulary is not None:
@@ -175,8 +203,13 @@ class RuleFeaturizer:
         counts = pc.value_counts(tools_col.drop_null()).to_pylist() if traces.n_steps else []
         ranked = sorted(((c["counts"], c["values"]) for c in counts if c["values"]), key=lambda t: (-t[0], t[1]))
         tools = (*(t for _, t in ranked[: self.top_tools]), OTHER_TOOL)
+        edges: tuple[int, ...] = ()
+        if depth == "step" and traces.n_steps:
+            j, _ = _position(traces)
+            qs = np.quantile(j, np.arange(1, self.n_depth_buckets) / self.n_depth_buckets, method="higher")
+            edges = tuple(sorted({int(q) for q in qs if q > 0}))
         self._model = RuleFeatures(kinds, tools, self.vocabulary, self.kind, self.tool, self.error, self.retry,
-                                   self.depth, self.n_depth_buckets, float(self.depth_weight))
+                                   depth, self.n_depth_buckets, float(self.depth_weight), edges)
         return self
 
     def fetch_model(self) -> RuleFeatures:
@@ -186,6 +219,21 @@ class RuleFeaturizer:
 
 
 # ------------------------------------------------------------------------------------------------- helpers
+def _check_depth(depth: str) -> Depth:
+    """The depth option with its old hindsight spellings mapped (and warned about)."""
+    if depth in HINDSIGHT_ALIASES:
+        new = HINDSIGHT_ALIASES[depth]
+        warnings.warn(
+            f"depth={depth!r} is the hindsight depth j/(L−1): it needs the trace's final length, so states built on "
+            f"it cannot label a running trace and their R(d) is not a forecast. Spell it depth={new!r} to keep it as "
+            "a description of finished traces, or use depth='step' (the causal step index).",
+            FutureWarning, stacklevel=3)
+        return new  # type: ignore[return-value]
+    if depth not in ("none", "step", "hindsight-fraction", "hindsight-bucket"):
+        raise ValueError(f"depth must be 'none', 'step', 'hindsight-fraction' or 'hindsight-bucket', got {depth!r}")
+    return depth  # type: ignore[return-value]
+
+
 def _distinct(arr: pa.Array) -> tuple[str, ...]:
     return tuple(sorted(str(v) for v in pc.unique(arr.drop_null()).to_pylist())) if len(arr) else ()
 

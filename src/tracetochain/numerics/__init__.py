@@ -16,19 +16,33 @@ from tracetochain.numerics.absorbing import (
 )
 from tracetochain.numerics.horizon import HorizonSweep, forward_sweep, spectral_radius, step_budget
 from tracetochain.numerics.passk import pass_at_k, pass_hat_k
+from tracetochain.numerics.rewards import (
+    RewardMoments,
+    accumulated_reward,
+    budget_reliability,
+    capped_mean_cost,
+    lattice_pmf,
+    retry_cost,
+)
 from tracetochain.numerics.simulate import SimulatedTraces, simulate_traces
 
 __all__ = [
     "ChainSolver",
     "HorizonSweep",
+    "RewardMoments",
     "SimulatedTraces",
     "absorbing_reachability",
+    "accumulated_reward",
+    "budget_reliability",
+    "capped_mean_cost",
     "conditional_mean_steps",
     "failure_attribution",
     "forward_sweep",
+    "lattice_pmf",
     "mean_steps",
     "pass_at_k",
     "pass_hat_k",
+    "retry_cost",
     "simulate_traces",
     "spectral_radius",
     "step_budget",

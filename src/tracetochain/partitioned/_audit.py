@@ -66,8 +66,9 @@ def count_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any 
     res = analyze(source, engine=engine or "local", reader=format, states=states, state_options=state_options,
                   on_error=on_error, audit=False, intervals=None, check_traces=check_traces,
                   partition_options=_partition_options(by, rows_per_partition, bytes_per_partition))
+    costs = res.summary.base.costs
     return PartitionedCounts(res.summary.counts, res.ingest, res.source["n_partitions"], res.source["engine"],
-                             res.state_model)
+                             res.state_model, costs.reindexed(res.chain.state_names) if costs is not None else None)
 
 
 def fit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = None,

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain.chain import TransitionCounts
+from tracetochain.costs._model import CostModel, reader_name, trace_totals, usage_arrays
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.partitioned._ingest import (
     OnError,
@@ -21,7 +22,7 @@ from tracetochain.partitioned._ingest import (
     _table_trace_ids,
 )
 from tracetochain.states import StateModel
-from tracetochain.traces import IngestReport, Outcome, Problem
+from tracetochain.traces import IngestReport, Outcome, Problem, TraceTable
 
 _MAX_PROBLEMS = 50
 _INVALID = 3
@@ -41,6 +42,22 @@ class _Partial:
     n_traces_skipped: int
     skipped_by_reason: dict[str, int]
     problems: tuple[Problem, ...]
+    #: Per-state usage statistics (tokens, dollars, seconds) of the partition's usable traces; they add up too.
+    costs: CostModel | None = None
+
+
+def partition_costs(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str, ...]) -> CostModel:
+    """The cost model of a partition's usable (non-invalid) traces, over its state codes."""
+    keep = traces.outcomes() != _INVALID
+    if keep.all():
+        usable, kept = traces, codes
+    else:
+        usable = traces.select_traces(keep)
+        kept = codes[np.repeat(keep, np.diff(traces.offsets))]
+    table = usable.to_arrow()
+    values, derivation = usage_arrays(table, usable.offsets)
+    return CostModel.from_arrays(kept, usable.offsets, names, values, trace_totals(table, usable.offsets),
+                                 source_format=reader_name(traces.report.format), derivation=derivation)
 
 
 def _pad_counts(c: TransitionCounts, names: tuple[str, ...]) -> TransitionCounts:
@@ -75,10 +92,11 @@ def _merge(a: _Partial, b: _Partial) -> _Partial:
         {k: ca.n_traces[k] + cb.n_traces[k] for k in ca.n_traces})
     reasons = Counter(a.skipped_by_reason)
     reasons.update(b.skipped_by_reason)
+    costs = a.costs.merge(b.costs) if a.costs is not None and b.costs is not None else (a.costs or b.costs)
     return _Partial(counts, np.concatenate([a.hashes, b.hashes]), a.spans + b.spans,
                     a.n_records + b.n_records, a.n_records_skipped + b.n_records_skipped,
                     a.n_traces_skipped + b.n_traces_skipped, dict(reasons),
-                    (a.problems + b.problems)[:_MAX_PROBLEMS])
+                    (a.problems + b.problems)[:_MAX_PROBLEMS], costs)
 
 
 def _check_unique_traces(partial: _Partial, parts: list[Partition], on_error: OnError) -> None:
@@ -126,6 +144,8 @@ class PartitionedCounts:
     n_partitions: int
     engine: str
     state_model: StateModel | None = field(default=None, repr=False)
+    #: The per-state cost model of the corpus (summed partition statistics), over the states of ``counts``.
+    costs: CostModel | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"counts": self.counts.to_dict(), "report": self.report.to_dict(), "n_partitions": self.n_partitions,

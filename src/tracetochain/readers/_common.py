@@ -178,6 +178,144 @@ def read_record_head(text: str) -> RecordHead | None:
     return head
 
 
+class Refusal:
+    """A sniff's "no" with the reason, so detection can say why each reader refused a file.
+
+    It is false in a boolean context, so ``if reader.sniff(path):`` works whether a sniff returns a plain
+    ``False`` or a :class:`Refusal`.
+
+    >>> bool(Refusal("not a .json file")), str(Refusal("not a .json file"))
+    (False, 'not a .json file')
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return self.reason
+
+    def __repr__(self) -> str:
+        return f"Refusal({self.reason!r})"
+
+
+#: The answer of a reader's ``sniff``: True, or a (reasoned) refusal.
+Sniffed = bool | Refusal
+
+
+def keys_text(keys: Iterable[str], limit: int = 8) -> str:
+    """Record keys for a message: ``a, b, c`` (``…`` after ``limit``)."""
+    names = list(keys)
+    text = ", ".join(names[:limit]) + (", …" if len(names) > limit else "")
+    return text or "none"
+
+
+def wrong_suffix(path: Path, wanted: Iterable[str]) -> Refusal:
+    """The refusal of a reader that only reads files with the extensions ``wanted``."""
+    if path.is_dir():
+        return Refusal("reads files, not folders")
+    suffix = path.suffix.lower() or "no extension"
+    return Refusal(f"reads {'/'.join(wanted)} files, not {suffix}")
+
+
+#: Keys that mark a JSONL line as a header describing the run (kept as run metadata), not a record.
+HEADER_MARKERS = frozenset({"metadata", "meta", "_meta", "header", "run_metadata", "run_info", "run"})
+#: Keys a header line may carry besides a marker.
+HEADER_WORDS = HEADER_MARKERS | frozenset({
+    "type", "kind", "version", "schema", "schema_version", "format", "created", "created_at", "timestamp", "date",
+    "name", "description", "run_id", "config", "info", "source", "generator", "model", "agent", "benchmark"})
+_HEADER_TYPES = frozenset({"header", "metadata", "meta", "run", "run_metadata"})
+
+
+def is_header_record(record: Any) -> bool:
+    """Whether a leading JSONL record is a header line describing the run rather than an episode or a step.
+
+    The rule: every key is a header word (:data:`HEADER_WORDS`) and at least one is a marker (:data:`HEADER_MARKERS`,
+    e.g. ``{"metadata": {...}}``), or its ``type``/``kind`` says ``header``/``metadata``. Readers check this only
+    for lines before the first record, so a record that happens to hold only such keys later is still an error.
+
+    >>> is_header_record({"metadata": {"model": "gpt"}}), is_header_record({"type": "header", "n": 3})
+    (True, True)
+    >>> is_header_record({"messages": [], "metadata": {"success": True}})
+    False
+    """
+    if not isinstance(record, dict) or not record:
+        return False
+    kind = record.get("type", record.get("kind"))
+    if isinstance(kind, str) and kind.strip().lower() in _HEADER_TYPES:
+        return True
+    keys = set(record)
+    return keys <= HEADER_WORDS and bool(keys & HEADER_MARKERS)
+
+
+def merge_header(into: dict[str, Any], record: dict[str, Any]) -> None:
+    """Keep a header record as run metadata (a later header line adds to, and overrides, earlier ones). Numbers
+    JSON cannot write back (NaN, ±Infinity) are kept as their text, so the metadata stays valid JSON."""
+    try:
+        into.update(_json_safe(record))
+    except RecursionError:
+        into["header"] = "(a header line nested too deeply to keep)"
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def jsonl_head_records(path: Path, n_bytes: int = 262_144, limit: int = 20) -> tuple[list[dict[str, Any]],
+                                                                                     list[Any], str | None]:
+    """The leading header records and the first data records of a JSONL file, parsed from its first bytes.
+
+    Returns ``(headers, records, cut)``: ``records`` holds up to ``limit`` complete values after the headers (each
+    JSON value of a line), and ``cut`` the text of the first line that the byte budget cut off (or that is not
+    valid JSON), for a partial look with :func:`read_record_head`.
+    """
+    with path.open("rb") as fh:
+        raw = fh.read(n_bytes)
+    complete = len(raw) < n_bytes
+    text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
+    lines = text.split("\n")
+    headers: list[dict[str, Any]] = []
+    records: list[Any] = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        last = i == len(lines) - 1 and not complete
+        try:
+            value = json_loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return headers, records, line
+        if last:  # the budget may have cut the line exactly at a value boundary; do not trust it
+            return headers, records, line
+        if not records and is_header_record(value):
+            headers.append(value)
+            continue
+        records.append(value)
+        if len(records) >= limit:
+            break
+    return headers, records, None
+
+
+def jsonl_first_head(path: Path) -> tuple[RecordHead | None, int]:
+    """The :class:`RecordHead` of the first record of a JSONL file after its header lines, and how many header
+    lines there were (sniffing that looks past ``{"metadata": …}`` lines)."""
+    headers, records, cut = jsonl_head_records(path, limit=1)
+    if records:
+        return read_record_head(json.dumps(records[0]) if isinstance(records[0], dict) else "[]"), len(headers)
+    if cut is not None:
+        return read_record_head(cut), len(headers)
+    return None, len(headers)
+
+
 # ================================================================================================ values
 def finite_float(value: Any) -> float | None:
     """A finite number from a number or numeric text; None for anything else (booleans, NaN, ±inf included)."""
@@ -325,6 +463,44 @@ def verdict_to_outcome(value: Any, success_values: frozenset[str] | None,
     return f"verdict {_short_repr(value)} is not a label, a number or true/false"
 
 
+#: Field names that usually hold an episode's verdict (matched case-insensitively on the last part of a path).
+VERDICT_NAMES = ("outcome", "success", "succeeded", "successful", "passed", "pass", "resolved", "solved",
+                 "correct", "is_correct", "is_success", "verdict", "label", "result", "status", "reward", "score")
+
+
+def verdict_candidates(record: Any, max_depth: int = 3, limit: int = 6) -> list[tuple[str, Any]]:
+    """Dotted paths in a record whose name suggests a verdict and whose value could be one (a boolean, a number or
+    short text), nearest first — for error messages that say which ``outcome_key=``/``reward_key=`` would work.
+
+    >>> verdict_candidates({"messages": [], "metadata": {"success": True, "model": "m"}})
+    [('metadata.success', True)]
+    """
+    found: list[tuple[int, str, Any]] = []
+
+    def walk(node: Any, prefix: str, depth: int) -> None:
+        if not isinstance(node, dict) or depth > max_depth:
+            return
+        for key, value in node.items():
+            if not isinstance(key, str):
+                continue
+            path = f"{prefix}{key}"
+            if key.lower() in VERDICT_NAMES and (isinstance(value, (bool, int, float))
+                                                 or (isinstance(value, str) and 0 < len(value) <= 40)):
+                found.append((depth, path, value))
+            walk(value, f"{path}.", depth + 1)
+
+    walk(record, "", 1)
+    found.sort(key=lambda t: (t[0], VERDICT_NAMES.index(t[1].rsplit(".", 1)[-1].lower())))
+    return [(path, value) for _, path, value in found[:limit]]
+
+
+def verdict_option(path: str, value: Any) -> str:
+    """The reader option that reads ``value`` at ``path`` as the verdict: ``reward_key`` for non-boolean numbers,
+    ``outcome_key`` otherwise."""
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return f"{'reward_key' if numeric else 'outcome_key'}={path}"
+
+
 def _short_repr(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -345,10 +521,20 @@ class TraceBuilder:
     records: list[dict[str, Any]] = field(default_factory=list)
     locations: list[int] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    #: Header lines of the source (kept in ``report.run_metadata``).
+    run_metadata: dict[str, Any] = field(default_factory=dict)
+    #: Episodes added with :meth:`add_zero_step`.
+    n_zero_step: int = 0
 
     def add_step(self, record: dict[str, Any], location: int = 0) -> None:
         self.records.append({k: v for k, v in record.items() if v is not None})
         self.locations.append(location)
+
+    def add_zero_step(self, trace: dict[str, Any], location: int = 0) -> None:
+        """Add an episode that ended before any agent step: one record with its trace-level fields only (see
+        :func:`split_zero_step`). It is kept as a trial and reported, never dropped."""
+        self.n_zero_step += 1
+        self.add_step({k: v for k, v in trace.items() if k not in STEP_FIELDS}, location)
 
     def skip_trace(self, message: str, *, location: int | None = None, field: str | None = None,
                    hint: str | None = None, source: str | Path | None = None) -> None:
@@ -369,9 +555,11 @@ class TraceBuilder:
         self.problems.append(Problem(location, field, message, whole_trace=True))
 
     def build(self) -> TraceTable:
-        return build_table(records_to_arrow(self.records), on_error=self.on_error, source=self.source,
-                           format=self.format, problems=self.problems, locations=self.locations,
-                           location_kind=self.location_kind)
+        table = build_table(records_to_arrow(self.records), on_error=self.on_error, source=self.source,
+                            format=self.format, problems=self.problems, locations=self.locations,
+                            location_kind=self.location_kind, zero_step=self.n_zero_step > 0)
+        table.report.run_metadata = dict(self.run_metadata)
+        return table
 
 
 def _relative_name(path: Path, root: Path) -> str:
@@ -461,12 +649,14 @@ def arrow_column(values: list[Any], typ: pa.DataType) -> pa.Array:
 
 
 def build_table(table: pa.Table, *, on_error: str, source: str, format: str, problems: list[Problem],
-                locations: Any, location_kind: str) -> TraceTable:
+                locations: Any, location_kind: str, zero_step: bool = False) -> TraceTable:
     """Validate a reader's Arrow table into a :class:`TraceTable` (:meth:`TraceTable.from_arrow`).
 
     Two kinds of rows are settled here first, because the shared validation does not handle them yet (see
     :func:`_settle_rows`): with ``on_error="skip"`` rows without a trace id, and text or 0/1 values with gaps in a
-    true/false column such as ``error``.
+    true/false column such as ``error``. Then the records of episodes that ended before any step are taken out
+    (:func:`split_zero_step`; ``zero_step`` says the reader added some, so ``step_idx`` may be absent from every
+    record) and kept, validated, in ``report.zero_step``.
     """
     names = table.column_names
     if len(set(names)) < len(names):
@@ -475,9 +665,79 @@ def build_table(table: pa.Table, *, on_error: str, source: str, format: str, pro
                                    hint="give every column its own name")
     locs = np.asarray(locations, dtype=np.int64) if locations is not None else np.arange(table.num_rows)
     table, locs, settled = _settle_rows(table, locs, on_error, source, location_kind)
-    return TraceTable.from_arrow(table, on_error=on_error,  # type: ignore[arg-type]
-                                 source=source, format=format, problems=[*problems, *settled], locations=locs,
-                                 location_kind=location_kind)
+    if zero_step and "step_idx" not in names and "trace_id" in names:
+        table = table.append_column("step_idx", pa.nulls(table.num_rows, pa.int64()))
+    table, locs, zero_rows, zero_locs = split_zero_step(table, locs)
+    if zero_rows is not None and table.num_rows == 0 and not {"state", "step_kind"} & set(table.column_names):
+        table = table.append_column("state", pa.nulls(0, pa.string()))  # only zero-step episodes: no steps at all
+    result = TraceTable.from_arrow(table, on_error=on_error,  # type: ignore[arg-type]
+                                   source=source, format=format, problems=[*problems, *settled], locations=locs,
+                                   location_kind=location_kind)
+    if zero_rows is not None:
+        _add_zero_step(result, zero_rows, zero_locs, on_error, source, format, location_kind)
+    return result
+
+
+# ================================================================================================ zero-step episodes
+#: Step fields: a record with none of them (and no ``step_idx``) is an episode that ended before any step.
+STEP_FIELDS = ("step_idx", "state", "step_kind", "tool_name", "text")
+
+
+def split_zero_step(table: pa.Table, locs: NDArray[np.int64]
+                    ) -> tuple[pa.Table, NDArray[np.int64], pa.Table | None, NDArray[np.int64]]:
+    """Take out the records of episodes that ended before any agent step.
+
+    Such an episode is one trace whose single record has no step fields: ``step_idx`` null and no ``state``,
+    ``step_kind``, ``tool_name`` or ``text``. It is still a trial with an outcome (a run that crashed or gave up
+    before acting, or was judged on no action at all), so it must be counted, never dropped. The step table cannot
+    hold it yet, so it travels beside the table in ``report.zero_step``. A stepless record whose trace also has
+    other records stays in the table (where validation reports its empty ``step_idx``).
+
+    Returns the step rows, their locations, and the zero-step rows with theirs (None when there are none).
+    """
+    names = table.column_names
+    if table.num_rows == 0 or "trace_id" not in names or "step_idx" not in names:
+        return table, locs, None, np.zeros(0, np.int64)
+    stepless = np.asarray(_column(table, "step_idx").is_null(), dtype=bool)
+    for name in STEP_FIELDS[1:]:
+        if name in names and stepless.any():
+            col = _column(table, name)
+            empty = col.is_null()
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                empty = pc.or_kleene(empty, pc.equal(col, "")).fill_null(True)
+            stepless &= np.asarray(empty, dtype=bool)
+    if not stepless.any():
+        return table, locs, None, np.zeros(0, np.int64)
+    tid = _column(table, "trace_id")
+    keys = np.asarray(pc.dictionary_encode(tid.cast(pa.string()) if not pa.types.is_string(tid.type) else tid)
+                      .indices.fill_null(-1), dtype=np.int64)
+    rows_per_trace = np.bincount(keys[keys >= 0], minlength=int(keys.max(initial=-1)) + 1)
+    alone = np.zeros(len(keys), dtype=bool)
+    valid = keys >= 0
+    alone[valid] = rows_per_trace[keys[valid]] == 1
+    zero = stepless & alone
+    if not zero.any():
+        return table, locs, None, np.zeros(0, np.int64)
+    return table.filter(pa.array(~zero)), locs[~zero], table.filter(pa.array(zero)), locs[zero]
+
+
+def _add_zero_step(result: TraceTable, rows: pa.Table, locs: NDArray[np.int64], on_error: str, source: str,
+                   format: str, location_kind: str) -> None:
+    """Validate zero-step records like any other (outcome, task, trial, reward …) and keep them in the report."""
+    probe = rows.drop_columns([c for c in STEP_FIELDS if c in rows.column_names])
+    probe = probe.append_column("step_idx", pa.array(np.zeros(probe.num_rows, np.int64)))
+    probe = probe.append_column("state", pa.array(["(no step)"] * probe.num_rows, pa.string()))
+    checked = TraceTable.from_arrow(probe, on_error=on_error,  # type: ignore[arg-type]
+                                    source=source, format=format, locations=locs, location_kind=location_kind)
+    report, extra = result.report, checked.report
+    report.n_records += extra.n_records
+    report.n_records_skipped += extra.n_records_skipped
+    report.n_traces_skipped += extra.n_traces_skipped
+    for reason, n in extra.skipped_by_reason.items():
+        report.skipped_by_reason[reason] = report.skipped_by_reason.get(reason, 0) + n
+    report.problems = [*report.problems, *extra.problems][:50]
+    kept = checked.to_arrow().drop_columns(["step_idx", "state"])
+    report.zero_step = [{k: v for k, v in rec.items() if v is not None} for rec in kept.to_pylist()]
 
 
 def _column(table: pa.Table, name: str) -> pa.Array:

@@ -1,7 +1,8 @@
 """Reader registry: how ``read_traces`` finds the module that understands a file.
 
 A reader is any object with ``name``, ``description``, ``needs`` (what the user must supply besides the file,
-e.g. a verdict file), ``sniff(path) -> bool`` (cheap: look at the extension and the first bytes only) and
+e.g. a verdict file), ``sniff(path)`` (cheap: look at the extension and the first bytes only; True, or a falsy
+:class:`~tracetochain.readers._common.Refusal` saying why not — a plain False works too) and
 ``read(path, *, on_error, **options) -> TraceTable``. Built-in readers are listed in :data:`BUILTIN_READERS`
 and imported on first use; third parties register theirs with :func:`register_reader` or the entry-point group
 ``tracetochain.readers`` (the entry point names an object satisfying :class:`Reader`).
@@ -10,11 +11,13 @@ and imported on first use; third parties register theirs with :func:`register_re
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from tracetochain.exceptions import TraceValidationError
+from tracetochain.readers._common import Refusal
 from tracetochain.traces._table import TraceTable
 
 ENTRY_POINT_GROUP = "tracetochain.readers"
@@ -26,7 +29,7 @@ class Reader(Protocol):
     description: str
     needs: str
 
-    def sniff(self, path: Path) -> bool: ...
+    def sniff(self, path: Path) -> bool | Refusal: ...
 
     def read(self, path: Path, *, on_error: str = "raise", **options: Any) -> TraceTable: ...
 
@@ -104,33 +107,96 @@ def get_reader(name: str) -> Reader:
     return readers[name]
 
 
+@dataclass(frozen=True)
+class SniffAnswer:
+    """One reader's answer to "is this file yours?": ``accepted``, or the ``reason`` it refused."""
+
+    reader: str
+    accepted: bool
+    reason: str
+
+
+def sniff_all(path: str | Path, *, stop_at_first: bool = False) -> list[SniffAnswer]:
+    """Every reader's answer for ``path``, in detection order (with ``stop_at_first``, up to the first "yes")."""
+    p = Path(path)
+    answers: list[SniffAnswer] = []
+    for name, reader in available_readers().items():
+        try:
+            verdict = reader.sniff(p)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            answers.append(SniffAnswer(name, False, f"could not look inside ({type(exc).__name__}: {exc})"))
+            continue
+        if verdict:
+            answers.append(SniffAnswer(name, True, "recognised"))
+            if stop_at_first:
+                break
+        else:
+            reason = verdict.reason if isinstance(verdict, Refusal) else "did not recognise it"
+            answers.append(SniffAnswer(name, False, reason))
+    return answers
+
+
 def detect_format(path: str | Path) -> str:
-    """Name of the first reader whose ``sniff`` accepts the file."""
+    """Name of the first reader whose ``sniff`` accepts the file.
+
+    A JSON/JSONL/CSV/Parquet file no reader claims goes to the canonical reader when it is empty or its first
+    record has a ``trace_id`` or ``step_idx`` (so the canonical reader names exactly which field is missing or
+    wrong). Otherwise the error lists every reader with the reason it refused, and suggests a reader and options
+    when the file's first records can be read by one (the suggestion is tried before it is made).
+    """
     p = Path(path)
     if not p.exists():
         raise TraceValidationError("no such file or folder", source=str(p))
-    readers = available_readers()
-    for name, reader in readers.items():
-        try:
-            if reader.sniff(p):
-                return name
-        except (OSError, UnicodeDecodeError, ValueError):
-            continue
-    if p.is_file() and p.suffix.lower() in (".jsonl", ".ndjson", ".csv", ".parquet", ".pq", ".json"):
-        # Nothing recognised it: let the canonical reader say exactly what is missing or wrong.
+    answers = sniff_all(p, stop_at_first=True)
+    if answers and answers[-1].accepted:
+        return answers[-1].reader
+    if _near_canonical(p):
         return "canonical"
-    raise TraceValidationError(
-        "could not tell which trace format this is", source=str(p),
-        hint=f"pass the format explicitly (--format / format=): one of {', '.join(readers)}",
-    )
+    raise no_reader_error(p, answers)
+
+
+def _near_canonical(path: Path) -> bool:
+    if not path.is_file() or path.suffix.lower() not in (".jsonl", ".ndjson", ".csv", ".parquet", ".pq", ".json"):
+        return False
+    from tracetochain.readers._common import head_text
+    from tracetochain.readers.canonical import first_record_fields
+
+    try:
+        if not head_text(path, 4096).strip("\ufeff \t\r\n"):
+            return True  # an empty file is an empty canonical table (no traces), not an unknown format
+        fields = first_record_fields(path)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return fields is not None and bool({"trace_id", "step_idx"} & fields)
+
+
+def no_reader_error(path: Path, answers: list[SniffAnswer]) -> TraceValidationError:
+    """The error for a file no reader recognises: each reader's reason, and a checked suggestion if there is one."""
+    from tracetochain.readers._suggest import suggest
+
+    lines = [f"{a.reader}: {a.reason}" for a in answers]
+    try:
+        found = suggest(path)
+    except (OSError, UnicodeDecodeError, ValueError):
+        found = None
+    if found is not None:
+        hint = (f"try {found.command_line()} (it reads the first {found.n_records} records; in Python: "
+                f"{found.python()})")
+    else:
+        hint = ("choose a reader with --reader NAME (read_traces(path, NAME)) and name its fields with -O KEY=VALUE; "
+                "`tracetochain formats` lists the readers and their options")
+    message = "no reader recognised this file; readers tried:\n  " + "\n  ".join(lines) + "\n"
+    return TraceValidationError(message, source=str(path), hint=hint)
 
 
 def read_traces(path: str | Path, format: str | None = None, *, on_error: str = "raise",
                 **options: Any) -> TraceTable:
     """Read any supported trace source into a :class:`TraceTable`.
 
-    ``format=None`` sniffs the format; the chosen reader's name is in ``table.report.format``. Reader-specific
-    options (e.g. ``verdicts=`` for SWE-agent trajectories, ``success_threshold=``) pass through ``options``.
+    ``format=None`` sniffs the format (:func:`detect_format`); the chosen reader's name is in
+    ``table.report.format``. Reader-specific options (e.g. ``verdicts=`` for SWE-agent trajectories,
+    ``outcome_key="metadata.success"`` for chat logs, ``success_threshold=``) pass through ``options``; the
+    command line passes the same options with ``-O KEY=VALUE``.
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")

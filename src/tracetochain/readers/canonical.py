@@ -1,5 +1,8 @@
 """The canonical long table (``formats.md`` §1) in JSONL, CSV, Parquet or a JSON array: one row per step.
 
+A JSONL file may start with header lines describing the run (``{"metadata": {...}}``; see
+:func:`~tracetochain.readers._common.is_header_record`): they are kept in ``table.report.run_metadata``.
+
 The extension picks the parser: ``.jsonl``/``.ndjson`` (one JSON object per line; problems are named by file line),
 ``.json`` (a JSON array of objects; by 0-based element index), ``.csv`` (a header line, then one step per line; by
 file line) and ``.parquet``/``.pq`` (by 0-based row). Parsing is done here, record by record, so that with
@@ -19,7 +22,21 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import build_table, json_loads, load_json, records_to_arrow
+from tracetochain.readers._common import (
+    Refusal,
+    Sniffed,
+    build_table,
+    is_header_record,
+    json_loads,
+    jsonl_head_records,
+    keys_text,
+    load_json,
+    merge_header,
+    read_record_head,
+    records_to_arrow,
+    wrong_suffix,
+)
+from tracetochain.traces._schema import REQUIRED
 from tracetochain.traces._table import Problem, TraceTable
 
 _EXTENSIONS = (".jsonl", ".ndjson", ".csv", ".parquet", ".pq", ".json")
@@ -31,29 +48,17 @@ class CanonicalReader:
     description = "tracetochain's long table: one row per step (trace_id, step_idx, state|step_kind, outcome, …)"
     needs = "nothing else"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         suffix = path.suffix.lower()
         if not path.is_file() or suffix not in _EXTENSIONS:
-            return False
-        if suffix in (".parquet", ".pq"):
-            import pyarrow.parquet as pq
-
-            names = set(pq.read_schema(path).names)
-            return {"trace_id", "step_idx", "outcome"} <= names
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
-            head = fh.read(65_536)
-        if suffix == ".csv":
-            header = {h.strip().strip('"') for h in head.splitlines()[0].split(",")} if head.strip() else set()
-            return {"trace_id", "step_idx", "outcome"} <= header
-        first = head.lstrip()
-        if suffix == ".json":
-            first = first.lstrip("[").lstrip()
-        line = first.splitlines()[0] if first else ""
-        try:
-            rec = json_loads(line.rstrip(","))
-        except json.JSONDecodeError:
-            return False
-        return isinstance(rec, dict) and {"trace_id", "step_idx", "outcome"} <= set(rec)
+            return wrong_suffix(path, _EXTENSIONS)
+        names = first_record_fields(path)
+        if names is None:
+            return Refusal("its first record could not be read as one object")
+        if set(REQUIRED) <= names:
+            return True
+        missing = [c for c in REQUIRED if c not in names]
+        return Refusal(f"the first record has no {'/'.join(missing)}; its fields: {keys_text(sorted(names))}")
 
     def read(self, path: Path, *, on_error: str = "raise", **options: Any) -> TraceTable:
         if options:
@@ -68,8 +73,9 @@ class CanonicalReader:
         if not p.is_file():
             raise TraceValidationError("no such file", source=str(p))
         problems: list[Problem] = []
+        header: dict[str, Any] = {}
         if suffix in (".jsonl", ".ndjson"):
-            table, locs, problems = _read_jsonl(p, on_error)
+            table, locs, problems = _read_jsonl(p, on_error, header)
             kind = "line"
         elif suffix == ".json":
             table, locs = _read_json_array(p)
@@ -80,11 +86,45 @@ class CanonicalReader:
         else:
             table, locs = _read_parquet(p)
             kind = "row"
-        return build_table(table, on_error=on_error, source=str(p), format=self.name, problems=problems,
-                           locations=locs, location_kind=kind)
+        result = build_table(table, on_error=on_error, source=str(p), format=self.name, problems=problems,
+                             locations=locs, location_kind=kind)
+        result.report.run_metadata = header
+        return result
 
 
-def _read_jsonl(path: Path, on_error: str) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
+def first_record_fields(path: Path) -> set[str] | None:
+    """The field names of a canonical file's first record (after JSONL header lines), from its first bytes; None
+    when they cannot be read (not JSON, cut off, not an object)."""
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        try:
+            return set(pq.read_schema(path).names)
+        except (pa.ArrowException, OSError):
+            return None
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        head = fh.read(65_536)
+    if suffix == ".csv":
+        return {h.strip().strip('"') for h in head.splitlines()[0].split(",")} if head.strip() else set()
+    if suffix in (".jsonl", ".ndjson"):
+        _, records, cut = jsonl_head_records(path, limit=1)
+        if records:
+            return set(records[0]) if isinstance(records[0], dict) else None
+        head_rec = read_record_head(cut) if cut is not None else None
+        return set(head_rec.keys) if head_rec is not None and head_rec.container == "object" else None
+    first = head.lstrip("\ufeff \t\r\n").lstrip("[").lstrip()
+    line = first.splitlines()[0] if first else ""
+    try:
+        rec = json_loads(line.rstrip(","))
+    except json.JSONDecodeError:
+        head_rec = read_record_head(head)
+        return set(head_rec.keys) if head_rec is not None else None
+    return set(rec) if isinstance(rec, dict) else None
+
+
+def _read_jsonl(path: Path, on_error: str, header: dict[str, Any]
+                ) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
     records: list[dict[str, Any]] = []
     lines: list[int] = []
     problems: list[Problem] = []
@@ -112,6 +152,9 @@ def _read_jsonl(path: Path, on_error: str) -> tuple[pa.Table, NDArray[np.int64],
                 bad(lineno, f"expected a JSON object, got {type(rec).__name__}",
                     'each line must be one step record such as {"trace_id": "t1", "step_idx": 0, "state": "plan", '
                     '"outcome": "success"}')
+                continue
+            if not records and "trace_id" not in rec and is_header_record(rec):
+                merge_header(header, rec)  # a header line describing the run, before the first step
                 continue
             records.append(rec)
             lines.append(lineno)

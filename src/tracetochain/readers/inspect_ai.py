@@ -58,8 +58,8 @@ Field mapping (one canonical record per agent step)
       choice, or a name no sample has, is an error whatever ``on_error`` says. Legacy samples with one
       ``score`` instead of ``scores`` are read as a scorer named ``score``.
 
-Samples that yield no step at all (e.g. an error before the first model call) cannot be represented in the long
-table: they are dropped and counted in the ingest report without raising, even with ``on_error="raise"``.
+Samples that yield no step at all (e.g. an error before the first model call) are still trials with an outcome:
+they are kept as zero-step episodes (``table.report.zero_step``) and reported, never dropped.
 
 Safety: ``.eval`` archives are untrusted. Nothing is extracted to disk; every member name is checked (absolute
 paths, ``..`` components, drive letters and NUL bytes reject the archive); members are decompressed by streaming
@@ -97,11 +97,14 @@ from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
     DEFAULT_SUCCESS_THRESHOLD,
     JSONLimitError,
+    Refusal,
+    Sniffed,
     TraceBuilder,
     finite_float,
     head_text,
     json_loads,
     load_json,
+    wrong_suffix,
 )
 from tracetochain.traces._table import Problem, TraceTable
 
@@ -756,11 +759,16 @@ class InspectAIReader:
     description = "inspect_ai eval logs (.eval zip or .json, or a folder of them): one trace per sample and epoch"
     needs = "nothing else (scorer=NAME when the log has several scorers)"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         path = Path(path)
         if path.is_dir():
-            return bool(_folder_logs(path, limit=_MAX_SNIFF_ENTRIES))
-        return _is_log_file(path)
+            return bool(_folder_logs(path, limit=_MAX_SNIFF_ENTRIES)) or Refusal(
+                "a folder without inspect_ai logs (.eval or .json) at its top level")
+        if path.suffix.lower() not in (".eval", ".json"):
+            return wrong_suffix(path, (".eval", ".json"))
+        return _is_log_file(path) or Refusal(
+            "not an inspect_ai log (a .eval zip with header.json or samples/, or a .json EvalLog with version, "
+            "eval{task, model, eval_id} and samples)")
 
     def read(self, path: Path, *, on_error: str = "raise", scorer: str | None = None,
              success_threshold: float = DEFAULT_SUCCESS_THRESHOLD, include_user: bool = False,
@@ -877,13 +885,11 @@ class InspectAIReader:
                 self._fail(builder, sample.where, sample.index, location, exc.message,
                            f"{prefix}{exc.field}" if exc.field else None, exc.hint)
                 continue
-            if not sample.steps:
-                builder.problems.append(Problem(
-                    location, f"{prefix}events",
-                    f"sample has no agent step (no model/tool events or assistant messages) "
-                    f"({sample.where}, sample {sample.sample_id!r} epoch {sample.epoch})", whole_trace=True))
-                continue
             task_id = f"{sample.task}/{sample.sample_id}" if several_tasks and sample.task else sample.sample_id
+            if not sample.steps:  # e.g. an error before the first model call: still a trial with its outcome
+                builder.add_zero_step({"trace_id": trace_id, "task_id": task_id, "trial": sample.epoch, **trace},
+                                      location)
+                continue
             for idx, step in enumerate(sample.steps):
                 builder.add_step({"trace_id": trace_id, "step_idx": idx, **step, "task_id": task_id,
                                   "trial": sample.epoch, **trace}, location)

@@ -29,7 +29,8 @@ Field mapping onto the canonical record
   are not inside such a step: ``SPAN``/``EVENT``/``CHAIN``/``GUARDRAIL`` leaves → ``other``, ``AGENT`` leaves →
   ``agent`` (older SDKs record tools as plain spans). Non-leaf SPAN/EVENT/AGENT/CHAIN observations are wrappers and
   never steps; ``EVALUATOR`` observations are never steps. The tree is ``parentObservationId``; order is
-  ``startTime``, ties broken by observation id. A trace with no step is dropped and counted (never raised).
+  ``startTime``, ties broken by observation id. A trace with no step (but a verdict) is kept as a zero-step episode
+  (``table.report.zero_step``) and reported, never dropped.
 * ``tool_name``: the observation ``name`` of tool steps and of ``other``/``agent`` leaves (so their default state is
   e.g. ``other:fetch_docs``); none for llm/retrieval steps.
 * ``error``: the step observation's own ``level == "ERROR"`` (an ancestor's level never marks it, so a tool error the
@@ -70,6 +71,8 @@ from typing import Any
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
     DEFAULT_SUCCESS_THRESHOLD,
+    Refusal,
+    Sniffed,
     TraceBuilder,
     add_float,
     add_int,
@@ -81,6 +84,7 @@ from tracetochain.readers._common import (
     lookup,
     parse_success_values,
     verdict_to_outcome,
+    wrong_suffix,
 )
 from tracetochain.readers._common import MISSING as _MISSING
 from tracetochain.readers._common import finite_float as _float_or_none
@@ -407,13 +411,17 @@ class LangfuseReader:
                    "scores, or a folder of them")
     needs = "a trace-level score holding the task verdict (score_name= picks it when traces carry several)"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         if path.is_dir():
             for p, _ in _folder_files(path)[:3]:
                 if self._sniff_file(p, named=True):
                     return True
-            return False
-        return path.is_file() and path.suffix.lower() in _JSON_EXT and self._sniff_file(path, named=False)
+            return Refusal("a folder without Langfuse trace, observation or score files")
+        if not path.is_file() or path.suffix.lower() not in _JSON_EXT:
+            return wrong_suffix(path, _JSON_EXT)
+        return self._sniff_file(path, named=False) or Refusal(
+            "no Langfuse trace or observations (a trace with observations and scores, or observations with "
+            "traceId)")
 
     @staticmethod
     def _sniff_file(path: Path, *, named: bool) -> bool:
@@ -525,10 +533,6 @@ class LangfuseReader:
             elif (untyped_leaves and o.otype not in _NEVER_STEPS and not children.get(o.oid)
                   and not in_typed[o.oid]):
                 steps.append((o, _UNTYPED.get(o.otype, "other")))
-        if not steps:
-            builder.problems.append(Problem(first, None, f"trace has no step observation (trace {tr.tid})",
-                                            whole_trace=True))
-            return
         untimed = next((o for o, _ in steps if o.start is None), None)
         if untimed is not None:
             skip(f"observation {untimed.oid} has no startTime, so the steps cannot be ordered (trace {tr.tid})",
@@ -569,6 +573,10 @@ class LangfuseReader:
             else:
                 task = v if isinstance(v, str) else json.dumps(v)
 
+        if not steps:  # a trace judged without any step observation: still a trial with its verdict
+            builder.add_zero_step({"trace_id": tr.tid, "outcome": outcome, "reward": reward, "task_id": task,
+                                   "trial": trial}, first if first is not None else 0)
+            return
         steps.sort(key=lambda t: (t[0].start, t[0].oid))
         # A generation whose tool calls are its children is no step: its usage goes to its first step below.
         step_ids = {o.oid for o, _ in steps}

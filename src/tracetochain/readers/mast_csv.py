@@ -46,7 +46,14 @@ from pathlib import Path
 from typing import Any
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import TraceBuilder, head_text
+from tracetochain.readers._common import (
+    Refusal,
+    Sniffed,
+    TraceBuilder,
+    head_text,
+    keys_text,
+    wrong_suffix,
+)
 from tracetochain.traces._schema import OUTCOME_VALUES
 from tracetochain.traces._table import Problem, TraceTable
 
@@ -73,10 +80,10 @@ class MastCsvReader:
     description = "MAST-style step-label CSV: trace_id, step_idx, state, outcome (continue … success|failure)"
     needs = "nothing else"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         path = Path(path)
         if not path.is_file() or path.suffix.lower() != ".csv":
-            return False
+            return wrong_suffix(path, (".csv",))
         head = head_text(path)
         lines = head.splitlines()
         if path.stat().st_size > 65_536 and len(lines) > 1:
@@ -84,14 +91,16 @@ class MastCsvReader:
         try:
             rows = list(csv.reader(io.StringIO("\n".join(lines))))
         except csv.Error:
-            return False
+            return Refusal("not readable as CSV")
         if not rows:
-            return False
+            return Refusal("empty")
         header = [_norm(h) for h in rows[0]]
         if not set(_REQUIRED) <= set(header) or not ({"state", "step_kind"} & set(header)):
-            return False
+            return Refusal(f"the header lacks {', '.join(_REQUIRED)} and state; it has {keys_text(header)}")
         col = header.index("outcome")
-        return any(len(r) > col and r[col].strip().lower() == "continue" for r in rows[1:])
+        if any(len(r) > col and r[col].strip().lower() == "continue" for r in rows[1:]):
+            return True
+        return Refusal("no step is labelled 'continue' (a canonical CSV repeats the outcome on every step)")
 
     def read(self, path: Path, *, on_error: str = "raise", columns: Mapping[str, str] | None = None,
              outcome_map: Mapping[str, str] | None = None, **options: Any) -> TraceTable:

@@ -10,11 +10,19 @@ Format
     are one instance of it; the dedicated :mod:`tracetochain.readers.tau_bench` readers reuse the message walk
     defined here (:func:`steps_from_messages`).
 
-Options (keys may be dotted paths into nested objects, e.g. ``reward_key="reward_info.reward"``)
+Options (keys may be dotted paths into nested objects, e.g. ``reward_key="reward_info.reward"`` or
+``outcome_key="metadata.success"``; a key stored whole with dots in its name wins over the path)
     ``messages_key`` (default: ``messages``, else ``traj``), ``id_key`` (``id``), ``task_key`` (``task_id``),
     ``trial_key`` (``trial``), ``reward_key`` (``reward``), ``outcome_key`` (``outcome``), ``termination_key``
-    (``termination_reason``), ``success_threshold`` (default 1 − 1e−6), ``include_user`` (False),
+    (``termination_reason``), ``success_threshold`` (default 1 − 1e−6), ``success_values`` (text verdicts that
+    mean success, e.g. ``"completed,done"``; any other text is then a failure), ``include_user`` (False),
     ``error_prefix`` (``"Error"``; ``None`` turns the content heuristic off).
+
+Header lines
+    In a JSONL file, lines before the first episode that only describe the run — ``{"metadata": {...}}``, or any
+    object whose keys are header words such as ``metadata``/``header``/``config``/``version`` (see
+    :func:`~tracetochain.readers._common.is_header_record`) — are not episodes: they are kept in
+    ``table.report.run_metadata``.
 
 Field mapping (one canonical record per agent step)
     * ``trace_id`` — the episode's ``id_key`` value; without one, ``"<file stem>/task<task>/trial<trial>"`` when
@@ -27,15 +35,24 @@ Field mapping (one canonical record per agent step)
       never steps; ``user`` turns become ``user`` steps only with ``include_user=True``. ``t_start`` comes from a
       message ``timestamp`` (ISO-8601 or epoch seconds), ``t_end`` of a tool step from its result's timestamp;
       ``usage`` (prompt/completion or input/output tokens) and ``cost`` of a turn go on its first step.
-    * ``error`` of a tool step — the result's boolean ``error`` (or ``is_error``) flag when present, else whether
-      its text content starts with ``error_prefix`` (τ-bench's convention).
-    * ``outcome`` — the ``outcome_key`` value when present (``success``/``failure``/``censored``/``invalid``, or a
-      boolean), else success when ``reward`` ≥ ``success_threshold``, failure below. An episode with neither is
-      an error (or skipped and counted with ``on_error="skip"``): success is never guessed from the absence of
-      errors.
+    * ``error`` of a tool step — the result's ``error`` (or ``is_error``) field when present: a boolean is the
+      flag; text (the error message, e.g. ``"TimeoutError('upstream timed out')"``) or an object
+      (``{"type", "message"}``) marks the step as an error and is kept — the message in the extra column
+      ``error_message`` (cut at 4,000 characters) and the class in ``error_type`` when it can be read (an exception
+      name at the start of the text, or the object's ``type``); empty text or null is no error. Without that field,
+      whether the result's text starts with ``error_prefix`` (τ-bench's convention; the text is then the
+      ``error_message``).
+    * ``outcome`` — the ``outcome_key`` value when present, else the ``reward_key`` value. A verdict may be
+      ``success``/``failure``/``censored``/``invalid``, a boolean, a number (a reward: success when ≥
+      ``success_threshold``, so 1/0 read as success/failure) or a verdict word (``pass``/``passed``/``resolved``/
+      ``correct``/``yes``/``true`` … and ``fail``/``failed``/``incorrect``/``no``/``false`` …, any case; numeric
+      text is a number). Text that is none of these is an error unless ``success_values=`` says which texts mean
+      success. An episode with neither key is an error (or skipped and counted with ``on_error="skip"``) whose
+      message names the verdict-like fields the episode does have: success is never guessed.
 
-Episodes that produce no step at all (e.g. only system/user messages) cannot be represented in the long table;
-they are dropped and counted in the ingest report without raising, even with ``on_error="raise"``.
+Episodes that produce no step at all (e.g. only system/user messages, or an agent that answered nothing) are still
+trials with an outcome: they are kept as zero-step episodes (``table.report.zero_step``) and reported, never
+dropped.
 """
 
 from __future__ import annotations
@@ -45,28 +62,39 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
     DEFAULT_SUCCESS_THRESHOLD,
     RecordHead,
+    Refusal,
+    Sniffed,
     TraceBuilder,
     finite_float,
     head_text,
+    is_header_record,
     json_loads,
+    jsonl_first_head,
+    keys_text,
     load_json,
-    outcome_from_reward,
+    merge_header,
+    parse_success_values,
     read_record_head,
+    verdict_candidates,
+    verdict_option,
+    verdict_to_outcome,
+    wrong_suffix,
 )
 from tracetochain.traces._schema import OUTCOME_VALUES
-from tracetochain.traces._table import Problem, TraceTable
+from tracetochain.traces._table import TraceTable
 
 __all__ = [
     "OPENAI_MESSAGES",
     "EpisodeFormatError",
     "OpenAIMessagesReader",
     "RecordHead",
+    "ToolError",
     "ToolErrorRule",
     "error_flag",
     "read_record_head",
@@ -108,39 +136,93 @@ def _is_json_file(path: Path) -> bool:
 
 
 # ================================================================================================ message walk
-#: A rule deciding whether a tool result message means its call failed: ``rule(reply, where) -> bool``.
-ToolErrorRule = Callable[[Mapping[str, Any], str], bool]
+class ToolError(NamedTuple):
+    """What a tool result says about its call: whether it failed, the error class and the error message."""
+
+    failed: bool
+    error_type: str | None = None
+    message: str | None = None
 
 
-def error_flag(reply: Mapping[str, Any], where: str) -> bool | None:
-    """The result's own boolean ``error`` (τ²-bench) or ``is_error`` flag; None when it has none."""
+#: A rule reading a tool result message: ``rule(reply, where) -> ToolError`` (a plain bool is accepted too).
+ToolErrorRule = Callable[[Mapping[str, Any], str], ToolError | bool]
+
+#: Longest error message kept per step (tool errors can carry whole stack traces).
+MAX_ERROR_MESSAGE = 4000
+#: An exception class at the start of an error text: ``TimeoutError('…')``, ``ValueError: …``,
+#: ``requests.exceptions.HTTPError: …`` (the last dotted part is the class).
+_EXCEPTION_AT_START = re.compile(
+    r"^\s*(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Exceeded|Timeout|Failure|Fault|Interrupt|Denied))\b")
+
+
+def error_type_from_text(text: str) -> str | None:
+    """The exception class named at the start of an error message, if any.
+
+    >>> error_type_from_text("TimeoutError('upstream timed out')"), error_type_from_text("Error: not found")
+    ('TimeoutError', None)
+    """
+    m = _EXCEPTION_AT_START.match(text)
+    return m.group(1) if m else None
+
+
+def _kept_message(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_MESSAGE else text[: MAX_ERROR_MESSAGE - 1] + "…"
+
+
+def error_flag(reply: Mapping[str, Any], where: str) -> ToolError | None:
+    """The result's own ``error`` (τ²-bench) or ``is_error`` field, read as a :class:`ToolError`; None when absent.
+
+    A boolean (or 0/1) is the flag; non-empty text is an error message; an object is an error with its ``type``
+    and ``message``; empty text is no error.
+    """
     for key in ("error", "is_error"):
         value = reply.get(key)
         if value is None:
             continue
         if isinstance(value, bool):
-            return value
-        raise EpisodeFormatError(f"expected true/false, got {value!r}", f"{where}.{key}",
-                                 "a tool result's error flag must be a boolean")
+            return ToolError(value)
+        if isinstance(value, int) and value in (0, 1):
+            return ToolError(bool(value))
+        if isinstance(value, str):
+            text = value.strip()
+            if not text or text.lower() in ("false", "none", "null"):
+                return ToolError(False)
+            if text.lower() == "true":
+                return ToolError(True)
+            return ToolError(True, error_type_from_text(text), _kept_message(text))
+        if isinstance(value, dict):
+            kind = next((value[k] for k in ("type", "error_type", "name", "code") if isinstance(value.get(k), str)
+                         and value[k]), None)
+            message = next((value[k] for k in ("message", "detail", "details", "description")
+                            if isinstance(value.get(k), str) and value[k]), None)
+            if message is None:
+                message = json.dumps(value, ensure_ascii=False, default=str)
+            return ToolError(True, kind, _kept_message(message))
+        raise EpisodeFormatError(f"expected true/false or an error message, got {_short(value)}", f"{where}.{key}",
+                                 "a tool result's error is a boolean, the error text, or {type, message}")
     return None
 
 
 def tool_error_rule(*, flag: bool = True, prefix: str | None = "Error") -> ToolErrorRule:
-    """Build a :data:`ToolErrorRule`: the boolean flag when ``flag`` and present, else the content prefix test.
+    """Build a :data:`ToolErrorRule`: the ``error`` field when ``flag`` and present, else the content prefix test.
 
     τ-bench (``formats.md`` §3.1) marks a failed call only by a result text starting with ``"Error"``; τ²-bench
     (§3.2) sets ``ToolMessage.error``.
     """
 
-    def rule(reply: Mapping[str, Any], where: str) -> bool:
+    def rule(reply: Mapping[str, Any], where: str) -> ToolError:
         if flag:
             found = error_flag(reply, where)
             if found is not None:
                 return found
         if prefix is None:
-            return False
+            return ToolError(False)
         text = _content_text(reply.get("content"), f"{where}.content")
-        return text is not None and text.lstrip().startswith(prefix)
+        if text is not None and text.lstrip().startswith(prefix):
+            body = text.strip()
+            after = body[len(prefix):].lstrip(" :")
+            return ToolError(True, error_type_from_text(body) or error_type_from_text(after), _kept_message(body))
+        return ToolError(False)
 
     return rule
 
@@ -300,7 +382,15 @@ def steps_from_messages(messages: Any, *, include_user: bool = False,
                 else:
                     continue  # a result nobody asked for: not a step, nothing to flag
                 if target is not None:
-                    steps[target]["error"] = rule(reply, rwhere)
+                    verdict = rule(reply, rwhere)
+                    if isinstance(verdict, ToolError):
+                        steps[target]["error"] = verdict.failed
+                        if verdict.failed and verdict.error_type:
+                            steps[target]["error_type"] = verdict.error_type
+                        if verdict.failed and verdict.message:
+                            steps[target]["error_message"] = verdict.message
+                    else:
+                        steps[target]["error"] = bool(verdict)
                     t_end = _seconds(reply.get("timestamp"))
                     if t_end is not None:
                         steps[target]["t_end"] = t_end
@@ -389,6 +479,45 @@ def parse_outcome(value: Any, field: str) -> str | None:
                              f"use one of {', '.join(OUTCOME_VALUES)} or true/false, or give a reward instead")
 
 
+def parse_verdict(value: Any, field: str, threshold: float,
+                  successes: frozenset[str] | None = None) -> tuple[str, float | None] | None:
+    """``(outcome, reward)`` from a verdict value (see the module docstring); None when the value is null."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() in OUTCOME_VALUES:
+        return value.strip().lower(), None
+    found = verdict_to_outcome(value, successes, threshold)
+    if isinstance(found, str):
+        raise EpisodeFormatError(found, field, "a verdict is true/false, a number (a reward), success/failure/"
+                                 "censored/invalid or a word such as pass/fail; name which texts mean success with "
+                                 "success_values=")
+    if isinstance(value, bool):  # a boolean verdict is not a score: record no reward for it
+        return found[0], None
+    return found
+
+
+def episode_verdict(ep: Mapping[str, Any], outcome_key: str, reward_key: str, threshold: float,
+                    successes: frozenset[str] | None = None) -> tuple[str, float | None]:
+    """The episode's ``(outcome, reward)``: the ``outcome_key`` verdict, else the ``reward_key`` one; an episode
+    with neither raises an error naming the verdict-like fields it does have."""
+    by_reward = parse_verdict(lookup(ep, reward_key)[1], reward_key, threshold, successes)
+    by_outcome = parse_verdict(lookup(ep, outcome_key)[1], outcome_key, threshold, successes)
+    reward = by_reward[1] if by_reward is not None else None
+    if by_outcome is not None:
+        return by_outcome[0], reward if reward is not None else by_outcome[1]
+    if by_reward is not None:
+        return by_reward
+    candidates = verdict_candidates(ep)
+    if candidates:
+        options = " or ".join(f"{verdict_option(path, value)} ({path} = {_short(value, 30)})"
+                              for path, value in candidates[:3])
+        hint = f"this episode has {options}: pass it as a reader option (-O on the command line)"
+    else:
+        hint = ("add the episode's reward or outcome, or name its key with reward_key=/outcome_key= "
+                "(success is never guessed)")
+    raise EpisodeFormatError(f"episode has neither a {reward_key!r} nor an {outcome_key!r}", reward_key, hint)
+
+
 def check_threshold(value: Any) -> float:
     threshold = finite_float(value) if isinstance(value, (int, float)) else None
     if threshold is None:
@@ -398,10 +527,10 @@ def check_threshold(value: Any) -> float:
 
 def add_trace(builder: TraceBuilder, steps: list[dict[str, Any]], trace: dict[str, Any], location: int,
               *, empty_field: str) -> None:
-    """Add one episode's steps with its trace-level fields; an episode without steps is counted, not raised."""
+    """Add one episode's steps with its trace-level fields; an episode without steps is kept as a zero-step trial
+    (:meth:`~tracetochain.readers._common.TraceBuilder.add_zero_step`), never dropped."""
     if not steps:
-        builder.problems.append(Problem(location, empty_field, "episode has no agent steps (nothing to model)",
-                                        whole_trace=True))
+        builder.add_zero_step(trace, location)
         return
     for i, step in enumerate(steps):
         builder.add_step({"trace_id": trace["trace_id"], "step_idx": i, **step,
@@ -414,28 +543,37 @@ class OpenAIMessagesReader:
     description = ("OpenAI-style chat logs: a JSON list or JSONL of episodes, each with a messages list and a "
                    "reward or outcome")
     needs = ("nothing else when each episode carries a reward or outcome; name keys that differ with "
-             "messages_key=, id_key=, task_key=, trial_key=, reward_key=, outcome_key=")
+             "messages_key=, id_key=, task_key=, trial_key=, reward_key=, outcome_key= (dotted paths such as "
+             "outcome_key=metadata.success reach into nested fields)")
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         if not _is_json_file(path):
-            return False
-        head = read_record_head(head_text(path))
+            return wrong_suffix(path, _JSON_SUFFIXES)
+        n_headers = 0
+        if path.suffix.lower() in _LINE_SUFFIXES:
+            head, n_headers = jsonl_first_head(path)
+        else:
+            head = read_record_head(head_text(path))
         if head is None:
-            return False
-        if path.suffix.lower() == ".json" and head.container != "list":  # one document, not a list of episodes
-            return False
-        if {"trace_id", "step_idx"} <= set(head.keys):  # a canonical long table
-            return False
-        return any(head.keys.get(k) == "[" for k in ("messages", "traj"))
+            return Refusal("does not start with a JSON object or list")
+        if path.suffix.lower() == ".json" and head.container != "list":
+            return Refusal("one JSON document, not a list of episodes")
+        if {"trace_id", "step_idx"} <= set(head.keys):
+            return Refusal("its records are steps of a canonical table (trace_id, step_idx), not episodes")
+        if any(head.keys.get(k) == "[" for k in ("messages", "traj")):
+            return True
+        after = f" (after {n_headers} header line{'s' * (n_headers > 1)})" if n_headers else ""
+        return Refusal(f"the first record{after} has no 'messages' or 'traj' list; its keys: {keys_text(head.keys)}")
 
     def read(self, path: Path, *, on_error: str = "raise", messages_key: str | None = None, id_key: str = "id",
              task_key: str = "task_id", trial_key: str = "trial", reward_key: str = "reward",
              outcome_key: str = "outcome", termination_key: str = "termination_reason",
-             success_threshold: float = DEFAULT_SUCCESS_THRESHOLD, include_user: bool = False,
-             error_prefix: str | None = "Error") -> TraceTable:
+             success_threshold: float = DEFAULT_SUCCESS_THRESHOLD, success_values: Any = None,
+             include_user: bool = False, error_prefix: str | None = "Error") -> TraceTable:
         """Read a JSON list or JSONL file of chat episodes (options: see the module docstring)."""
         path = Path(path)
         threshold = check_threshold(success_threshold)
+        successes = parse_success_values(success_values)
         for opt, val in (("id_key", id_key), ("task_key", task_key), ("trial_key", trial_key),
                          ("reward_key", reward_key), ("outcome_key", outcome_key),
                          ("termination_key", termination_key)):
@@ -454,7 +592,7 @@ class OpenAIMessagesReader:
         for loc, episode in _episodes(path, builder, line_based):
             try:
                 trace, steps = self._episode(episode, loc, path.stem, messages_key, id_key, task_key, trial_key,
-                                             reward_key, outcome_key, termination_key, threshold,
+                                             reward_key, outcome_key, termination_key, threshold, successes,
                                              bool(include_user), rule)
             except EpisodeFormatError as exc:
                 builder.skip_trace(exc.message, location=loc, field=exc.field, hint=exc.hint)
@@ -470,7 +608,7 @@ class OpenAIMessagesReader:
     @staticmethod
     def _episode(ep: Mapping[str, Any], loc: int, stem: str, messages_key: str | None, id_key: str,
                  task_key: str, trial_key: str, reward_key: str, outcome_key: str, termination_key: str,
-                 threshold: float, include_user: bool,
+                 threshold: float, successes: frozenset[str] | None, include_user: bool,
                  rule: ToolErrorRule) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if messages_key is None:
             key = next((k for k in ("messages", "traj") if k in ep), None)
@@ -486,14 +624,7 @@ class OpenAIMessagesReader:
         steps = steps_from_messages(messages, include_user=include_user, tool_error=rule, field=key)
         task_id = parse_task_id(lookup(ep, task_key)[1], task_key)
         trial = parse_trial(lookup(ep, trial_key)[1], trial_key)
-        reward = parse_reward(lookup(ep, reward_key)[1], reward_key)
-        outcome = parse_outcome(lookup(ep, outcome_key)[1], outcome_key)
-        if outcome is None:
-            outcome = outcome_from_reward(reward, threshold)
-        if outcome is None:
-            raise EpisodeFormatError(f"episode has neither a {reward_key!r} nor an {outcome_key!r}", reward_key,
-                                     "add the episode's reward or outcome, or name its key with reward_key=/"
-                                     "outcome_key= (success is never guessed)")
+        outcome, reward = episode_verdict(ep, outcome_key, reward_key, threshold, successes)
         termination = lookup(ep, termination_key)[1]
         if termination is not None and not isinstance(termination, str):
             raise EpisodeFormatError(f"expected text, got {_type_name(termination)}", termination_key)
@@ -514,6 +645,7 @@ class OpenAIMessagesReader:
 def _episodes(path: Path, builder: TraceBuilder, line_based: bool) -> Iterator[tuple[int, Mapping[str, Any]]]:
     """(location, episode object) pairs; unreadable lines/elements are skipped (or raised) via ``builder``."""
     if line_based:
+        seen_episode = False
         with path.open("rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
                 if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
@@ -534,6 +666,10 @@ def _episodes(path: Path, builder: TraceBuilder, line_based: bool) -> Iterator[t
                     builder.skip_trace(f"expected an episode object, got {_type_name(rec)}", location=lineno,
                                        hint="each line must be one episode object")
                     continue
+                if not seen_episode and is_header_record(rec):
+                    merge_header(builder.run_metadata, rec)
+                    continue
+                seen_episode = True
                 yield lineno, rec
         return
     data = load_json(path)
@@ -542,11 +678,16 @@ def _episodes(path: Path, builder: TraceBuilder, line_based: bool) -> Iterator[t
             f"expected a JSON list of episodes, got {_type_name(data)}", source=str(path),
             hint="write the episodes as a JSON array (or one per line in a .jsonl file)",
         )
+    seen_episode = False
     for index, rec in enumerate(data):
         if not isinstance(rec, dict):
             builder.skip_trace(f"expected an episode object, got {_type_name(rec)}", location=index,
                                hint="each element of the list must be one episode object")
             continue
+        if not seen_episode and is_header_record(rec):
+            merge_header(builder.run_metadata, rec)
+            continue
+        seen_episode = True
         yield index, rec
 
 

@@ -36,7 +36,8 @@ Field mapping onto the canonical record
   of whose descendants is itself of one of those kinds — ordered by start time, ties broken by span id. An LLM span
   with two ``execute_tool`` children therefore gives two ``tool`` steps (the tool calls) and no llm step; an LLM span
   whose tool calls are *sibling* spans (the usual GenAI layout) is its own ``llm`` step followed by the tool steps.
-  Agent, chain and other wrapper spans are never steps. An episode with no step span is dropped and counted.
+  Agent, chain and other wrapper spans are never steps. An episode with no step span (but an outcome) is kept as a
+  zero-step episode (``table.report.zero_step``) and reported, never dropped.
 * ``step_kind``/``tool_name``: the span kind; ``gen_ai.tool.name`` or ``tool.name`` (else the span name without an
   ``execute_tool`` prefix) on tool steps. ``state``: the step span's ``tracetochain.state`` attribute (set by
   :mod:`tracetochain.instrument`), else empty (the state is then ``step_kind[:tool_name]``).
@@ -122,6 +123,8 @@ import pyarrow as pa
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
     DEFAULT_SUCCESS_THRESHOLD,
+    Refusal,
+    Sniffed,
     TraceBuilder,
     add_float,
     add_int,
@@ -135,6 +138,7 @@ from tracetochain.readers._common import (
     lookup,
     parse_success_values,
     verdict_to_outcome,
+    wrong_suffix,
 )
 from tracetochain.readers._common import MISSING as _MISSING
 from tracetochain.readers._common import finite_float as _as_float
@@ -239,7 +243,7 @@ class ColumnarTraceBuilder(TraceBuilder):
         self._flush()
         if self.n_steps == 0:
             return TraceBuilder(self.source, self.format, self.on_error, self.location_kind,
-                                problems=self.problems).build()
+                                problems=self.problems, run_metadata=self.run_metadata).build()
         cols: dict[str, pa.ChunkedArray] = {}
         for name, typ in _COLS:
             arr = pa.chunked_array(self._chunks[name], type=typ)
@@ -249,7 +253,8 @@ class ColumnarTraceBuilder(TraceBuilder):
         locs = np.concatenate(self._loc_chunks)
         self._loc_chunks = []
         return build_table(pa.table(cols), on_error=self.on_error, source=self.source, format=self.format,
-                           problems=list(self.problems), locations=locs, location_kind=self.location_kind)
+                           problems=list(self.problems), locations=locs, location_kind=self.location_kind,
+                           zero_step=self.n_zero_step > 0)
 
 
 # ============================================================================================ small parsers
@@ -1372,11 +1377,6 @@ def _emit_trace(tr: _Trace, poison: tuple[str, int, str | None] | None, opts: _O
         return
     for ep in episodes:
         steps = [s for s, _ in ep.spans if s.kind in _STEP_KINDS and not has_step_below[s.sid]]
-        if not steps:
-            builder.problems.append(Problem(ep.spans[0][0].line if ep.spans else tr.first_line, None,
-                                            f"episode has no tool, LLM or retrieval span (episode {ep.eid})",
-                                            whole_trace=True))
-            continue
         untimed = next((s for s in steps if s.start is None), None)
         if untimed is not None:
             builder.skip_trace(f"step span has no start time, so the steps cannot be ordered "
@@ -1389,6 +1389,11 @@ def _emit_trace(tr: _Trace, poison: tuple[str, int, str | None] | None, opts: _O
         except _NoOutcome as exc:
             builder.skip_trace(exc.message, location=ep.root.line if ep.root else tr.first_line, field=exc.field,
                                hint=exc.hint)
+            continue
+        if not steps:  # an episode with a verdict but no tool, LLM or retrieval span: still a trial
+            builder.add_zero_step({"trace_id": ep.eid, "outcome": outcome, "task_id": task, "trial": trial,
+                                   "reward": reward, "termination_reason": finish},
+                                  ep.spans[0][0].line if ep.spans else tr.first_line)
             continue
         steps.sort(key=lambda s: (s.start, s.sid))
         extra = _wrapper_usage(ep, steps, children)
@@ -1474,18 +1479,21 @@ class OtlpReader:
     needs = ("a task outcome: gen_ai.evaluation.result events in the spans, outcome_attribute=NAME, or a verdict "
              "file via verdicts=PATH (span status is never used)")
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         if not path.is_file() or path.suffix.lower() not in _EXTENSIONS:
-            return False
+            return wrong_suffix(path, _EXTENSIONS)
         head = head_text(path)
         if not head.lstrip().startswith(("{", "[")):
-            return False
+            return Refusal("does not start with a JSON object or list")
         if re.search(r'"(?:resourceSpans|resource_spans)"\s*:', head):
             return True
         if '"traceId"' in head and '"spanId"' in head and '"startTimeUnixNano"' in head:
             return True
-        return ('"context"' in head and '"trace_id"' in head and '"span_id"' in head
-                and ('"parent_id"' in head or '"start_time"' in head))
+        if ('"context"' in head and '"trace_id"' in head and '"span_id"' in head
+                and ('"parent_id"' in head or '"start_time"' in head)):
+            return True
+        return Refusal("no spans: neither resourceSpans (OTLP JSON) nor traceId/spanId/startTimeUnixNano, nor the "
+                       "console exporter's context{trace_id, span_id}")
 
     def read(self, path: Path, *, on_error: str = "raise", **options: Any) -> TraceTable:
         table, _ = self.read_with_stats(path, on_error=on_error, **options)

@@ -59,7 +59,13 @@ from pathlib import Path
 from typing import Any
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import TraceBuilder, head_text
+from tracetochain.readers._common import (
+    Refusal,
+    Sniffed,
+    TraceBuilder,
+    head_text,
+    wrong_suffix,
+)
 from tracetochain.traces._table import Problem, TraceTable
 
 __all__ = ["REFLEXION", "ReflexionReader", "question_key"]
@@ -157,14 +163,16 @@ class ReflexionReader:
     description = "Reflexion/ReAct HotPotQA text logs (BEGIN TRIAL n; Question / Thought n / Action n / Observation n)"
     needs = "nothing else"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         path = Path(path)
         if not path.is_file() or path.suffix.lower() not in (".txt", ".log", ""):
-            return False
+            return wrong_suffix(path, (".txt", ".log"))
         head = head_text(path)
         has_steps = bool(re.search(r"^Question:", head, re.MULTILINE)) and bool(
             re.search(r"^Action \d+: \w+\[", head, re.MULTILINE))
-        return has_steps and bool(re.search(r"^BEGIN TRIAL \d+\s*$|^Thought 1:", head, re.MULTILINE))
+        if has_steps and re.search(r"^BEGIN TRIAL \d+\s*$|^Thought 1:", head, re.MULTILINE):
+            return True
+        return Refusal("no ReAct log lines (Question:, Thought 1:, Action 1: Search[…])")
 
     def read(self, path: Path, *, on_error: str = "raise", include_thoughts: bool = False, carried: str = "keep",
              **options: Any) -> TraceTable:
@@ -277,8 +285,8 @@ class ReflexionReader:
                 invalid = obs is not None and obs[0].strip().startswith("Invalid Action")
                 steps.append(({"step_kind": "tool", "tool_name": tool or None, "text": arg, "error": invalid,
                                "error_type": "invalid_action" if invalid else None}, lineno))
-        if not any(s["step_kind"] == "tool" for s, _ in steps):
-            builder.problems.append(Problem(log.line, "Action", "agent log has no action", whole_trace=True))
+        if not any(s["step_kind"] == "tool" for s, _ in steps):  # answered nothing: a trial without a step
+            builder.add_zero_step(trace, log.line)
             return
         for step_idx, (step, lineno) in enumerate(steps):
             builder.add_step({**trace, "step_idx": step_idx, **step}, lineno)

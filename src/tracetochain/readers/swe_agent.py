@@ -72,8 +72,8 @@ Field mapping (one canonical record per agent step)
            naming a context-window, cost-limit or timeout error) → ``censored``;
         5. otherwise (``Submitted``, ``exit_format``, ``exit_forfeit``, unknown statuses) → ``failure``.
 
-A trajectory with no step at all (e.g. a run that crashed before the first model call) cannot be represented in the
-long table: it is dropped and counted in the ingest report, without raising even with ``on_error="raise"``.
+A trajectory with no step at all (e.g. a run that crashed before the first model call) is still a trial with an
+outcome: it is kept as a zero-step episode (``table.report.zero_step``) and reported, never dropped.
 
 :data:`SWE_TOKEN_CORPUS` reads the TraceToChain artifact's pre-tokenised SWE-bench corpus
 (``tracetochain-artifact/swebench_real/corpus.json``: ``{instance_id: {toks: [token, …], resolved, label}}``, the
@@ -91,7 +91,16 @@ from pathlib import Path
 from typing import Any
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import TraceBuilder, finite_float, head_text, json_loads, load_json
+from tracetochain.readers._common import (
+    Refusal,
+    Sniffed,
+    TraceBuilder,
+    finite_float,
+    head_text,
+    json_loads,
+    load_json,
+    wrong_suffix,
+)
 from tracetochain.traces._table import Problem, TraceTable
 
 __all__ = [
@@ -747,16 +756,19 @@ class _TrajectoryReader:
     kind = ""
 
     # ------------------------------------------------------------------ sniffing
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         path = Path(path)
         if path.is_dir():
             first = _walk_trajectories(path, limit=1, max_entries=20_000)
             if not first:
-                return False
+                return Refusal(f"a folder without {' or '.join(_TRAJ_SUFFIXES)} trajectory files")
             path = first[0]
         elif not (path.is_file() and _is_trajectory_name(path.name)):
-            return False
-        return classify_head(head_text(path)) == self.kind
+            return Refusal(f"reads trajectory files named *{' or *'.join(_TRAJ_SUFFIXES)} (or a run folder)")
+        kind = classify_head(head_text(path))
+        if kind == self.kind:
+            return True
+        return Refusal(f"a {kind} trajectory" if kind else "not a trajectory this reader knows")
 
     # ------------------------------------------------------------------ reading
     def _parse(self, data: dict[str, Any], path: Path) -> tuple[str, list[dict[str, Any]], list[int]]:
@@ -782,13 +794,10 @@ class _TrajectoryReader:
             )
 
         def problem(file: Path, index: int, message: str, fld: str | None = None, hint: str | None = None,
-                    *, detail: str | None = None, always_count: bool = False) -> None:
+                    *, detail: str | None = None) -> None:
             """Raise naming the file, or count the dropped trace (the report groups skips by ``message``; the
             details and the file go in brackets)."""
             text = f"{message} ({detail})" if detail else message
-            if always_count:
-                builder.problems.append(Problem(index, fld, f"{text} ({_rel(file, root)})", whole_trace=True))
-                return
             builder.skip_trace(text, location=None, field=fld, hint=hint, source=file)
 
         episodes: list[_Episode] = []
@@ -820,9 +829,6 @@ class _TrajectoryReader:
             if status is not None and not isinstance(status, str):
                 problem(file, index, f"info.exit_status must be text, got {type(status).__name__}",
                         "info.exit_status")
-                continue
-            if not steps:
-                problem(file, index, "trajectory has no steps", always_count=True)
                 continue
             episodes.append(_Episode(file, index, instance_id, status, steps, locations,
                                      run=_run_folder(file, instance_id), totals=model_stats_totals(data)))
@@ -859,6 +865,8 @@ class _TrajectoryReader:
                 outcome = "failure"
             trace = {"trace_id": ep.trace_id, "task_id": ep.instance_id, "trial": ep.trial, "outcome": outcome,
                      "termination_reason": ep.exit_status, **ep.totals}
+            if not ep.steps:  # e.g. a run that crashed before the first model call: still a trial
+                builder.add_zero_step(trace, ep.index)
             for idx, (step, loc) in enumerate(zip(ep.steps, ep.locations, strict=True)):
                 builder.add_step({**trace, "step_idx": idx, **step}, loc)
         self._check_explicit_coverage(explicit, episodes)
@@ -952,11 +960,12 @@ class SweTokenCorpusReader:
     description = "TraceToChain artifact corpus.json: {instance_id: {toks: [action tokens], resolved, label}}"
     needs = "nothing else"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         path = Path(path)
         if not path.is_file() or path.suffix.lower() != ".json":
-            return False
-        return bool(_CORPUS_HEAD.match(head_text(path, 4096)))
+            return wrong_suffix(path, (".json",))
+        return bool(_CORPUS_HEAD.match(head_text(path, 4096))) or Refusal(
+            "not the artifact's token corpus {instance_id: {toks, resolved}}")
 
     def read(self, path: Path, *, on_error: str = "raise", **options: Any) -> TraceTable:
         if options:

@@ -56,11 +56,15 @@ from typing import Any
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
     DEFAULT_SUCCESS_THRESHOLD,
+    Refusal,
+    Sniffed,
     TraceBuilder,
     head_text,
+    keys_text,
     load_json,
     outcome_from_reward,
     read_record_head,
+    wrong_suffix,
 )
 from tracetochain.readers.openai_messages import (
     EpisodeFormatError,
@@ -97,12 +101,15 @@ class TauBenchReader:
     description = "τ-bench results: a JSON list of EnvRunResult {task_id, trial, reward, info, traj}"
     needs = "nothing else"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         if not path.is_file() or path.suffix.lower() != ".json":
-            return False
+            return wrong_suffix(path, (".json",))
         head = read_record_head(head_text(path))
-        return (head is not None and head.container == "list" and head.keys.get("traj") == "["
-                and {"task_id", "reward"} <= set(head.keys))
+        if head is None or head.container != "list":
+            return Refusal("not a JSON list of results")
+        if head.keys.get("traj") == "[" and {"task_id", "reward"} <= set(head.keys):
+            return True
+        return Refusal(f"the first result lacks traj, task_id or reward; its keys: {keys_text(head.keys)}")
 
     def read(self, path: Path, *, on_error: str = "raise", success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
              include_user: bool = False) -> TraceTable:
@@ -175,17 +182,22 @@ class TauBenchReader:
 
 
 # ================================================================================================ τ²-bench
-def _looks_like_tau2(text: str) -> bool:
+def _looks_like_tau2(text: str) -> Sniffed:
     head = read_record_head(text)
     if head is None:
-        return False
+        return Refusal("does not start with a JSON object or list")
     keys = set(head.keys)
     if head.container == "list":  # a bare list of SimulationRun objects
-        return {"task_id", "termination_reason"} <= keys
+        if {"task_id", "termination_reason"} <= keys:
+            return True
+        return Refusal(f"a list whose first record lacks task_id or termination_reason; its keys: "
+                       f"{keys_text(head.keys)}")
     if head.keys.get("simulations") == "[":
         return True
     info = head.nested.get("info", set())
-    return {"agent_info", "user_info"} <= info or ({"num_trials", "max_steps"} <= info and "agent_info" in info)
+    if {"agent_info", "user_info"} <= info or ({"num_trials", "max_steps"} <= info and "agent_info" in info):
+        return True
+    return Refusal(f"no 'simulations' list or τ² 'info' block; its keys: {keys_text(head.keys)}")
 
 
 class Tau2BenchReader:
@@ -194,12 +206,14 @@ class Tau2BenchReader:
                    "reward_info, messages}]} (file or results.json + simulations/ folder)")
     needs = "nothing else"
 
-    def sniff(self, path: Path) -> bool:
+    def sniff(self, path: Path) -> Sniffed:
         if path.is_dir():
             meta = path / "results.json"
-            return meta.is_file() and (path / "simulations").is_dir() and _looks_like_tau2(head_text(meta))
+            if not (meta.is_file() and (path / "simulations").is_dir()):
+                return Refusal("a folder without results.json and simulations/")
+            return _looks_like_tau2(head_text(meta))
         if not path.is_file() or path.suffix.lower() != ".json":
-            return False
+            return wrong_suffix(path, (".json",))
         return _looks_like_tau2(head_text(path))
 
     def read(self, path: Path, *, on_error: str = "raise", success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,

@@ -69,6 +69,12 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
             for i, n in enumerate(chain.state_names) if row_totals[i] < thin_evidence]
     trials = cert.trials if cert is not None else None
     never_failed = [n for i, n in enumerate(chain.state_names) if result.summary.counts.exits_failure[i] == 0]
+    from tracetochain.costs import cost_report
+
+    ens = result.ensemble
+    costs = cost_report(chain, traces=getattr(result, "traces", None), method=None if ens is None else "posterior",
+                        confidence=ens.confidence if ens is not None else 0.95, seed=result.settings.get("seed", 0),
+                        certificate=cert, ensemble=ens)
     return Report({
         "kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -102,4 +108,5 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "thin_evidence": {"threshold": thin_evidence, "states": thin},
         "never_failed_states": never_failed,
         "bottlenecks": bottlenecks(chain, fraction=fallback_fraction).to_dict(),
+        "costs": costs,
     })

@@ -127,6 +127,7 @@ def render_html(doc: dict[str, Any]) -> str:
                            else ""})
     thin = {t["state"]: t["observations"] for t in (doc.get("thin_evidence") or {}).get("states", [])}
     never_failed = set(doc.get("never_failed_states") or [])
+    costs_view = _costs_view(doc.get("costs"))
     settings = [(k, str(v)) for k, v in (doc.get("settings") or {}).items()]
     if meta:
         settings.append(("intervals", f"{meta.get('method', '?')}, {meta.get('interval', 'percentile')}, level "
@@ -149,4 +150,76 @@ def render_html(doc: dict[str, Any]) -> str:
         pct=lambda x: "—" if x is None else f"{100 * float(x):.1f}%", iv=iv, iv_k=iv_k, has_band=has_band,
         band_text=band_text, level_text=f"{float(level):.0%}" if level else "", picks=picks, rd_svg=rd,
         fpt_svg=fpt, graph_svg=graph, emp_pass=emp_pass, settings=settings,
-        bottleneck_sentences=doc.get("bottlenecks", {}).get("sentences", []))
+        bottleneck_sentences=doc.get("bottlenecks", {}).get("sentences", []), costs=costs_view)
+
+
+def _costs_view(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The cost section, formatted: rows per metric (model per attempt / per success with intervals, observed per
+    success), the R(B) plot of the primary metric, where failed spend goes, and the notes. None: no cost stage."""
+    if doc is None:
+        return None
+    from tracetochain.costs import fmt_amount
+    from tracetochain.report._plots import budget_svg
+
+    cert = doc.get("certification") or {}
+    view: dict[str, Any] = {"available": bool(doc.get("available")), "reason": doc.get("reason"),
+                            "status": cert.get("status"), "status_reason": cert.get("reason"),
+                            "rests_on": ", ".join(cert.get("rests_on") or ()), "rows": [], "states": [],
+                            "sentences": [], "notes": list(doc.get("notes") or []), "svg": None, "budget_note": None,
+                            "settings": doc.get("interval_settings")}
+    if not view["available"]:
+        return view
+    withheld = cert.get("status") == "withheld"
+
+    def iv_text(entry: dict[str, Any], key: str, unit: str) -> str:
+        q = (entry.get("intervals") or {}).get(key) or {}
+        return f"[{fmt_amount(q['lower'], unit)}, {fmt_amount(q['upper'], unit)}]" if q.get("lower") is not None \
+            else ""
+
+    for metric, entry in doc["metrics"].items():
+        s = entry["summary"]
+        u = s["unit"]
+        obs = entry.get("observed") or {}
+        obs_iv = obs.get("per_success_interval")
+        agree = (entry.get("agreement") or {}).get("observed_inside_interval")
+        if withheld:  # the model's figures rest on the rejected layers: shown as withheld, the observed kept
+            view["rows"].append({"metric": metric, "per_attempt": "withheld", "per_attempt_iv": "",
+                                 "per_success": "withheld", "per_success_iv": "",
+                                 "observed": fmt_amount(obs.get("per_success"), u) if obs else "—",
+                                 "observed_iv": f"[{fmt_amount(obs_iv[0], u)}, {fmt_amount(obs_iv[1], u)}]"
+                                 if obs_iv else "", "agree": "", "given_success": "withheld",
+                                 "given_failure": "withheld", "failed_share": "withheld",
+                                 "findings": s.get("findings", [])})
+            continue
+        view["rows"].append({
+            "metric": metric, "per_attempt": fmt_amount(s["mean"], u), "per_attempt_iv": iv_text(entry, "mean", u),
+            "per_success": fmt_amount(s["per_success"], u), "per_success_iv": iv_text(entry, "per_success", u),
+            "observed": fmt_amount(obs.get("per_success"), u) if obs else "—",
+            "observed_iv": f"[{fmt_amount(obs_iv[0], u)}, {fmt_amount(obs_iv[1], u)}]" if obs_iv else "",
+            "agree": "" if agree is None else ("yes" if agree else "no"),
+            "given_success": fmt_amount(s["mean_given_success"], u),
+            "given_failure": fmt_amount(s["mean_given_failure"], u),
+            "failed_share": "—" if s["failed_share"] is None else f"{100 * s['failed_share']:.0f}%",
+            "findings": s.get("findings", [])})
+    primary = doc["metrics"][doc["primary"]]
+    s = primary["summary"]
+    view["sentences"] = [] if withheld else s.get("sentences", [])
+    view["primary"] = doc["primary"]
+    view["states"] = [{"name": st["name"], "per_visit": fmt_amount(st["per_visit_mean"], s["unit"]),
+                       "visits": f"{st['expected_visits']:.2f}", "spend": fmt_amount(st["spend"], s["unit"]),
+                       "failed": fmt_amount(st["failed_spend"], s["unit"]),
+                       "failed_share": f"{100 * st['failed_spend_share']:.0f}%",
+                       "imputed": st["imputed"]}
+                      for st in sorted(s["states"], key=lambda x: -x["failed_spend"])[:10]] if not withheld else []
+    budget = primary.get("budget")
+    if budget:
+        observed = (primary.get("observed") or {}).get("reliability_at_budgets")
+        view["svg"] = budget_svg(budget, primary.get("budget_band"), observed,
+                                 withheld_reason=cert.get("reason") if withheld else None)
+        view["budget_note"] = (f"Model R(B) on a lattice of step {fmt_amount(budget['step'], budget['unit'])} "
+                               f"({budget['n_levels']} levels): every listed value is within "
+                               f"{budget['error_bound']:.2g} of the exact model value (visit costs rounded up and "
+                               f"down bracket it); per-visit costs {budget['per_visit_law']}-distributed with the "
+                               f"estimated mean and variance. Success mass beyond the last budget: "
+                               f"{budget['residual']:.2g}.")
+    return view

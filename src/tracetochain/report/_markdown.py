@@ -60,4 +60,36 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines.append("")
     for sentence in doc.get("bottlenecks", {}).get("sentences", []):
         lines.append(_cell(sentence).replace("\\|", "|"))
+    lines += _cost_lines(doc.get("costs"))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _cost_lines(costs: dict[str, Any] | None) -> list[str]:
+    """Cost per success, model (with interval) beside observed, for every cost metric."""
+    if not costs:
+        return []
+    if not costs.get("available"):
+        return ["", f"_No cost figures: {_cell(costs.get('reason') or '')}._"]
+    from tracetochain.costs import fmt_amount
+
+    out = ["", "| cost | per attempt | per success (model) | per success (observed) | spent on failures |",
+           "|---|---|---|---|---|"]
+    withheld = (costs.get("certification") or {}).get("status") == "withheld"
+    for metric, entry in costs["metrics"].items():
+        if withheld:
+            obs = (entry.get("observed") or {}).get("per_success")
+            unit = entry["summary"]["unit"]
+            out.append(f"| {_cell(metric)} | withheld | withheld | "
+                       f"{fmt_amount(obs, unit) if obs is not None else '—'} | withheld |")
+            continue
+        s = entry["summary"]
+        u = s["unit"]
+        q = (entry.get("intervals") or {}).get("per_success") or {}
+        iv = f" [{fmt_amount(q['lower'], u)}, {fmt_amount(q['upper'], u)}]" if q.get("lower") is not None else ""
+        obs = (entry.get("observed") or {}).get("per_success")
+        share = "—" if s["failed_share"] is None else f"{100 * s['failed_share']:.0f}%"
+        out.append(f"| {_cell(metric)} | {fmt_amount(s['mean'], u)} | {fmt_amount(s['per_success'], u)}{iv} | "
+                   f"{fmt_amount(obs, u) if obs is not None else '—'} | {share} |")
+    if (costs.get("certification") or {}).get("status") == "withheld":
+        out.append(f"> Cost figures withheld: {_cell(costs['certification'].get('reason') or '')}")
+    return out

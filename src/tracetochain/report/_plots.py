@@ -1,5 +1,6 @@
 """Report figures as inline SVG: the R(d) curve with its band and the empirical RDC, the success first-passage
-histogram against the model, and the monitor's R∞ per window. Inputs are report-document sections only.
+histogram against the model, R within a cost budget against the observed spend, and the monitor's R∞ per window.
+Inputs are report-document sections only.
 
 With matplotlib installed (the ``plots`` extra: ``pip install "tracetochain[plots]"``) the figures are drawn by it
 (Agg backend). Without it they come from :mod:`tracetochain.report._svgplot`, a small built-in SVG chart with the
@@ -112,6 +113,51 @@ def fpt_svg(counts: list[int], model_pmf: list[float] | None, *, withheld_reason
         ax.set_xlabel("steps to success")
         ax.set_ylabel("traces")
         ax.legend(loc="upper right", frameon=False)
+        return _svg(fig)
+
+
+def budget_svg(budget: dict[str, Any], band: dict[str, Any] | None, observed: list[float] | None, *,
+               withheld_reason: str | None) -> str:
+    """R(B): success before the accumulated cost exceeds B, the model's curve (with its band) against the share of
+    observed episodes that succeeded within B."""
+    unit = budget["unit"]
+    if not have_matplotlib():
+        b = budget["budgets"]
+        chart = Chart(xlabel=f"budget B ({unit}, {budget['metric']})", ylabel="P(success within budget B)",
+                      ylim=(0, 1), xlim=(0, b[-1] if b else 1),
+                      title=None if withheld_reason is None else f"model R(B) withheld: {_short(withheld_reason)}")
+        if withheld_reason is None:
+            if band and band.get("budgets"):
+                chart.band(band["budgets"], band["lower"], band["upper"], color="#0969da",
+                           label=f"{band.get('confidence', 0.95):.0%} band")
+            chart.line(b, budget["reliability"], color="#0969da", label="model R(B)")
+            chart.hline(budget["r_inf"], color="#0969da", label="model R∞")
+        if observed is not None:
+            chart.step(b, observed, color="#1a7f37", label="observed")
+        return chart.svg()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context(_STYLE):
+        fig, ax = plt.subplots()
+        b = budget["budgets"]
+        if withheld_reason is None:
+            if band and band.get("budgets"):
+                ax.fill_between(band["budgets"], band["lower"], band["upper"], color="#0969da", alpha=0.18,
+                                linewidth=0, label=f"{band.get('confidence', 0.95):.0%} band")
+            ax.plot(b, budget["reliability"], color="#0969da", label="model R(B)")
+            ax.axhline(budget["r_inf"], color="#0969da", linestyle=":", linewidth=1, label="model R∞")
+        else:
+            ax.set_title(f"model R(B) withheld: {_short(withheld_reason)}", color="#9a6700", fontsize=9, loc="left")
+        if observed is not None:
+            ax.step(b, observed, where="post", color="#1a7f37", label="observed")
+        ax.set_xlabel(f"budget B ({unit}, {budget['metric']})")
+        ax.set_ylabel("P(success within budget B)")
+        ax.set_ylim(0, 1)
+        ax.set_xlim(0, b[-1] if b else 1)
+        ax.legend(loc="lower right", frameon=False)
         return _svg(fig)
 
 

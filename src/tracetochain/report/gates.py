@@ -1,8 +1,10 @@
 """CI gates: ``--fail-under "pass^3>=0.6"`` conditions evaluated on the report document.
 
 Grammar: ``METRIC OP VALUE`` with METRIC one of ``r_inf`` (or ``R∞``/``Rinf``), ``R(d)``, ``pass^k``, ``pass@k``,
-``pass_rate``; OP one of ``>=``, ``>``, ``<=``, ``<``; VALUE a number. With ``use="lower"`` the interval's lower
-bound is compared instead of the point estimate (when intervals exist). A gate on a metric the certificate withholds,
+``pass_rate``, ``cost_per_success`` or ``cost_per_success(METRIC)`` (the report's first cost metric, or the one
+named: ``cost_usd``, ``tokens``, ``seconds``, …); OP one of ``>=``, ``>``, ``<=``, ``<``; VALUE a number. With
+``use="lower"`` the conservative end of the interval is compared instead of the point estimate (when intervals
+exist): the lower bound of a probability, the upper bound of a cost. A gate on a metric the certificate withholds,
 or could not test for lack of data, fails and says why: a CI gate never passes on evidence that is not there. Exit
 codes (CLI): 0 all gates pass, 3 a gate failed.
 """
@@ -18,7 +20,8 @@ from tracetochain.exceptions import TraceToChainError
 
 GATE_FAILED_EXIT_CODE = 3
 _OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
-_GATE = re.compile(r"^\s*(?P<metric>r_inf|R∞|Rinf|pass_rate|R\((?P<d>\d+)\)|pass\^(?P<hk>\d+)|pass@(?P<ak>\d+))\s*"
+_GATE = re.compile(r"^\s*(?P<metric>r_inf|R∞|Rinf|pass_rate|R\((?P<d>\d+)\)|pass\^(?P<hk>\d+)|pass@(?P<ak>\d+)|"
+                   r"(?P<cost>cost_per_success)(?:\((?P<cm>[a-z_]+)\))?)\s*"
                    r"(?P<op>>=|<=|>|<)\s*(?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
 
 
@@ -64,6 +67,8 @@ def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point",
 
     value: float | None
     lower: float | None = None
+    if match["cost"] is not None:
+        return _cost_gate(expression, doc, match["cm"], op, threshold, use)
     if match["d"] is not None:
         d = int(match["d"])
         why = blocked("R(d)") or ("withheld by the audit" if "R(d)" in withheld else None)
@@ -103,3 +108,28 @@ def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point",
     what = "lower bound" if use == "lower" and lower is not None else "value"
     return GateResult(expression, passed, compared,
                       f"{expression}: {what} {compared:.4f} → {'pass' if passed else 'FAIL'}")
+
+
+def _cost_gate(expression: str, doc: dict[str, Any], metric: str | None, op: Any, threshold: float,
+               use: str) -> GateResult:
+    """A gate on the cost per success (E[C]/R∞) of the report's cost section."""
+    costs = doc.get("costs") or {}
+    if not costs.get("available"):
+        raise GateError(f"{expression}: the report has no cost figures ({costs.get('reason') or 'no cost stage'})")
+    name = metric or costs["primary"]
+    if name not in costs["metrics"]:
+        raise GateError(f"{expression}: no {name} in the report's costs (it has {', '.join(costs['metrics'])})")
+    cert = costs.get("certification") or {}
+    if cert.get("status") == "withheld":
+        return GateResult(expression, False, None, f"{expression}: the cost figures are withheld by the audit "
+                                                   f"({cert.get('reason')})")
+    entry = costs["metrics"][name]
+    value = entry["summary"]["per_success"]
+    if value is None:
+        return GateResult(expression, False, None, f"{expression}: undefined (success is unreachable)")
+    upper = ((entry.get("intervals") or {}).get("per_success") or {}).get("upper")
+    compared = upper if use == "lower" and upper is not None else value
+    passed = bool(op(compared, threshold))
+    what = "upper bound" if use == "lower" and upper is not None else "value"
+    return GateResult(expression, passed, compared,
+                      f"{expression}: {what} {compared:.4g} → {'pass' if passed else 'FAIL'}")

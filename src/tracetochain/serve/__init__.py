@@ -75,13 +75,15 @@ def run(config: ServeConfig, *, log_level: str = "warning") -> None:
           f"http://{shown}:{config.port}/ (store {config.store}; windows of {config.window.describe()})",
           file=sys.stderr, flush=True)
     class _GracefulServer(uvicorn.Server):  # type: ignore[misc]
-        """uvicorn re-raises SIGTERM once it has shut down (exit status 143); after a completed graceful shutdown
-        (requests finished, queue committed) the process exits 0 instead, as service managers expect."""
+        """uvicorn re-raises SIGTERM/SIGINT once it has shut down (exit status 143, or a KeyboardInterrupt
+        traceback); after a completed graceful shutdown (requests finished, queue committed) the process exits 0
+        instead, as service managers and a terminal user expect."""
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
             captured = getattr(self, "_captured_signals", None)
-            if sig == signal.SIGTERM and isinstance(captured, list) and captured and captured[-1] == sig:
+            if sig in (signal.SIGTERM, signal.SIGINT) and isinstance(captured, list) and captured \
+                    and captured[-1] == sig:
                 captured.pop()
 
     server = _GracefulServer(uvicorn.Config(app, host=host, port=config.port, log_level=log_level,

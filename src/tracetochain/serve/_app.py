@@ -26,6 +26,7 @@ import asyncio
 import hmac
 import json
 import logging
+import os
 import tempfile
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -246,7 +247,9 @@ def create_app(service: LiveService, *, manage_service: bool = True) -> Starlett
         denied = need_read(request)
         if denied is not None:
             return denied
-        tmp = Path(tempfile.mkstemp(suffix=".parquet")[1])
+        fd, name = tempfile.mkstemp(suffix=".parquet")
+        os.close(fd)
+        tmp = Path(name)
         await run_in_threadpool(service.store.export_parquet, tmp)
         return _secure(FileResponse(tmp, media_type="application/vnd.apache.parquet", filename="episodes.parquet",
                                     background=BackgroundTask(tmp.unlink, missing_ok=True)))

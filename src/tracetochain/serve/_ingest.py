@@ -5,6 +5,8 @@ on a future; the thread takes everything queued, writes it in **one transaction*
 ``synchronous`` setting) and only then resolves the futures, so a 200 is never sent for a span that is not on
 disk (group commit: one fsync serves every request that arrived meanwhile).
 
+Assembling due traces happens after the acknowledgement, in a second transaction, so it never delays a 200.
+
 When is a trace complete? OTLP has no end-of-trace message. A trace is assembled once its root span (no parent)
 has arrived and ``settle`` seconds passed without a new span (exporters send the root last, children may straggle
 in a later batch), or ``trace_timeout`` seconds after its last span when the root never comes. Assembly is
@@ -120,8 +122,9 @@ class Ingestor:
         self._queue: queue.Queue[tuple[str, Any, Future[Any] | None]] = queue.Queue()
         self._open: dict[str, _OpenTrace] = {}
         self._closed: OrderedDict[str, None] = OrderedDict()
-        self._verdicts: dict[str, Any] = {}
-        self._verdict_traces: set[str] = set()
+        # Posted verdicts not used yet, by the id's first part (a trace id, or a root span id): a trace's are
+        # found with a few dict lookups and dropped once it is assembled (the store keeps them all).
+        self._verdicts: dict[str, dict[str, Any]] = {}
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._last_scan = 0.0
@@ -141,7 +144,7 @@ class Ingestor:
                 ot.spans[s.sid] = s
                 ot.has_root = ot.has_root or s.parent is None
             self._open[tid] = ot
-        for key, verdict in self.store.verdicts().items():
+        for key, verdict in self.store.verdicts(unused_only=True).items():
             self._remember_verdict(key, verdict)
         self._next_seq = self.store.last_seq() + 1  # this thread is the only writer: seq is assigned here
         self._thread = threading.Thread(target=self._run, name="tracetochain-ingest", daemon=True)
@@ -238,14 +241,17 @@ class Ingestor:
                 if fut is not None:
                     results.append((fut, ack))
             elif kind == "verdicts":
+                closed = closed_among(con, {key.split(":", 1)[0] for key, _ in payload})
                 for key, verdict in payload:
                     batch.verdicts.append((key, json.dumps(verdict), now))
-                    tid = self._remember_verdict(key, verdict)
+                    tid = key.split(":", 1)[0]
+                    if tid in closed:  # its episodes were decided already: stored, counted, not applied
+                        batch.count("late_verdicts")
+                        continue
+                    self._remember_verdict(key, verdict)
                     ot = self._open.get(tid)
                     if ot is not None:
                         ot.verdict_arrived = True
-                    elif tid in self._closed or tid in already_closed:
-                        batch.count("late_verdicts")
                 batch.count("verdicts", len(payload))
                 if fut is not None:
                     results.append((fut, len(payload)))
@@ -255,27 +261,36 @@ class Ingestor:
                 batch.problems.append((now, f"request:{reason}", None, message))
             elif kind == "alert":
                 batch.alerts.append((now, json.dumps(payload, allow_nan=False)))
-        decided: list[tuple[str, list[dict[str, Any]]]] = []
-        if not final and (now - self._last_scan >= self.settings.tick or len(self._open) < 64):
-            self._last_scan = now
-            decided = self._assemble_due(now, batch)
-        if not batch:
-            for fut, value in results:
-                fut.set_result(value)
-            return
-        try:
-            apply_batch(con, batch)
-        except Exception as exc:
-            log.exception("commit failed; reloading the open traces from the store")
-            for fut, _ in results:
-                fut.set_exception(exc)
-            self._reload()
-            return
+        # 1. What was sent is committed, then acknowledged: assembly never delays a 200.
+        if batch:
+            try:
+                apply_batch(con, batch)
+            except Exception as exc:
+                log.exception("commit failed; reloading the open traces from the store")
+                for fut, _ in results:
+                    fut.set_exception(exc)
+                self._reload()
+                return
         for fut, value in results:
             fut.set_result(value)
+        # 2. Traces that are due become episodes, in their own transaction (episodes, closed traces and the open
+        # traces' removal together, so a crash leaves each trace either open or assembled, never both).
+        if final or not (now - self._last_scan >= self.settings.tick or len(self._open) < 64):
+            return
+        self._last_scan = now
+        done = WriteBatch()
+        decided = self._assemble_due(now, done)
+        if not done:
+            return
+        try:
+            apply_batch(con, done)
+        except Exception:
+            log.exception("commit of assembled episodes failed; reloading the open traces from the store")
+            self._reload()
+            return
         if decided and self.on_episodes is not None:
             rows = [EpisodeRow(seq, episode_id, trace_id, closed, t_start, outcome, tuple(json.loads(states)))
-                    for seq, episode_id, trace_id, closed, t_start, outcome, states, _ in batch.episodes]
+                    for seq, episode_id, trace_id, closed, t_start, outcome, states, _ in done.episodes]
             try:
                 self.on_episodes(rows)
             except Exception:  # the analysis must never stop ingest
@@ -317,13 +332,10 @@ class Ingestor:
         batch.count("spans_duplicate", duplicates)  # late ones are told apart from re-sent ones at the commit
         return SpanAck(accepted, duplicates, late)
 
-    def _remember_verdict(self, key: str, verdict: Any) -> str:
+    def _remember_verdict(self, key: str, verdict: Any) -> None:
         if isinstance(verdict, list) and len(verdict) == 3 and verdict[0] == "pair":
             verdict = tuple(verdict)  # the reader's (outcome, reward) pair, stored as a JSON list
-        self._verdicts[key] = verdict
-        tid = key.split(":", 1)[0]
-        self._verdict_traces.add(tid)
-        return tid
+        self._verdicts.setdefault(key.split(":", 1)[0], {})[key] = verdict
 
     # ------------------------------------------------------------------ assembly
     def _assemble_due(self, now: float, batch: WriteBatch) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -363,6 +375,8 @@ class Ingestor:
             del self._open[tid]
             self._closed[tid] = None
             batch.closed.append((tid, now))
+            if self._verdicts:
+                self._verdicts.pop(tid, None)
         while len(self._closed) > _CLOSED_CACHE:
             self._closed.popitem(last=False)
         if not builder.n_steps:
@@ -379,10 +393,12 @@ class Ingestor:
         trace = SpanTrace(tid, 0)
         trace.spans = dict(ot.spans)
         opts = self.options
-        if tid in self._verdict_traces:
-            mine = {k: v for k, v in self._verdicts.items() if k == tid or k.startswith(tid + ":")}
-            mine.update({k: v for k, v in self._verdicts.items() if k in ot.spans})  # root span ids
-            opts = dataclasses.replace(opts, verdicts=mine, verdicts_path="the posted verdicts")
+        if self._verdicts:
+            mine = dict(self._verdicts.get(tid, {}))
+            for sid in ot.spans:  # verdicts posted by root span id
+                mine.update(self._verdicts.get(sid, {}))
+            if mine:
+                opts = dataclasses.replace(opts, verdicts=mine, verdicts_path="the posted verdicts")
         collector = _Collector()
         emit_trace(trace, opts, collector)
         return collector

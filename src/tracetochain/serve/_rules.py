@@ -43,7 +43,6 @@ _SEVERITIES = ("info", "warning", "critical")
 _OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 _EXPR_RE = re.compile(r"^\s*(?P<metric>.+?)\s*(?P<op><=|>=|<|>)\s*(?P<value>[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|"
                       r"[-+]?\.\d+)\s*(?:over\s+(?P<over>.+?))?\s*$", re.IGNORECASE)
-_STATE = r'(?:"[^"]+"|\'[^\']+\'|[^\s()"\']+(?:\s+[^\s()"\'<>=-]+)*?)'
 
 
 class RulesFileError(TraceToChainError, ValueError):

@@ -52,7 +52,7 @@ class ServeConfig:
     max_decompressed_bytes: int = 64 * 1024 * 1024
     window: WindowSpec = field(default_factory=lambda: WindowSpec("time", 300.0))
     alpha: float = 0.05
-    min_traces: int = 30
+    min_traces: int = 100
     horizon: int = 30
     confidence: float = 0.95
     samples: int = 1000
@@ -79,6 +79,8 @@ class ServeConfig:
                                  "`python -c 'import secrets; print(secrets.token_urlsafe())'`")
         if self.ingest_token and self.read_token and self.ingest_token == self.read_token:
             raise ValueError("the ingest token and the read token must differ (senders should not read the data)")
+        if self.durability not in ("full", "normal"):
+            raise ValueError(f"durability must be 'full' or 'normal', got {self.durability!r}")
         if not 0 < self.port < 65536:
             raise ValueError(f"port must be in 1..65535, got {self.port}")
         if self.max_request_bytes < 1024:
@@ -119,6 +121,10 @@ class LiveService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        # Import the analysis' heavy modules now, not in the middle of the first burst of spans.
+        import tracetochain.audit._homogeneity
+        import tracetochain.uncertainty  # noqa: F401
+
         for rows in self.store.iter_episodes():  # rebuild the running counts once, at start
             self.live.add_episodes(rows)
         self.hub.recent = list(self.store.alerts(200))
@@ -150,7 +156,7 @@ class LiveService:
             changed = self._changed.is_set()
             self._changed.clear()
             quiet = 0 if changed else quiet + 1
-            if changed or quiet >= 10:
+            if changed or quiet >= 10 or self.live.total_is_stale():
                 quiet = 0
                 try:
                     self.refresh()

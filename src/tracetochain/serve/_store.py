@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tracetochain.exceptions import TraceToChainError
 from tracetochain.readers.otlp import SpanFacts
 
 STORE_SCHEMA_VERSION = 1
@@ -64,7 +65,7 @@ _FACT_FIELDS = ("name", "kind", "agent_root", "start", "end", "error", "error_ty
                 "tokens_out", "cost", "text", "user", "evals", "finish", "resource", "state")
 
 
-class StoreError(RuntimeError):
+class StoreError(TraceToChainError, RuntimeError):
     """The store file cannot be opened or written (the message names the file and the reason)."""
 
 
@@ -118,6 +119,8 @@ class Store:
                                      "wrote it, or start a new store")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: cannot open the store ({exc}); is it a tracetochain store file?") from None
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot create the store ({exc.strerror or exc})") from None
         self._local = threading.local()
 
     # ------------------------------------------------------------------ connections
@@ -227,9 +230,14 @@ class Store:
                 out[str(tid)][2].append(facts_from_row(sid, parent, facts))
         return out
 
-    def verdicts(self) -> dict[str, Any]:
+    def verdicts(self, *, unused_only: bool = False) -> dict[str, Any]:
+        """Posted verdicts by id; ``unused_only``: only those whose trace is not assembled yet."""
+        q = "SELECT id, verdict FROM verdicts"
+        if unused_only:
+            q += (" v WHERE NOT EXISTS (SELECT 1 FROM closed_traces c WHERE c.trace_id = CASE WHEN instr(v.id, ':') "
+                  "> 0 THEN substr(v.id, 1, instr(v.id, ':') - 1) ELSE v.id END)")
         with self.reading() as con:
-            return {str(k): json.loads(v) for k, v in con.execute("SELECT id, verdict FROM verdicts")}
+            return {str(k): json.loads(v) for k, v in con.execute(q)}
 
     def problems(self, limit: int = 50) -> list[dict[str, Any]]:
         with self.reading() as con:

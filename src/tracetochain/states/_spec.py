@@ -8,15 +8,20 @@ from tracetochain.states._categorical import CategoricalStates
 from tracetochain.states._milestones import MilestoneStates
 from tracetochain.states._ward import WardStates
 
-RULE_FEATURES = ("kind", "tool", "error", "retry", "depth", "depth-bucket")
+RULE_FEATURES = ("kind", "tool", "error", "retry", "step-bucket", "hindsight-depth", "hindsight-depth-bucket",
+                 "depth", "depth-bucket")
+#: Old spellings of the hindsight depth features (they warn; see :mod:`tracetochain.featurize.rules`).
+DEPTH_ALIASES = {"depth": "hindsight-depth", "depth-bucket": "hindsight-depth-bucket"}
 TEXT_FEATURES = ("text", "tfidf")
 
 
 def states_from_spec(states: str = "label", *, features: str = "kind,tool,error", vocabulary: str | None = None,
                      k_min: int = 2, k_max: int = 10, seed: int = 0) -> Any:
     """``states``: ``label`` (the traces' own labels), ``categorical`` (vocabulary categories), ``ward``
-    (clustering of ``features``) or ``milestones:FILE``. ``features`` is a comma list of
-    kind, tool, error, retry, depth (j/(L−1)), depth-bucket — or ``text`` / ``tfidf`` for text features."""
+    (clustering of ``features``) or ``milestones:FILE``. ``features`` is a comma list of kind, tool, error, retry,
+    step-bucket (causal: the step index), hindsight-depth (j/(L−1), needs the final length: descriptive only),
+    hindsight-depth-bucket — or ``text`` / ``tfidf`` for text features. ``depth`` and ``depth-bucket`` are the old
+    spellings of the hindsight ones and warn."""
     if states == "label":
         # A vocabulary with the traces' own labels means: use its categories as the states.
         return CategoricalStates(vocabulary=vocabulary)
@@ -46,7 +51,10 @@ def states_from_spec(states: str = "label", *, features: str = "kind,tool,error"
     else:
         from tracetochain.featurize.rules import RuleFeaturizer
 
-        depth: Any = "fraction" if "depth" in wanted else "bucket" if "depth-bucket" in wanted else "none"
+        depth: Any = ("step" if "step-bucket" in wanted else
+                      "hindsight-fraction" if "hindsight-depth" in wanted else
+                      "hindsight-bucket" if "hindsight-depth-bucket" in wanted else
+                      "fraction" if "depth" in wanted else "bucket" if "depth-bucket" in wanted else "none")
         featurizer = RuleFeaturizer(kind="kind" in wanted, tool="tool" in wanted, error="error" in wanted,
                                     retry="retry" in wanted, depth=depth, vocabulary=vocabulary)
     return WardStates(featurizer=featurizer, k_min=k_min, k_max=k_max, seed=seed)

@@ -57,6 +57,7 @@ def ward_merges(U: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray
     raw: list[tuple[int, int, float]] = []
     chain: list[int] = []
     n_active = u
+    prev_row: NDArray[np.float64] | None = None  # the row read last, while the chain only grew since
     # Column writes into a big C-ordered matrix are slow (one page per element), so the column of each merged
     # cluster is kept aside and written in batches; rows read in between are patched from the pending columns.
     pending_pos = np.zeros(_PENDING, np.int64)
@@ -90,6 +91,7 @@ def ward_merges(U: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray
             chain = [int(new_pos[c]) for c in chain]
             size, cluster_id = size[keep_pos], cluster_id[keep_pos]
             active = np.ones(keep_pos.size, dtype=bool)
+            prev_row = None
         if not chain:
             chain.append(int(np.flatnonzero(active)[0]))
         a = chain[-1]
@@ -104,7 +106,9 @@ def ward_merges(U: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray
             cost = float(row[b])
             keep, drop = min(a, b), max(a, b)
             na, nb = size[a], size[b]
-            new = ((na + size) * row + (nb + size) * current_row(b) - size * cost) / (na + nb + size)
+            # Row b was read in the previous iteration (it put a on the chain) and nothing changed since.
+            row_b = prev_row if prev_row is not None else current_row(b)
+            new = ((na + size) * row + (nb + size) * row_b - size * cost) / (na + nb + size)
             active[drop] = False
             new[keep] = np.inf
             D[keep, :] = new
@@ -119,8 +123,10 @@ def ward_merges(U: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray
             raw.append((int(cluster_id[a]), int(cluster_id[b]), cost))
             cluster_id[keep] = u + len(raw) - 1  # provisional id in discovery order, relabelled below
             n_active -= 1
+            prev_row = None
         else:
             chain.append(b)
+            prev_row = row
     # Relabel merges into cost order (stable), so that merge t creates cluster u + t.
     costs = np.array([c for _, _, c in raw])
     order = np.argsort(costs, kind="stable")

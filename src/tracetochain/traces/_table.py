@@ -64,9 +64,24 @@ class IngestReport:
     n_traces_skipped: int = 0
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    #: What header lines of the source said about the run (e.g. a JSONL ``{"metadata": {...}}`` first line).
+    run_metadata: dict[str, Any] = field(default_factory=dict)
+    #: Episodes that ended before any agent step, as their trace-level records (trace_id, outcome, task_id, …):
+    #: trials with an outcome that have no step to put in the table (readers keep them here, never drop them).
+    zero_step: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def n_zero_step(self) -> int:
+        """Number of episodes that ended before any agent step (kept beside the table, see ``zero_step``)."""
+        return len(self.zero_step)
+
+    def zero_step_outcomes(self) -> dict[str, int]:
+        """Outcome counts of the zero-step episodes (every outcome listed, zeros included)."""
+        counts = Counter(str(r.get("outcome")) for r in self.zero_step)
+        return {name: counts.get(name, 0) for name in OUTCOME_VALUES}
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "source": self.source,
             "format": self.format,
             "n_records": self.n_records,
@@ -78,6 +93,12 @@ class IngestReport:
                 {self.location_kind: p.location, "field": p.field, "message": p.message} for p in self.problems
             ],
         }
+        if self.run_metadata:
+            doc["run_metadata"] = self.run_metadata
+        if self.zero_step:
+            doc["n_zero_step"] = self.n_zero_step
+            doc["zero_step_outcomes"] = self.zero_step_outcomes()
+        return doc
 
     def __str__(self) -> str:
         text = (
@@ -86,6 +107,9 @@ class IngestReport:
         )
         for reason, n in sorted(self.skipped_by_reason.items()):
             text += f"\n  - {n} records: {reason}"
+        if self.zero_step:
+            oc = ", ".join(f"{v} {k}" for k, v in self.zero_step_outcomes().items() if v)
+            text += f"\n  {self.n_zero_step} episodes ended before any agent step (kept as trials: {oc})"
         return text
 
 

@@ -365,6 +365,13 @@ class ChainEnsemble:
     def _batch(self) -> ChainBatch:
         return ChainBatch(self.Q, self.R_success, self.R_failure, self.pi0)
 
+    @property
+    def batch(self) -> ChainBatch:
+        """The draws as one :class:`~tracetochain.numerics.batched.ChainBatch` (stacked arrays with cached
+        batched solves: ``h``, ``g``, ``z``, ``valid``), for quantities computed outside :meth:`stats` (e.g.
+        costs, which need per-draw cost vectors besides the chains)."""
+        return self._batch
+
     # ------------------------------------------------------------------ statistics
     def stats(self, quantity: str | Callable[..., Any], *, confidence: float | None = None,
               return_samples: bool = False, **kwargs: Any) -> QuantityStats:

@@ -6,7 +6,9 @@ Command-line forms (state names may contain ``:``; ``*`` means every state):
 * ``--set-edge "plan->act=0.3"`` — set P(plan → act) to 0.3, compensated proportionally over the row;
 * ``--scale-edge "plan->failure*0.5"`` — halve an edge;
 * ``--retry "tool:search=0.2"`` — set the self-loop probability;
-* ``--remove "tool:lint"`` — remove a state (its visits bypassed).
+* ``--remove "tool:lint"`` — remove a state (its visits bypassed);
+* ``--edge-cost "tool:search->success=0.02"`` — the mass the edits add to that edge costs 0.02 per use (in the
+  unit of the cost metric), e.g. the price of a fallback.
 
 Edit files (TOML) list ``[[edit]]`` tables applied in order::
 
@@ -20,9 +22,13 @@ Edit files (TOML) list ``[[edit]]`` tables applied in order::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracetochain._config_files import file_error, load_document, locate_line
 from tracetochain.whatif._edits import Edit, EditError, RemoveState, Reroute, ScaleEdge, SetEdge, SetRetry
+
+if TYPE_CHECKING:
+    from tracetochain.whatif._analysis import EdgeCost
 
 _FIELDS: dict[str, tuple[type, tuple[str, ...], tuple[str, ...]]] = {
     # kind: (class, required fields, optional fields)
@@ -70,6 +76,18 @@ def parse_edit(kind: str, spec: str) -> Edit:
             raise EditError(f"{spec!r}: write STATE->TARGET*FACTOR")
         return ScaleEdge(state, target, _number(f, "the factor", spec))
     raise EditError(f"unknown edit kind {kind!r}; use one of {', '.join(_FIELDS)}")
+
+
+def parse_edge_cost(spec: str) -> EdgeCost:
+    """``STATE->TARGET=COST``: the price of one use of the mass the edits add to that edge."""
+    from tracetochain.whatif._analysis import EdgeCost
+
+    spec = spec.strip()
+    state, arrow, rest = spec.partition("->")
+    target, _, cost = rest.rpartition("=")
+    if not arrow or not state or not target:
+        raise EditError(f"{spec!r}: write STATE->TARGET=COST, e.g. 'tool:search->success=0.02'")
+    return EdgeCost(state, target, _number(cost, "the cost", spec))
 
 
 def load_edits(path: str | Path) -> list[Edit]:

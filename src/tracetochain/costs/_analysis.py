@@ -1,0 +1,378 @@
+"""What reliability costs, from a fitted chain and its cost model: expected spend, spend per success, where the
+money goes on runs that fail, R within a cost budget, and the step cap that reaches a target at least cost.
+
+Formulas are in :mod:`tracetochain.numerics.rewards`; this module turns them into report-ready results. Undefined
+quantities (e.g. the cost given success when success is unreachable) are None with the reason, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tracetochain import numerics as nx
+from tracetochain.chain._model import AbsorbingChain
+from tracetochain.costs._model import METRICS, CostModel, PerVisitCost
+
+FloatArray = NDArray[np.float64]
+
+#: Certificate layers every cost output rests on: the visit law (how often each state is visited before absorption,
+#: which the timing layer audits through the first-passage law) and R∞ (cost per success divides by it).
+COST_LAYERS = ("timing", "r_inf")
+
+
+def _sd(second: float | None, mean: float) -> float | None:
+    return None if second is None else math.sqrt(max(0.0, second - mean * mean))
+
+
+@dataclass(frozen=True)
+class StateCost:
+    """One state's part in the spend: per-visit law, expected visits, spend and spend on failing runs."""
+
+    name: str
+    per_visit_mean: float
+    per_visit_sd: float
+    n_values: int
+    imputed: bool
+    expected_visits: float
+    spend: float
+    spend_share: float
+    failed_spend: float
+    failed_spend_share: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class CostSummary:
+    """The cost of one metric on a chain. Build with :func:`summarize_costs`.
+
+    ``mean`` = E[C] per attempt; ``mean_given_success`` / ``mean_given_failure`` = E[C | S], E[C | F];
+    ``per_success`` = E[C] / R∞, the spend per success when failed attempts are retried independently (``sd`` of
+    each beside it); ``failed_share`` = E[C; F] / E[C], the share of all spend that goes to attempts that fail;
+    ``states`` in the chain's order.
+    """
+
+    metric: str
+    unit: str
+    source: str
+    mean: float
+    sd: float | None
+    mean_given_success: float | None
+    sd_given_success: float | None
+    mean_given_failure: float | None
+    sd_given_failure: float | None
+    per_success: float | None
+    per_success_sd: float | None
+    failed_share: float | None
+    spend_on_success: float
+    spend_on_failure: float
+    r_inf: float
+    states: tuple[StateCost, ...]
+    undefined: dict[str, str] = field(default_factory=dict)
+    findings: tuple[str, ...] = ()
+
+    def top_failed_spenders(self, n: int = 3) -> list[StateCost]:
+        """States ranked by their spend on runs that fail."""
+        return sorted(self.states, key=lambda s: -s.failed_spend)[:n]
+
+    def sentences(self) -> list[str]:
+        out: list[str] = []
+        u = self.unit
+        if self.per_success is not None:
+            out.append(f"One success costs {fmt_amount(self.per_success, u)} on average when failed attempts are "
+                       f"retried (an attempt costs {fmt_amount(self.mean, u)}; R∞ = {self.r_inf:.3f}).")
+        if self.failed_share is not None and self.failed_share > 0:
+            top = [s for s in self.top_failed_spenders() if s.failed_spend > 0]
+            where = ", ".join(f"`{s.name}` ({s.failed_spend_share:.0%})" for s in top)
+            out.append(f"{self.failed_share:.0%} of the spend goes to attempts that fail"
+                       + (f", most of it at {where}." if where else "."))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k not in ("states", "findings", "undefined")}
+        d["states"] = [s.to_dict() for s in self.states]
+        d["undefined"] = dict(self.undefined)
+        d["findings"] = list(self.findings)
+        d["sentences"] = self.sentences()
+        return d
+
+
+def fmt_amount(x: float | None, unit: str) -> str:
+    """A cost with its unit: $0.4556, 12,345 tokens, 61.2 s."""
+    if x is None:
+        return "—"
+    if unit == "USD":
+        return f"${x:.4g}" if abs(x) < 1000 else f"${x:,.0f}"
+    if unit in ("tokens", "calls"):
+        return f"{x:,.0f} {unit}" if abs(x) >= 100 else f"{x:.3g} {unit}"
+    return f"{x:.3g} {unit}"
+
+
+def per_visit_for(chain: AbsorbingChain, costs: CostModel, metric: str) -> PerVisitCost:
+    """The per-visit law of ``metric`` over the chain's states, in its order."""
+    return costs.per_visit(metric, chain.state_names)
+
+
+def summarize_costs(chain: AbsorbingChain, costs: CostModel, metric: str) -> CostSummary:
+    """Expected cost, its spread, conditional on each outcome, per success, and per state (one LU solve)."""
+    pv = per_visit_for(chain, costs, metric)
+    mom = chain.accumulated_cost(pv.mean, pv.variance)
+    r = chain.r_inf
+    f = chain.failure_probability
+    undefined: dict[str, str] = {}
+    ms = sds = mf = sdf = per = per_sd = None
+    if r > 0:
+        ms = mom.mean_success / r
+        sds = _sd(None if mom.second_success is None else mom.second_success / r, ms)
+    else:
+        undefined["mean_given_success"] = "success is unreachable from the initial distribution (R∞ = 0)"
+        undefined["per_success"] = "success is unreachable (R∞ = 0): no number of retries buys a success"
+    if f > 0:
+        mf = mom.mean_failure / f
+        sdf = _sd(None if mom.second_failure is None else mom.second_failure / f, mf)
+    else:
+        undefined["mean_given_failure"] = "failure is unreachable from the initial distribution"
+    if r > 0:
+        vs = None if sds is None else sds * sds
+        vf = None if sdf is None else sdf * sdf
+        per, var = nx.retry_cost(ms if ms is not None else 0.0, mf if mf is not None else 0.0, vs, vf, r)
+        per_sd = None if var is None else math.sqrt(var)
+    failed_share = mom.mean_failure / mom.mean if mom.mean > 0 else None
+    if mom.mean <= 0:
+        undefined["failed_share"] = "the expected cost is 0"
+    z = chain.expected_visits()
+    total = mom.mean
+    failed = mom.mean_failure
+    states = tuple(
+        StateCost(name, float(pv.mean[i]), float(math.sqrt(max(0.0, pv.variance[i]))), int(pv.n[i]),
+                  bool(pv.imputed[i]), float(z[i]), float(mom.per_state_spend[i]),
+                  float(mom.per_state_spend[i] / total) if total > 0 else 0.0,
+                  float(mom.per_state_failed_spend[i]),
+                  float(mom.per_state_failed_spend[i] / failed) if failed > 0 else 0.0)
+        for i, name in enumerate(chain.state_names))
+    findings = list(costs.findings(metric))
+    imputed = [s.name for s in states if s.imputed and s.expected_visits > 0]
+    if imputed:
+        shown = ", ".join(imputed[:5]) + (" …" if len(imputed) > 5 else "")
+        findings.append(f"{len(imputed)} state(s) have no {METRICS[metric][1]} of their own and are given the pooled "
+                        f"per-visit cost: {shown}.")
+    return CostSummary(metric, METRICS[metric][0], pv.source, float(mom.mean), _sd(mom.second, mom.mean), ms, sds,
+                       mf, sdf, per, per_sd, failed_share, float(mom.mean_success), float(mom.mean_failure), r,
+                       states, undefined, tuple(findings))
+
+
+# ------------------------------------------------------------------------------------------------ budgets
+@dataclass(frozen=True)
+class BudgetCurve:
+    """R(B) = P(success before the accumulated cost exceeds B) at ``budgets`` (a cost-lattice computation).
+
+    ``lower`` / ``upper`` bracket the model's exact R(B) (every visit cost rounded up / down to the lattice of step
+    ``step``); ``reliability`` is their midpoint and ``error_bound`` = max (upper − lower)/2, so |reliability − R(B)|
+    ≤ error_bound at every budget listed. ``per_visit_law`` says how one visit's cost is distributed (gamma with
+    the estimated mean and variance, or the mean alone). ``residual`` = R∞ − upper(B_max), the success mass beyond
+    the last budget. ``n_levels`` lattice steps were computed; ``budgets`` lists a subset of them.
+    """
+
+    metric: str
+    unit: str
+    budgets: list[float]
+    reliability: list[float]
+    lower: list[float]
+    upper: list[float]
+    step: float
+    n_levels: int
+    error_bound: float
+    residual: float
+    r_inf: float
+    per_visit_law: str
+
+    def at(self, budget: float) -> tuple[float, float]:
+        """A rigorous bracket of R(budget) for any budget ≥ 0: R is nondecreasing in B, so the lower bound at the
+        largest listed budget ≤ B and the upper bound at the smallest listed budget ≥ B enclose it."""
+        b = np.asarray(self.budgets)
+        i_low = int(np.searchsorted(b, budget + 1e-12 * max(1.0, budget), side="right")) - 1
+        i_up = int(np.searchsorted(b, budget - 1e-12 * max(1.0, budget), side="left"))
+        low = self.lower[i_low] if i_low >= 0 else 0.0
+        up = self.upper[i_up] if i_up < b.size else self.r_inf
+        return low, up
+
+    def budget_for(self, target: float) -> float | None:
+        """Smallest listed budget whose *lower* bound reaches ``target`` (None if none in range does)."""
+        hit = np.flatnonzero(np.asarray(self.lower) >= target)
+        return float(self.budgets[int(hit[0])]) if hit.size else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def default_levels(chain: AbsorbingChain) -> int:
+    """Lattice size: the up/down bracket is about (expected visits) × step wide in cost, so the step is a
+    two-hundredth of the budget range per expected visit — clipped to 400..20,000 levels, and to about 5·10⁷
+    multiply-adds of Q per rounding on large chains (the bracket then widens, and says so)."""
+    wanted = math.ceil(200 * max(1.0, chain.mean_steps()))
+    work_cap = 50_000_000 // max(1, int(np.count_nonzero(chain.Q)) + chain.n_states)
+    return int(min(20_000, max(400, min(wanted, work_cap))))
+
+
+def cost_budget_curve(chain: AbsorbingChain, costs: CostModel, metric: str, *, max_budget: float | None = None,
+                      n_levels: int | None = None, per_visit_law: str = "gamma", n_points: int = 201) -> BudgetCurve:
+    """R(B) for B on a lattice of ``n_levels`` steps (default :func:`default_levels`) up to ``max_budget``
+    (default: E[C | S] + 6 sd, enough to reach R∞ closely), with the discretisation bracketed exactly (see
+    :class:`BudgetCurve`); ``n_points`` evenly spaced lattice budgets are listed."""
+    if per_visit_law not in ("gamma", "mean"):
+        raise ValueError(f"per_visit_law must be 'gamma' or 'mean', got {per_visit_law!r}")
+    levels = default_levels(chain) if n_levels is None else int(n_levels)
+    if levels < 2:
+        raise ValueError(f"n_levels must be >= 2, got {n_levels}")
+    pv = per_visit_for(chain, costs, metric)
+    var = pv.variance if per_visit_law == "gamma" else np.zeros_like(pv.variance)
+    if max_budget is None:
+        mom = chain.accumulated_cost(pv.mean, var)
+        r = chain.r_inf
+        if r > 0 and mom.second_success is not None:
+            ms = mom.mean_success / r
+            sd = math.sqrt(max(0.0, mom.second_success / r - ms * ms))
+            max_budget = ms + 6.0 * sd
+        else:
+            max_budget = 4.0 * mom.mean
+    if not max_budget > 0:
+        raise ValueError(f"max_budget must be > 0 (the expected cost is {max_budget!r})")
+    step = float(max_budget) / levels
+    lo = nx.budget_reliability(chain.Q, chain.R_success, chain.pi0,
+                               nx.lattice_pmf(pv.mean, var, step, levels, "up"), levels)
+    hi = nx.budget_reliability(chain.Q, chain.R_success, chain.pi0,
+                               nx.lattice_pmf(pv.mean, var, step, levels, "down"), levels)
+    hi = np.minimum(np.maximum(hi, lo), chain.r_inf)
+    lo = np.minimum(lo, hi)
+    pick = np.unique(np.round(np.linspace(0, levels, max(2, n_points))).astype(np.int64))
+    return BudgetCurve(metric, METRICS[metric][0], [float(k * step) for k in pick],
+                       [float(x) for x in 0.5 * (lo[pick] + hi[pick])], [float(x) for x in lo[pick]],
+                       [float(x) for x in hi[pick]], step, levels, float(np.max(hi - lo) / 2.0),
+                       float(max(0.0, chain.r_inf - hi[-1])), chain.r_inf, per_visit_law)
+
+
+@dataclass(frozen=True)
+class StepCap:
+    """What capping attempts at d steps costs: R(d), E[cost of a capped attempt], and cost per success of capped
+    retries E[C_d] / R(d), for the smallest d reaching ``target`` and for the cost-optimal d within the horizon."""
+
+    metric: str
+    unit: str
+    target: float
+    horizon: int
+    steps_for_target: int | None
+    r_at_target_steps: float | None
+    attempt_cost_at_target_steps: float | None
+    per_success_at_target_steps: float | None
+    cheapest_steps: int | None
+    r_at_cheapest_steps: float | None
+    per_success_at_cheapest_steps: float | None
+    per_success_uncapped: float | None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def step_cap_costs(chain: AbsorbingChain, costs: CostModel, metric: str, *, target: float = 0.9,
+                   horizon: int = 200) -> StepCap:
+    """The cheapest step budget d with R(d) ≥ ``target`` (a success probability per attempt) and what it costs;
+    also the d that minimises the spend per success of capped retries within ``horizon``.
+
+    A capped attempt stops after d steps; its expected cost is Σ_{t<d} π_t·c (:func:`~tracetochain.numerics.
+    capped_mean_cost`), its success probability R(d). Raising d raises both, so the smallest d reaching the target
+    is the cheapest per attempt that does.
+    """
+    if not 0 < target <= 1:
+        raise ValueError(f"target must be in (0, 1], got {target}")
+    pv = per_visit_for(chain, costs, metric)
+    rel = chain.reliability(horizon)
+    capped = nx.capped_mean_cost(chain.Q, chain.pi0, pv.mean, horizon)
+    hit = np.flatnonzero(rel >= target - 1e-12)
+    d_t = int(hit[0]) if hit.size else None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(rel > 0, capped / np.where(rel > 0, rel, 1.0), np.inf)
+    best = int(np.argmin(per)) if np.isfinite(per).any() else None
+    uncapped = float(chain.accumulated_cost(pv.mean).mean / chain.r_inf) if chain.r_inf > 0 else None
+    note = None
+    if d_t is None:
+        note = (f"R(d) stays below {target:g} up to d = {horizon}" + (f" (R∞ = {chain.r_inf:.3f} < target)"
+                                                                    if chain.r_inf < target else ""))
+    return StepCap(metric, METRICS[metric][0], float(target), int(horizon), d_t,
+                   None if d_t is None else float(rel[d_t]), None if d_t is None else float(capped[d_t]),
+                   None if d_t is None else float(per[d_t]), best, None if best is None else float(rel[best]),
+                   None if best is None else float(per[best]), uncapped, note)
+
+
+# ------------------------------------------------------------------------------------------------ observed
+@dataclass(frozen=True)
+class ObservedCosts:
+    """What the traces themselves spent: per-episode totals of one metric, and spend per success."""
+
+    metric: str
+    unit: str
+    n_traces: int
+    n_successes: int
+    mean_per_trace: float | None
+    per_success: float | None
+    per_success_interval: tuple[float, float] | None
+    confidence: float
+    totals: FloatArray = field(repr=False)
+    success: NDArray[np.bool_] = field(repr=False)
+
+    def reliability_at(self, budgets: list[float]) -> list[float]:
+        """Empirical R(B): share of episodes that succeeded having spent at most B."""
+        if not self.n_traces:
+            return [0.0 for _ in budgets]
+        spent = np.sort(self.totals[self.success])
+        return [float(np.searchsorted(spent, b, side="right") / self.n_traces) for b in budgets]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metric": self.metric, "unit": self.unit, "n_traces": self.n_traces, "n_successes": self.n_successes,
+                "mean_per_trace": self.mean_per_trace, "per_success": self.per_success,
+                "per_success_interval": list(self.per_success_interval) if self.per_success_interval else None,
+                "confidence": self.confidence}
+
+
+def observed_costs(traces: Any, costs: CostModel, metric: str, *, confidence: float = 0.95, n_boot: int = 2000,
+                   seed: int = 0) -> ObservedCosts:
+    """Per-episode totals of ``metric`` in the (non-invalid) traces, the observed spend per success Σ totals /
+    #successes (censored and failed episodes count as spend without success), and its percentile interval from
+    a bootstrap over episodes (seeded). Episodes with no value for the metric are left out."""
+    from tracetochain.costs._model import STEPS, trace_totals, usage_arrays
+
+    usable = traces.select_traces(traces.outcomes() != 3)
+    table = usable.to_arrow()
+    offsets = usable.offsets
+    st = costs.metrics.get(metric)
+    totals: FloatArray
+    if st is not None and st.source == STEPS:
+        values, _ = usage_arrays(table, offsets)
+        x = values[metric]
+        n = offsets.size - 1
+        rows = np.repeat(np.arange(n), np.diff(offsets))
+        known = np.bincount(rows[np.isfinite(x)], minlength=n) > 0
+        totals = np.bincount(rows[np.isfinite(x)], weights=x[np.isfinite(x)], minlength=n).astype(np.float64)
+    else:
+        totals = trace_totals(table, offsets)[metric]
+        known = np.isfinite(totals)
+    totals = np.where(known, totals, 0.0)[known]
+    success = (usable.outcomes() == 0)[known]
+    n_t, n_s = int(known.sum()), int(success.sum())
+    mean = float(totals.mean()) if n_t else None
+    per = float(totals.sum() / n_s) if n_s else None
+    interval = None
+    if n_s and n_t > 1:
+        rng = np.random.default_rng(seed)
+        W = rng.multinomial(n_t, np.full(n_t, 1.0 / n_t), size=n_boot).astype(np.float64)
+        spend, wins = W @ totals, W @ success.astype(np.float64)
+        ratio = spend[wins > 0] / wins[wins > 0]
+        a = (1 - confidence) / 2
+        interval = (float(np.quantile(ratio, a)), float(np.quantile(ratio, 1 - a)))
+    return ObservedCosts(metric, METRICS[metric][0], n_t, n_s, mean, per, interval, confidence, totals, success)

@@ -1,0 +1,102 @@
+"""Model families beyond the plain first-order chain, each compiled to one absorbing chain.
+
+A first-order chain on the observed states makes two assumptions that real agents break: the next step depends only
+on the current state (no memory, no clock), and every trial of every task is an independent draw from one chain.
+The families here relax them; each is fitted by maximum likelihood (with empirical-Bayes shrinkage) and compiles to
+an :class:`~tracetochain.AbsorbingChain` on an expanded state space, so every metric, interval and what-if works on
+it unchanged.
+
+=====================  ===============================================================  ==========================
+family                 what it adds                                                     expanded states
+=====================  ===============================================================  ==========================
+:class:`MarkovModel`   nothing: the baseline (rows shrunk toward the pooled row)         the observed states
+:class:`LiftedModel`   memory: the last k states (variable order, backoff)               the contexts seen
+:class:`DurationModel` a clock: rows per step bucket, shrunk toward the homogeneous row  (state, step) pairs
+:class:`HiddenMarkovModel`  hidden states that emit the observed labels                 the hidden states
+:class:`MixtureModel`  latent classes of tasks (or traces), each with its own chain     the classes' union
+:class:`TaskClassModel`  task classes on top of any family (success / row tilts)        C copies of the family
+=====================  ===============================================================  ==========================
+
+Every feature is *causal*: the context of a step is known when the step happens (no final length), so R(d) is a
+forecast for a running trace.
+
+Common interface (:class:`TraceModel`): ``fit(traces)``, ``trace_loglik(traces)`` (held-out scores),
+``n_parameters``, ``to_chain()`` → :class:`CompiledModel` (the chain, the map back to observed states, the classes),
+``pass_hat_k(k)`` / ``pass_at_k(k)`` (Σ_c w_c R_c^k when trials of a task share a class; R∞^k otherwise) and
+``sample(n)``.
+
+Model choice: :func:`choose_model` fits every candidate on repeated held-out splits and picks by held-out
+log-likelihood against the first-order baseline (:mod:`~tracetochain.models.selection`). pass^k when tasks differ:
+:mod:`~tracetochain.models.passk` (per-task estimates, beta-binomial over tasks, a model's own value with intervals).
+Held-out checks of a fitted family: :mod:`~tracetochain.models.evaluation`.
+
+>>> import tracetochain as tt
+>>> from tracetochain.models import choose_model
+>>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 400, seed=1)
+>>> choice = choose_model(traces, candidates=("markov", "lifted", "duration"), checks=False)
+>>> choice.chosen
+'markov'
+"""
+
+from tracetochain.models._base import CompiledModel, LastStep, TraceModel, sample_compiled, simulate_runs
+from tracetochain.models._encoded import EncodedTraces, encode_traces
+from tracetochain.models.duration import DurationModel
+from tracetochain.models.evaluation import HeldoutEvaluation, evaluate_heldout, timing_check
+from tracetochain.models.hmm import HiddenMarkovModel
+from tracetochain.models.lifted import LiftedModel
+from tracetochain.models.markov import MarkovModel
+from tracetochain.models.mixture import MixtureModel
+from tracetochain.models.passk import (
+    BetaBinomial,
+    PassKEstimate,
+    beta_binomial_pass_k,
+    empirical_pass_k,
+    model_pass_k,
+    task_trials,
+)
+from tracetochain.models.selection import (
+    MODEL_CHOICES,
+    Candidate,
+    CandidateScore,
+    ModelChoice,
+    ModelFit,
+    choose_model,
+    decide,
+    fit_model,
+    unit_splits,
+)
+from tracetochain.models.tasks import TaskClassModel
+
+__all__ = [
+    "MODEL_CHOICES",
+    "BetaBinomial",
+    "Candidate",
+    "CandidateScore",
+    "CompiledModel",
+    "DurationModel",
+    "EncodedTraces",
+    "HeldoutEvaluation",
+    "HiddenMarkovModel",
+    "LastStep",
+    "LiftedModel",
+    "MarkovModel",
+    "MixtureModel",
+    "ModelChoice",
+    "ModelFit",
+    "PassKEstimate",
+    "TaskClassModel",
+    "TraceModel",
+    "beta_binomial_pass_k",
+    "choose_model",
+    "decide",
+    "empirical_pass_k",
+    "encode_traces",
+    "evaluate_heldout",
+    "fit_model",
+    "model_pass_k",
+    "sample_compiled",
+    "simulate_runs",
+    "task_trials",
+    "timing_check",
+    "unit_splits",
+]

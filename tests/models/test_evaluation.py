@@ -1,0 +1,62 @@
+"""Held-out checks of a family on its compiled chain: the task-clustered timing null, R∞, L∞."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+import tracetochain as tt
+from tests.models.conftest import concat
+from tracetochain.models import MarkovModel, MixtureModel, encode_traces, evaluate_heldout, timing_check
+
+
+def test_timing_check_accepts_the_true_model_and_rejects_a_wrong_clock() -> None:
+    truth = tt.datasets.notation_chain()
+    model = MarkovModel().fit(tt.datasets.simulate_traces(truth, 3000, seed=1))
+    test = tt.datasets.simulate_traces(truth, 400, seed=2)
+    ev = evaluate_heldout(model, test, n_bootstrap=199, seed=0)
+    assert ev.timing_passes()
+    assert ev.r_inf_check.holds and ev.l_inf < 0.06
+    json_doc = ev.to_dict()
+    assert json_doc["timing"]["mode"] == "monte-carlo"
+    slow = truth.with_changes(Q=truth.Q * 0.5, R_success=truth.R_success + truth.Q.sum(axis=1) * 0.25,
+                              R_failure=truth.R_failure + truth.Q.sum(axis=1) * 0.25)
+    wrong = evaluate_heldout(model, tt.datasets.simulate_traces(slow, 400, seed=3), n_bootstrap=199, seed=0)
+    assert not wrong.timing_passes()
+
+
+def test_clustered_null_is_wider_when_trials_of_a_task_share_a_class(two_class_chains) -> None:  # type: ignore[no-untyped-def]
+    A, B = two_class_chains
+    rng = np.random.default_rng(0)
+    parts = []
+    for j in range(120):
+        a = tt.datasets.simulate_traces(A if rng.random() < 0.5 else B, 4, seed=int(rng.integers(2**31))).to_arrow()
+        parts.append(tt.TraceTable.from_arrow(a.append_column("task_id", pa.array([f"k{j}"] * a.num_rows))))
+    t = concat(*parts)
+    model = MixtureModel(2, seed=0).fit(t)
+    enc = encode_traces(t, model.state_names_)
+    grouped = timing_check(model.to_chain(), enc, n_bootstrap=199, seed=1)
+    iid = timing_check(model.to_chain(), enc.select(np.arange(enc.n_traces)).__class__(
+        enc.codes, enc.offsets, enc.outcomes, enc.state_names, np.arange(enc.n_traces), "trace"),
+        n_bootstrap=199, seed=1)
+    assert grouped.statistic == iid.statistic
+    q = grouped.bootstrap["d_star_quantiles"]["0.95"], iid.bootstrap["d_star_quantiles"]["0.95"]
+    assert q[0] > q[1]
+
+
+def test_refitting_null_carries_the_fit_noise_and_like_keeps_the_size() -> None:
+    from tracetochain.models import DurationModel, LiftedModel, TaskClassModel
+
+    truth = tt.datasets.notation_chain()
+    fit, test = tt.datasets.simulate_traces(truth, 150, seed=1), tt.datasets.simulate_traces(truth, 150, seed=2)
+    model = MarkovModel().fit(fit)
+    fixed = evaluate_heldout(model, test, n_bootstrap=99, seed=0)
+    refit = evaluate_heldout(model, test, n_bootstrap=99, seed=0, fit=fit)
+    assert refit.timing.statistic == fixed.timing.statistic and refit.timing.settings["refit"]
+    # the fit half's noise widens the null
+    assert refit.timing.bootstrap["d_star_quantiles"]["0.5"] > fixed.timing.bootstrap["d_star_quantiles"]["0.5"]
+    assert refit.timing_passes()
+    dur = DurationModel(buckets=(2, 5)).fit(fit)
+    assert dur.like().buckets == dur.edges and not dur.like().state_names_
+    tc = TaskClassModel(LiftedModel(3), 2, seed=4).like()
+    assert isinstance(tc.base, LiftedModel) and tc.base.order == 3 and tc.n_classes == 2 and tc.seed == 4

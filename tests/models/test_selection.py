@@ -1,0 +1,106 @@
+"""Model choice by held-out likelihood: the splits, the rule, the table, and the per-layer checks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import tracetochain as tt
+from tests.models.conftest import concat
+from tracetochain.models import MarkovModel, choose_model, unit_splits
+from tracetochain.models.selection import Candidate
+
+
+def test_unit_splits_are_repeated_k_fold() -> None:
+    splits = unit_splits(23, 10, 0.2, seed=0)
+    first, second = np.concatenate(splits[:5]), np.concatenate(splits[5:])
+    assert sorted(first.tolist()) == list(range(23)) and sorted(second.tolist()) == list(range(23))
+    assert splits[0].tolist() != splits[5].tolist()
+    with pytest.raises(ValueError):
+        unit_splits(3, 5, 0.2, seed=0)
+
+
+def test_first_order_data_keep_the_plain_chain() -> None:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 600, seed=11)
+    choice = choose_model(traces, candidates=("markov", "lifted", "duration", "mixture"), sizes={"mixture": (2,)},
+                          n_timing_bootstrap=49)
+    assert choice.chosen == "markov"
+    assert "no candidate beats" in choice.reason
+    assert choice.model is not None and choice.model.family == "markov"
+    row = choice.score("markov")
+    assert row.verdict == "chosen" and row.timing_passes is not None and row.timing_passes[1] == 5
+    doc = choice.to_dict()
+    json.dumps(doc, allow_nan=False)
+    assert {c["name"] for c in doc["candidates"]} >= {"markov", "lifted(k=2)", "duration", "mixture(C=2)"}
+    text = choice.describe()
+    assert "chose markov" in text and "timing ok" in text
+    assert "<script>" not in choice._repr_html_()
+
+
+def test_a_two_class_mixture_is_chosen_over_the_plain_chain(two_class_chains) -> None:  # type: ignore[no-untyped-def]
+    A, B = two_class_chains
+    traces = concat(tt.datasets.simulate_traces(A, 300, seed=1), tt.datasets.simulate_traces(B, 300, seed=2))
+    choice = choose_model(traces, candidates=("markov", "mixture"), sizes={"mixture": (2, 3)}, checks=False)
+    assert choice.chosen == "mixture(C=2)"
+    assert choice.score("mixture(C=2)").z_vs_baseline > 2
+    # the simpler of two models within one standard error wins
+    assert choice.score("mixture(C=3)").verdict in ("better than the baseline, not chosen",
+                                                      "not better than the baseline")
+
+
+def test_ready_made_candidates_and_failures_are_reported() -> None:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=3)
+
+    class Broken(MarkovModel):
+        family = "broken"
+
+        def _fit(self, enc):  # type: ignore[no-untyped-def]
+            raise ValueError("cannot fit this")
+
+    choice = choose_model(traces, candidates=["markov", Candidate("broken", "broken", None, Broken)], checks=False)
+    row = choice.score("broken")
+    assert row.verdict == "failed" and "cannot fit this" in row.reason
+    assert choice.chosen == "markov"
+    with pytest.raises(ValueError, match="unknown model family"):
+        choose_model(traces, candidates=("markov", "nonsense"))
+
+
+def test_fit_model_one_call_for_each_choice() -> None:
+    from tracetochain.models import MODEL_CHOICES, fit_model
+
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=4)
+    plain = fit_model(traces, "markov")
+    assert plain.choice is None and plain.compiled.chain.n_states == 3
+    lifted = fit_model(traces, "lifted", checks=False)
+    assert lifted.model.family == "lifted" and lifted.name in ("lifted(k=2)", "lifted(k=3)")
+    assert lifted.choice is not None and lifted.choice.chosen == lifted.name
+    doc = lifted.to_dict(horizon=5)
+    json.dumps(doc, allow_nan=False)
+    assert doc["summary"]["trials"] == "iid" and set(doc["summary"]["pass_hat_k"]) == {"1", "2", "3", "4", "5", "8"}
+    assert set(MODEL_CHOICES) == {"auto", "markov", "mixture", "lifted", "hmm", "duration"}
+    with pytest.raises(ValueError, match="unknown model"):
+        fit_model(traces, "bayes")
+
+
+def test_decide_applies_the_rule_to_unit_scores() -> None:
+    from tracetochain.models import decide
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(-10, 1, 200)
+    scores = {"markov": base, "big": base + rng.normal(0.5, 0.1, 200), "small": base + rng.normal(0.49, 0.1, 200),
+              "noise": base + rng.normal(0.0, 0.1, 200)}
+    d = decide(scores, {"markov": 3, "big": 30, "small": 10, "noise": 5})
+    assert set(d.better) == {"big", "small"} and d.chosen == "small" and d.best == "big"
+    assert d.z_threshold == pytest.approx(2.128, abs=1e-3)  # one-sided Bonferroni, 3 candidates, 5 %
+    assert decide({"markov": base, "noise": scores["noise"]}, {"markov": 3, "noise": 5}).chosen == "markov"
+
+
+def test_too_few_units_keep_the_plain_chain_and_say_so() -> None:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 12, seed=5)
+    choice = choose_model(traces)
+    assert choice.chosen == "markov" and "at least 20" in choice.reason and choice.candidates == ()
+    assert choice.model is not None
+    json.dumps(choice.to_dict(), allow_nan=False)
+    assert "at least 20" in str(choice) and "markov" in choice._repr_html_()
