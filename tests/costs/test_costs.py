@@ -379,7 +379,7 @@ def test_compare_reports_delta_cost_per_success_with_an_interval() -> None:
     a = simulated(1500, seed=14)
     b = tt.datasets.simulate_traces(TRUE_CHAIN, 1500, seed=15,
                                     costs={"cost_usd": (COST_MEAN * [1, 2, 1], COST_VAR * [1, 4, 1])})
-    r = compare(a, b, samples=150, n_permutations=99)
+    r = compare(a, b, samples=150)
     (row,) = [c for c in r.costs if c["metric"] == "cost_usd"]
     truth_a = TRUE_CHAIN.accumulated_cost(COST_MEAN).mean / TRUE_CHAIN.r_inf
     truth_b = TRUE_CHAIN.accumulated_cost(COST_MEAN * [1, 2, 1]).mean / TRUE_CHAIN.r_inf
@@ -395,7 +395,8 @@ def test_report_document_and_html_show_the_costs(matplotlib: bool, monkeypatch: 
     import xml.etree.ElementTree as ET
 
     import tracetochain.report._plots as plots
-    from tracetochain.report import make_report, render_html
+    from tracetochain.analysis import analyze
+    from tracetochain.report import build_report, render_html
 
     if matplotlib:
         pytest.importorskip("matplotlib")
@@ -403,7 +404,7 @@ def test_report_document_and_html_show_the_costs(matplotlib: bool, monkeypatch: 
         monkeypatch.setattr(plots, "have_matplotlib", lambda: False)
     records = simulated(600, seed=16).to_pandas()
     records.loc[records["state"] == "act", "state"] = "<script>alert(1)</script>"  # trace text is untrusted
-    doc = make_report(tt.TraceTable.from_dataframe(records), audit=False, samples=200)
+    doc = build_report(analyze(tt.TraceTable.from_dataframe(records), audit=False, n_samples=200))
     costs = doc["costs"]
     assert costs["available"] and costs["certification"]["status"] == "untested"
     page = render_html(doc)
@@ -443,15 +444,20 @@ def test_cli_fit_metrics_and_whatif_report_costs(tmp_path: Path) -> None:
 def test_withheld_costs_are_not_shown_as_numbers() -> None:
     """A certificate that withholds the timing outputs withholds the cost figures: the page and the comment say
     withheld where the model's numbers would be, and keep the observed ones."""
+    from dataclasses import replace
+
+    from tracetochain.analysis import analyze
+    from tracetochain.audit import LayerResult, build_certificate
     from tracetochain.report import build_report, render_html
 
-    fit = tt.fit_chain(simulated(300, seed=18))
-    cert = {"decision": "partial", "certified": ["R_inf"], "withheld": ["R(d)", "RDC", "mean_steps"],
-            "reasons": ["The success-time law is rejected (KS D = 0.2, p = 0.001 ≤ 0.05)."]}
-    costs = cost_report(fit, method=None, certificate=cert)
-    assert costs["certification"] == {"status": "withheld", "rests_on": ["timing", "r_inf"],
-                                      "reason": "the timing layer (visit law) is rejected"}
-    doc = build_report(fit, certificate=cert, costs=costs)
+    res = analyze(simulated(300, seed=18), intervals=None, n_bootstrap=19, n_permutations=19)
+    layers = {name: LayerResult(name, "pass", 0.5, "consistent", "fits") for name in ("r_inf", "order", "trials")}
+    layers["timing"] = LayerResult("timing", "reject", 0.001, "rejected", "the success-time law is rejected")
+    cert = build_certificate(layers)
+    costs = cost_report(res.chain, traces=res.traces, method=None, certificate=cert)
+    assert costs["certification"]["status"] == "withheld" and costs["certification"]["rests_on"] == ["timing",
+                                                                                                      "r_inf"]
+    doc = build_report(replace(res, certificate=cert))
     page = render_html(doc)
     section = page[page.index('id="costs"'):page.index('id="states"')]
     assert "withheld" in section and "One success costs" not in section
@@ -461,12 +467,12 @@ def test_withheld_costs_are_not_shown_as_numbers() -> None:
 
 
 def test_cost_gate() -> None:
+    from tracetochain.analysis import analyze
     from tracetochain.report import build_report
     from tracetochain.report.gates import GateError, evaluate_gate
 
-    fit = tt.fit_chain(simulated(400, seed=19))
-    costs = cost_report(fit, method="posterior", samples=200)
-    doc = build_report(fit, costs=costs)
+    doc = build_report(analyze(simulated(400, seed=19), n_samples=200, n_bootstrap=19, n_permutations=19))
+    costs = doc["costs"]
     per = costs["metrics"]["cost_usd"]["summary"]["per_success"]
     upper = costs["metrics"]["cost_usd"]["intervals"]["per_success"]["upper"]
     assert evaluate_gate(f"cost_per_success<={per * 1.01}", doc).passed

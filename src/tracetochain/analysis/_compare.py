@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from tracetochain.analysis._analyze import UNSEEN_STATE, plan_input, resolve_states, summarize_parts
+from tracetochain.analysis._analyze import UNSEEN_STATE, MemoryPartition, plan_input, resolve_states, summarize_parts
 from tracetochain.analysis._intervals import summary_ensemble
 from tracetochain.analysis._summary import CorpusSummary, SummarySpec, reindex_summary
 from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts
@@ -161,16 +161,17 @@ def _cost_line(c: dict[str, Any], names: tuple[str, str]) -> str:
 
 
 def cost_deltas(sides: tuple[tuple[AbsorbingChain, Any], tuple[AbsorbingChain, Any]], *, confidence: float,
-                seed: int = 0, metrics: tuple[str, ...] = ("cost_usd", "tokens", "seconds")
-                ) -> tuple[dict[str, Any], ...]:
+                seed: int = 0, metrics: tuple[str, ...] = ("cost_usd", "tokens", "seconds"),
+                traces: tuple[Any, Any] = (None, None)) -> tuple[dict[str, Any], ...]:
     """Δ cost per success (B − A) with a percentile interval, per cost metric both sets carry.
 
     ``sides`` = ((chain, ensemble) of A, (chain, ensemble) of B); each chain carries its cost model. On every draw
     of a side's ensemble the cost per success E[C]/R∞ is computed with per-visit cost means drawn from their sampling
     law (:func:`tracetochain.costs.cost_per_success_draws`); draw i of A is subtracted from draw i of B (the two sides
-    are independent, as for ΔR∞).
+    are independent, as for ΔR∞). With the ``traces`` of a side (in memory), its observed spend per success is given
+    beside.
     """
-    from tracetochain.costs import METRICS, CostModel, cost_per_success_draws, summarize_costs
+    from tracetochain.costs import METRICS, CostModel, cost_per_success_draws, observed_costs, summarize_costs
 
     (ca, ea), (cb, eb) = sides
     ma, mb = CostModel.of_chain(ca), CostModel.of_chain(cb)
@@ -190,9 +191,12 @@ def cost_deltas(sides: tuple[tuple[AbsorbingChain, Any], tuple[AbsorbingChain, A
         delta = None if sa.per_success is None or sb.per_success is None else sb.per_success - sa.per_success
         interval = ([float(np.quantile(diff, alpha)), float(np.quantile(diff, 1 - alpha))] if diff.size
                     else [None, None])
+        oa = observed_costs(traces[0], ma, metric).per_success if traces[0] is not None else None
+        ob = observed_costs(traces[1], mb, metric).per_success if traces[1] is not None else None
         out.append({"metric": metric, "unit": METRICS[metric][0], "a": sa.per_success, "b": sb.per_success,
                     "delta": delta, "delta_interval": interval, "confidence": confidence,
-                    "n_draws": int(diff.size), "failed_share_a": sa.failed_share, "failed_share_b": sb.failed_share})
+                    "n_draws": int(diff.size), "observed_a": oa, "observed_b": ob,
+                    "failed_share_a": sa.failed_share, "failed_share_b": sb.failed_share})
     return tuple(out)
 
 
@@ -277,7 +281,10 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
         curve = ens.stats("reliability", horizon=horizon, return_samples=True).samples
         assert r is not None and curve is not None
         draws.append((np.asarray(r, float), np.asarray(curve, float), ens.info.get("design_effect", 1.0)))
-    costs = cost_deltas(((chain_a, ensembles[0]), (chain_b, ensembles[1])), confidence=confidence, seed=seed)
+    in_memory = tuple(p[0].traces if len(p) == 1 and isinstance(p[0], MemoryPartition) else None
+                      for p in (parts_a, parts_b))
+    costs = cost_deltas(((chain_a, ensembles[0]), (chain_b, ensembles[1])), confidence=confidence, seed=seed,
+                        traces=(in_memory[0], in_memory[1]))
     homog = homogeneity_from_counts(_count_rows(sa), _count_rows(sb), list(union), level=level,
                                     n_traces=(sa.n_usable, sb.n_usable),
                                     boot=(sa.boot, sb.boot) if method == "bootstrap" else None, seed=seed)
