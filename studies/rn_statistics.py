@@ -341,9 +341,10 @@ def render(doc: dict[str, Any]) -> str:
         row = [pct(e["raw_rejection"][k]) if e["raw_rejection"][k]["n"] else "— (not tested)"
                for k in ("r_inf", "timing", "order", "trials")]
         lines.append(f"| {s} | {e['n_traces']} | " + " | ".join(row) + f" | {pct(e['withholds_something'])} |")
-    lines += ["", "Layer rates are each layer's own test at 5 % (over the corpora where it could test); the certificate "
-              "applies Holm's step-down over the four layers (family-wise 5 %). `null` has no task ids (the trials "
-              "layer does not apply); `null-tasks` repeats every task 4 times with one success probability."]
+    lines += ["", "Layer rates are each layer's own test at 5 % (over the corpora where it could test); the "
+              "certificate applies Holm's step-down over the four layers (family-wise 5 %). `null` has no task ids "
+              "(the trials layer does not apply); `null-tasks` repeats every task 4 times with one success "
+              "probability."]
     return "\n".join(lines) + "\n"
 
 
