@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.optimize
 import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from tracetochain.audit import (
     holdout_audit,
     l_inf_distance,
     label_traces,
+    mover_p_value,
     r_inf_check,
     r_inf_check_counts,
     split_indices,
@@ -168,7 +170,7 @@ def test_ss14_split_r_inf_and_l_inf(shared_data: Path) -> None:
     traces = tt.TraceTable.from_records([
         {"trace_id": i, "step_idx": j, "state": cat(tok), "outcome": "success" if corpus[i]["resolved"]
          else "failure"} for i in corpus for j, tok in enumerate(corpus[i]["toks"])])
-    res = holdout_audit(traces, states="label", seed=20260606, horizon=80,
+    res = holdout_audit(traces, states="label", pseudocount=1, seed=20260606, horizon=80,
                         timing=TimingSettings(mode="paper", n_model=20_000, paper_max_steps=400))
     assert (res.split["n_train"], res.split["n_test"]) == (239, 240)
     assert res.r_inf_check.pass_rate == pytest.approx(0.6833, abs=5e-5)
@@ -178,8 +180,8 @@ def test_ss14_split_r_inf_and_l_inf(shared_data: Path) -> None:
     assert res.timing.statistic == pytest.approx(0.3407, abs=0.03) and res.timing.p_value < 1e-6  # type: ignore[operator]
     # The library's own shell vocabulary (which strips `VAR=…` prefixes) gives the same chain to 1e-3.
     read = tt.read_traces(shared_data / "tracetochain-artifact" / "swebench_real" / "corpus.json")
-    ours = holdout_audit(read, states=CategoricalStates(vocabulary="shell", keep_unobserved=True), seed=20260606,
-                         horizon=80, timing=TimingSettings(mode="paper", n_model=2000))
+    ours = holdout_audit(read, states=CategoricalStates(vocabulary="shell", keep_unobserved=True), pseudocount=1,
+                         seed=20260606, horizon=80, timing=TimingSettings(mode="paper", n_model=2000))
     assert ours.chain.r_inf == pytest.approx(0.6565, abs=1e-3) and ours.l_inf == pytest.approx(0.2233, abs=1e-3)
 
 
@@ -217,6 +219,34 @@ def test_held_out_r_inf_check_counts_the_noise_of_both_halves() -> None:
     assert not r_inf_check_counts(0.70, 270, 500, n_fit=500).holds
     same = r_inf_check_counts(0.60, 270, 500, n_fit=500, in_sample=True)
     assert same.difference_lower is None and not same.holds
+
+
+@pytest.mark.parametrize(("r", "n_fit", "k", "n"), [(0.55, 200, 40, 100), (0.5, 100, 40, 100),
+                                                      (0.6, 150, 45, 100), (0.3, 400, 45, 100)])
+def test_mover_p_value_is_where_zero_meets_the_interval(r: float, n_fit: int, k: int, n: int) -> None:
+    """Oracle: the closed-form MOVER limit (written out from Wilson's formula) that faces 0, solved for the level by
+    Brent's method; the p-value is 1 − that level, and the check holds at 95 % iff p > 0.05."""
+
+    def wilson(x: float, size: int, conf: float) -> tuple[float, float]:
+        z = scipy.stats.norm.ppf(0.5 + conf / 2)
+        p, den = x / size, 1 + z * z / size
+        centre = (p + z * z / (2 * size)) / den
+        half = z * math.sqrt(p * (1 - p) / size + z * z / (4 * size * size)) / den
+        return centre - half, centre + half
+
+    def facing_limit(conf: float) -> float:
+        l1, u1 = wilson(r * n_fit, n_fit, conf)
+        l2, u2 = wilson(k, n, conf)
+        p = k / n
+        if r > p:
+            return r - p - math.sqrt((r - l1) ** 2 + (u2 - p) ** 2)
+        return r - p + math.sqrt((u1 - r) ** 2 + (p - l2) ** 2)
+
+    gamma = scipy.optimize.brentq(facing_limit, 1e-9, 1 - 1e-12, xtol=1e-14)
+    p_value = mover_p_value(r, n_fit, k, n)
+    assert p_value == pytest.approx(1 - gamma, rel=1e-7, abs=1e-12)
+    chk = r_inf_check_counts(r, k, n, n_fit=n_fit)
+    assert chk.p_value == p_value and chk.holds == (p_value > 0.05)
 
 
 def test_held_out_r_inf_check_keeps_its_level_on_sound_chains() -> None:

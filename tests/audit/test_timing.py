@@ -12,8 +12,10 @@ import tracetochain as tt
 from tracetochain.audit import (
     kolmogorov_asymptotic_pvalue,
     ks_calibrated,
+    ks_calibrated_counts,
     ks_paper,
     lattice_ks_statistic,
+    length_histograms,
     success_time_cdf,
     timing_test,
 )
@@ -126,10 +128,18 @@ def test_calibrated_detects_a_wrong_timing_law(markov_fit: tuple[tt.AbsorbingCha
 
 def test_train_refit_needs_the_fit_size(markov_fit: tuple[tt.AbsorbingChain, tt.TraceTable]) -> None:
     chain, traces = markov_fit
-    with pytest.raises(ValueError, match="n_fit_traces"):
+    with pytest.raises(ValueError, match="fit_traces"):
         ks_calibrated(chain, traces, refit="train")
-    res = ks_calibrated(chain, traces, refit="train", n_fit_traces=150, n_bootstrap=20, seed=1)
+    fit = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 150, seed=12)
+    res = ks_calibrated(chain, traces, refit="train", fit_traces=fit, n_bootstrap=20, seed=1)
     assert res.settings["n_fit_traces"] == 150 and res.p_value is not None
+    # From counts: the fit half's size alone (no censoring) gives the same test as its histogram.
+    hist = length_histograms(np.diff(traces.offsets), traces.outcomes())
+    with pytest.raises(ValueError, match="fit_histogram"):
+        ks_calibrated_counts(chain, hist, refit="train")
+    by_size = ks_calibrated_counts(chain, hist, refit="train", n_fit_traces=150, n_bootstrap=20, seed=1)
+    assert by_size.settings["n_fit_traces"] == 150
+    assert (by_size.statistic, by_size.p_value) == (res.statistic, res.p_value)
 
 
 def test_cap_is_applied_and_checked() -> None:

@@ -89,8 +89,15 @@ def test_unvisited_rows_policies() -> None:
     assert fail.r_inf < prior.r_inf
     auto0 = tt.ChainEstimator(pseudocount=0).fit(t).fetch_model()
     assert auto0.metadata["unvisited_policy"] == "failure" and auto0.R_failure[auto0.state_index("z")] == 1.0
-    with pytest.raises(ValueError, match="needs pseudocount > 0"):
+    with pytest.raises(ValueError, match=r"needs a prior with mass \(pseudocount > 0\)"):
         tt.ChainEstimator(pseudocount=0, unvisited="prior").fit(t)
+    # The default episode prior gives the unvisited row the pooled outcomes of all rows plus the pseudo-episode:
+    # a → b, a → z, b → success, b → failure, plus ½ success and ½ failure: (a, b, z, ⊕, ⊖) ∝ (0, 1, 1, 1.5, 1.5).
+    episode = tt.ChainEstimator().fit(t).fetch_model()
+    ze = episode.state_index("z")
+    assert episode.state_names == ("a", "b", "z") and episode.metadata["unvisited_policy"] == "prior"
+    np.testing.assert_allclose(episode.Q[ze], [0.0, 0.2, 0.2], rtol=0, atol=1e-15)
+    assert (episode.R_success[ze], episode.R_failure[ze]) == pytest.approx((0.3, 0.3), abs=1e-15)
 
 
 def test_fixed_state_vocabulary() -> None:

@@ -52,7 +52,13 @@ def test_report_withholds_timing_on_swebench(shared_data: Path, tmp_path: Path) 
             "--uncertainty", "none", "--fail-under", "R(20)>=0.1")
     assert r.returncode == 3  # the gate refers to a withheld output
     doc = json.loads(out.read_text())
-    assert "R(d)" in doc["withheld"] and "success-time law is rejected" in doc["timing_withheld_reason"]
+    assert "R(d)" in doc["withheld"] and doc["timing_status"] == "withheld"
+    timing = doc["certificate"]["layers"]["timing"]
+    assert timing["status"] == "reject" and doc["certificate"]["outputs"]["R(d)"]["because"] == ["timing"]
+    assert doc["timing_withheld_reason"] == timing["message"]
+    assert "success times do not follow the chain's law" in doc["timing_withheld_reason"]
+    # Withholding timing touches only the outputs that rest on it (R∞ rests on the held-out R∞ check alone).
+    assert doc["output_status"]["R_inf"] == doc["output_status"]["pass^1"] != "withheld"
 
 
 def test_audit_command(tmp_path: Path) -> None:

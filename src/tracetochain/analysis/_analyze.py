@@ -128,7 +128,16 @@ def fit_half(traces: TraceTable, spec: SummarySpec) -> TraceTable:
 def _concat(tables: list[TraceTable]) -> TraceTable:
     if len(tables) == 1:
         return tables[0]
-    arrow = pa.concat_tables([t.to_arrow() for t in tables], promote_options="default")
+    arrows = [t.to_arrow() for t in tables]
+    n_ids = sum(t.n_traces for t in tables)
+    if len(set().union(*(t.trace_id_array.to_pylist() for t in tables))) < n_ids:
+        # The tables share trace ids (compare learns one state model on both of its corpora, which may hold the
+        # same ids — a set compared with itself): the learner needs the steps, not the ids, so each table's ids
+        # get its position as a prefix.
+        arrows = [a.set_column(a.column_names.index("trace_id"), "trace_id",
+                               pa.array([f"{k}/{x}" for x in a.column("trace_id").to_pylist()], pa.string()))
+                  for k, a in enumerate(arrows)]
+    arrow = pa.concat_tables(arrows, promote_options="default")
     return TraceTable.from_arrow(arrow, source=tables[0].report.source)
 
 

@@ -276,8 +276,10 @@ def mover_p_value(r_inf: float, n_fit: int, k: int, n: int, method: IntervalMeth
     """The p-value of the held-out R∞ check: 1 − γ* for the level γ* at which 0 lies on the edge of the MOVER interval
     of R∞ − k/n (the interval widens with γ, so γ* is found by bisection). 1 when R∞ = k/n exactly.
 
-    >>> round(mover_p_value(0.5, 100, 50, 100), 3), round(mover_p_value(0.7, 200, 40, 100), 4)
-    (1.0, 0.0005)
+    >>> round(mover_p_value(0.5, 100, 50, 100), 3), round(mover_p_value(0.55, 200, 40, 100), 4)
+    (1.0, 0.0142)
+    >>> mover_p_value(0.7, 200, 40, 100) < 1e-6   # a gap of 0.3 between two rates of 200 and 100 traces
+    True
     """
     r = min(1.0, max(0.0, float(r_inf)))
     if abs(r - k / n) < 1e-15:

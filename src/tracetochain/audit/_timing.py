@@ -319,6 +319,9 @@ def ks_calibrated(chain: AbsorbingChain, traces: TraceTable, *, refit: Refit = "
     The traces are summarised (lengths by outcome) and passed to :func:`ks_calibrated_counts`, which holds the test;
     ``fit_traces`` are the traces the chain was fitted on (``refit="train"``: their number and censoring).
     """
+    if refit == "train" and fit_traces is None:
+        raise ValueError("refit='train' needs fit_traces: the traces the chain was fitted on (their number and "
+                         "censoring shape the simulated fit halves)")
     fit_hist = table_histogram(fit_traces) if fit_traces is not None else None
     return ks_calibrated_counts(chain, table_histogram(traces), refit=refit, fit_histogram=fit_hist,
                                 n_bootstrap=n_bootstrap, seed=seed, max_steps=max_steps, pseudocount=pseudocount,
