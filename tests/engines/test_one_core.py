@@ -128,12 +128,12 @@ def test_cli_audit_gives_one_verdict_with_and_without_engine(tmp_path: Path, cor
     from tracetochain.cli import app
 
     runner = CliRunner()
-    args = ["audit", str(corpus["parquet"]), "--json", "--bootstrap", "19", "--resamples", "0"]
+    args = ["audit", str(corpus["parquet"]), "--json", "--ks-samples", "19", "--samples", "0"]
     a = runner.invoke(app, args)
     b = runner.invoke(app, [*args, "--engine", "local"])
     assert a.exit_code == 0, a.output
     assert b.exit_code == 0, b.output
     da, db = json.loads(a.output), json.loads(b.output)
     for doc in (da, db):
-        doc.pop("settings")
+        assert doc.pop("settings")["audit"]["n_bootstrap"] == 19
     assert da == db
