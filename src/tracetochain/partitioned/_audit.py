@@ -92,10 +92,12 @@ def fit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = 
 
 
 def compare_partitioned(a: str | Path | Sequence[str | Path], b: str | Path | Sequence[str | Path], *,
-                        engine: Any = None, format: str | None = None, by: str = "range", **options: Any
-                        ) -> Comparison:
+                        engine: Any = None, format: str | None = None, by: str = "range",
+                        rows_per_partition: int | None = None, bytes_per_partition: int | None = None,
+                        **options: Any) -> Comparison:
     """:func:`tracetochain.compare.compare` for two corpora of any size, partition by partition on ``engine``."""
-    return compare(a, b, engine=engine or "local", reader=format, partition_options={"by": by}, **options)
+    return compare(a, b, engine=engine or "local", reader=format,
+                   partition_options=_partition_options(by, rows_per_partition, bytes_per_partition), **options)
 
 
 __all__ = ["PartitionedAudit", "audit_partitioned", "bootstrap_partitioned", "compare_partitioned",
