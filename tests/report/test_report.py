@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 
 import tracetochain as tt
-from tracetochain.pipeline import fit_chain
+from tracetochain.analysis import AnalysisResult, analyze
+from tracetochain.audit import LayerResult, build_certificate
 from tracetochain.report import build_report, render_html, to_dot, to_mermaid, to_prism
 from tracetochain.report._markdown import render_markdown
 from tracetochain.report.gates import GateError, evaluate_gate
@@ -29,9 +31,18 @@ def evil_traces() -> tt.TraceTable:
     return tt.TraceTable.from_records(recs, source='evil"><script>alert(2)</script>.jsonl')
 
 
+FAST = {"n_bootstrap": 19, "n_permutations": 19, "trials_permutations": 99}
+
+
+def fitted(traces: tt.TraceTable, **options: object) -> AnalysisResult:
+    """The chain alone (no audit, no intervals), as a report of it would show."""
+    return analyze(traces, audit=False, intervals=None, **options)  # type: ignore[arg-type]
+
+
 @pytest.fixture(scope="module")
 def evil_html() -> str:
-    return render_html(build_report(fit_chain(evil_traces()), horizon=20))
+    # The full analysis: the certificate's layer messages and state names carry trace text too.
+    return render_html(build_report(analyze(evil_traces(), n_samples=50, **FAST), horizon=20))
 
 
 def test_untrusted_text_is_escaped_in_html(evil_html: str) -> None:
@@ -43,39 +54,60 @@ def test_untrusted_text_is_escaped_in_html(evil_html: str) -> None:
 
 
 def test_untrusted_text_is_inert_in_markdown() -> None:
-    md = render_markdown(build_report(fit_chain(evil_traces()), horizon=20))
+    md = render_markdown(build_report(analyze(evil_traces(), n_samples=50, **FAST), horizon=20))
     assert "<script>" not in md and "<img" not in md
 
 
 def test_report_document_is_json_and_complete() -> None:
-    fit = fit_chain(tt.datasets.load_example())
-    doc = build_report(fit, horizon=30)
+    traces = tt.datasets.load_example()
+    res = fitted(traces)
+    doc = build_report(res, horizon=30)
     text = json.dumps(doc, allow_nan=False)  # never NaN
     back = json.loads(text)
-    assert back["kind"] == "tracetochain.report" and back["schema_version"] == 1
-    assert back["metrics"]["r_inf"] == pytest.approx(fit.chain.r_inf)
-    assert len(back["empirical"]["rdc"]) == 31 and back["empirical"]["pass_rate"] == pytest.approx(0.42)
-    assert back["certificate"] is None and back["withheld"] == []
-    assert sum(back["empirical"]["success_lengths"]) == int(np.sum(np.diff(fit.labelled.offsets)[
-        fit.labelled.outcomes() == 0]))
+    assert back["kind"] == "tracetochain.report" and back["schema_version"] == 2
+    assert back["metrics"]["r_inf"] == pytest.approx(res.chain.r_inf)
+    assert len(back["empirical"]["rdc"]) == 31 and back["empirical"]["pass_rate"] == pytest.approx(84 / 200)
+    assert back["certificate"] is None and back["withheld"] == [] and back["timing_status"] == "not audited"
+    # The histogram of success lengths, from the traces themselves.
+    lengths = np.diff(traces.offsets)[traces.outcomes() == 0]
+    counts = back["empirical"]["success_length_counts"]
+    assert counts == np.bincount(lengths).tolist() and sum(counts) == 84
+    # The empirical RDC: successes within d steps over all usable traces.
+    assert back["empirical"]["rdc"][10] == pytest.approx(np.count_nonzero(lengths <= 10) / 200)
+    assert back["settings"]["prior"] == {"kind": "episode", "strength": 1.0}
+
+
+def _certificate_with(timing: str) -> tt.Certificate:
+    layers = {"r_inf": LayerResult("r_inf", "pass", 0.6, "consistent", "R∞ agrees with the held-out pass rate"),
+              "timing": LayerResult("timing", timing, 0.0005 if timing == "reject" else 0.5, "x",  # type: ignore[arg-type]
+                                    "The success-time law is rejected (KS on success lengths, p < 0.001)."
+                                    if timing == "reject" else "the success-time law fits"),
+              "order": LayerResult("order", "pass", 0.5, "consistent", "first order"),
+              "trials": LayerResult("trials", "pass", 0.3, "consistent", "independent trials")}
+    return build_certificate(layers, level=0.05)
 
 
 def test_withheld_timing_is_shown_not_drawn() -> None:
-    fit = fit_chain(tt.datasets.load_example())
-    cert = {"decision": "partial", "withheld": ["R(d)", "RDC", "step_budgets"],
-            "reasons": ["The success-time law is rejected (KS on success lengths, p < 0.001)."]}
-    doc = build_report(fit, horizon=30, certificate=cert)
+    res = fitted(tt.datasets.load_example())
+    doc = build_report(dataclasses.replace(res, certificate=_certificate_with("reject")), horizon=30)
+    assert doc["output_status"]["R(d)"] == "withheld" and doc["output_status"]["R_inf"] == "certified"
     html = render_html(doc)
     assert "PARTIAL" in html and "withheld" in html and "KS on success lengths, p &lt; 0.001" in html
-    assert "model R(d)</td><td>0." not in html  # no model R(d) numbers printed
+    m = doc["metrics"]
+    shown = [f"{m['reliability'][10]:.3f}", f"{m['reliability'][20]:.3f}", f"{m['mean_steps']:.1f}"]
+    assert not any(x in html for x in shown)  # no model R(d) or mean-steps number printed
+    certified = render_html(build_report(dataclasses.replace(res, certificate=_certificate_with("pass")),
+                                         horizon=30))
+    assert all(x in certified for x in shown)  # … which a certified timing layer shows
     md = render_markdown(doc)
     assert "| R(10) | withheld |" in md
     gate = evaluate_gate("R(10)>=0.1", doc)
-    assert not gate.passed and "withheld" in gate.message
+    assert not gate.passed and "withheld" in gate.message and "KS on success lengths" in gate.message
+    assert evaluate_gate("r_inf>=0.4", doc).passed  # R∞ rests on the R∞ check alone
 
 
 def test_gates() -> None:
-    doc = build_report(fit_chain(tt.datasets.load_example()), horizon=30)
+    doc = build_report(fitted(tt.datasets.load_example()), horizon=30)
     r_inf = doc["metrics"]["r_inf"]
     assert evaluate_gate(f"r_inf>={r_inf - 0.01}", doc).passed
     assert not evaluate_gate(f"r_inf>{r_inf + 0.01}", doc).passed
@@ -93,7 +125,7 @@ def test_gates() -> None:
 
 
 def test_graph_exports_use_safe_ids() -> None:
-    chain = fit_chain(evil_traces()).chain.to_dict()
+    chain = fitted(evil_traces()).chain.to_dict()
     dot = to_dot(chain)
     assert re.search(r"^\s*s0 \[label=", dot, re.M) and "tool:<" not in dot.split("label=")[0]
     assert all(line.strip().startswith(("s", "success", "failure", "digraph", "rankdir", "node", "}"))
@@ -123,13 +155,14 @@ def test_prism_export_model_checks_to_the_same_numbers(tmp_path: Path) -> None:
 
 def test_report_on_tau_bench_real_file(shared_data: Path) -> None:
     traces = tt.read_traces(shared_data / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json")
-    doc = build_report(fit_chain(traces, states="ward", vocabulary="chat"), horizon=40)
+    doc = build_report(analyze(traces, states="ward", state_options={"vocabulary": "chat"}, n_samples=200, **FAST),
+                       horizon=40)
     html = render_html(doc)
     assert html.count("<svg") >= 3 and "pass@k and pass^k" in html and 'id="state-table"' in html
 
 
 def test_notebook_reprs() -> None:
-    fit = fit_chain(evil_traces())
+    fit = fitted(evil_traces())
     doc = build_report(fit, horizon=10)
     frame = doc._repr_html_()
     assert frame.startswith("<iframe sandbox srcdoc=") and "<script>" not in frame

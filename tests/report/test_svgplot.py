@@ -11,8 +11,8 @@ import pytest
 import tracetochain as tt
 import tracetochain.report._plots as plots
 from tracetochain._optional import require
+from tracetochain.analysis import analyze
 from tracetochain.exceptions import TraceToChainError
-from tracetochain.pipeline import fit_chain
 from tracetochain.report import build_report, render_html
 from tracetochain.report._svgplot import Chart, nice_ticks
 
@@ -48,7 +48,7 @@ def test_chart_escapes_text_skips_non_finite_values_and_is_valid_svg() -> None:
 
 def test_report_without_matplotlib_has_every_figure(no_matplotlib: None) -> None:
     traces = tt.read_traces(tt.datasets.example_path("tau_airline"))
-    html = render_html(build_report(fit_chain(traces), horizon=30))
+    html = render_html(build_report(analyze(traces, audit=False, intervals=None), horizon=30))
     assert 'id="rd-plot"><svg' in html and 'id="fpt-plot"><svg' in html
     assert "matplotlib" not in html.lower()
 
