@@ -51,6 +51,27 @@ def test_beta_marginal_formula_matches_scipy(notation_fit: tt.AbsorbingChain) ->
     assert (post.intervals.R_failure_lower[2], post.intervals.R_failure_upper[2]) == pytest.approx((lo, hi))
 
 
+def test_beta_marginals_under_the_episode_prior(notation_fit: tt.AbsorbingChain) -> None:
+    """The default prior adds ½ c_i / C to each exit of row i and nothing to its transitions, so the row's total is
+    c_i (1 + 1/C): Q_ij ~ Beta(c_ij, c_i(1 + 1/C) − c_ij), R⊕_i ~ Beta(c⊕_i + ½ c_i/C, …)."""
+    post = DirichletPosterior(confidence=0.9).fit(notation_fit).fetch_model()
+    assert post.prior.kind == "episode"
+    c = post.counts
+    ci = c.row_totals.astype(float)
+    C = ci.sum()
+    for i, j in [(0, 1), (1, 2)]:
+        a = float(c.transitions[i, j])
+        lo, hi = scipy.stats.beta.ppf([0.05, 0.95], a, ci[i] * (1 + 1 / C) - a)
+        assert (post.intervals.Q_lower[i, j], post.intervals.Q_upper[i, j]) == pytest.approx((lo, hi), rel=1e-12)
+    for i in range(c.n_states):
+        a = c.exits_success[i] + 0.5 * ci[i] / C
+        lo, hi = scipy.stats.beta.ppf([0.05, 0.95], a, ci[i] * (1 + 1 / C) - a)
+        assert (post.intervals.R_success_lower[i], post.intervals.R_success_upper[i]) == pytest.approx((lo, hi),
+                                                                                                       rel=1e-12)
+    zero = c.transitions == 0  # no pseudo-mass on transitions never seen: exactly 0 in every draw
+    assert zero.any() and post.intervals.Q_upper[zero].max() == 0.0 and np.all(post.ensemble.Q[:, zero] == 0)
+
+
 def test_posterior_mean_is_the_fitted_chain(notation_fit: tt.AbsorbingChain) -> None:
     post = DirichletPosterior().fit(notation_fit).fetch_model()
     np.testing.assert_allclose(post.intervals.Q_center, notation_fit.Q, rtol=1e-12)
@@ -73,10 +94,14 @@ def test_joint_draws_have_the_beta_marginals(notation_fit: tt.AbsorbingChain) ->
 
 def test_rows_are_dirichlet_not_independent_entries() -> None:
     """Entries of a row are negatively correlated (they sum to 1): the posterior draws whole rows."""
-    X = sample_rows(np.array([[30.0, 20.0, 10.0, 5.0]]), 1.0, 5000, np.random.default_rng(0))
+    a = np.array([31.0, 21.0, 11.0, 6.0])
+    X = sample_rows(a[None, :], 5000, np.random.default_rng(0))
     np.testing.assert_allclose(X.sum(axis=2), 1.0, atol=1e-12)
     corr = np.corrcoef(X[:, 0, 0], X[:, 0, 1])[0, 1]
-    assert corr < -0.3
+    a0 = a.sum()
+    dirichlet = -np.sqrt(a[0] * a[1] / ((a0 - a[0]) * (a0 - a[1])))  # −0.597 for Dir(31, 21, 11, 6)
+    assert corr == pytest.approx(dirichlet, abs=0.04)  # sampling s.e. of r here ≈ 0.009
+    np.testing.assert_allclose(X[:, 0, :].mean(axis=0), a / a0, atol=0.005)
 
 
 def test_draws_are_reproducible_and_seed_dependent(notation_fit: tt.AbsorbingChain) -> None:
@@ -103,7 +128,8 @@ def test_unvisited_failure_rows_stay_absorbing_in_every_draw() -> None:
 
 def test_unvisited_prior_rows_are_drawn_from_the_prior() -> None:
     t = traces_from([(["a", "b"], "success"), (["a", "c"], "censored"), (["b", "a"], "failure")])
-    chain = tt.ChainEstimator(unvisited="prior").fit(t).fetch_model()
+    # Laplace α = 1: the unvisited row's posterior is its prior Dir(1, …, 1).
+    chain = tt.ChainEstimator(pseudocount=1, unvisited="prior").fit(t).fetch_model()
     post = DirichletPosterior(n_samples=20_000).fit(chain).fetch_model()
     k = chain.state_index("c")
     ens = post.ensemble
@@ -111,6 +137,17 @@ def test_unvisited_prior_rows_are_drawn_from_the_prior() -> None:
     assert ens.R_failure[:, k].std() > 0.05  # random, unlike the failure policy
     np.testing.assert_allclose(ens.R_success[:, k].mean(), 1 / (m + 2), atol=0.01)
     lo, hi = scipy.stats.beta.ppf([0.025, 0.975], 1.0, m + 1.0)  # Beta(α, α(m+1))
+    assert (post.intervals.R_success_lower[k], post.intervals.R_success_upper[k]) == pytest.approx((lo, hi))
+    # The episode prior (default): one pseudo-episode times the pooled outcomes of all rows. The rows observed are
+    # a → b, a → c, a → failure, b → success, b → a; with ½ success and ½ failure added the pooled row over
+    # (a, b, c, ⊕, ⊖) is (1, 1, 1, 1.5, 1.5) / 6, so c's row is Dir(1/6, 1/6, 1/6, 1/4, 1/4).
+    chain = tt.ChainEstimator().fit(t).fetch_model()
+    post = DirichletPosterior(n_samples=20_000).fit(chain).fetch_model()
+    ens = post.ensemble
+    assert chain.state_names == ("a", "b", "c") and post.unvisited_policy == "prior"
+    np.testing.assert_allclose(ens.R_success[:, k].mean(), 0.25, atol=0.01)
+    np.testing.assert_allclose(ens.Q[:, k, :].mean(axis=0), [1 / 6] * 3, atol=0.01)
+    lo, hi = scipy.stats.beta.ppf([0.025, 0.975], 0.25, 0.75)
     assert (post.intervals.R_success_lower[k], post.intervals.R_success_upper[k]) == pytest.approx((lo, hi))
 
 
@@ -127,15 +164,36 @@ def test_zero_pseudocount_keeps_unobserved_outcomes_at_zero() -> None:
     assert np.all(ens.R_failure[:, b] == 0)
 
 
-def test_initial_fixed_or_sampled() -> None:
-    traces = tt.datasets.simulate_traces(tt.datasets.random_chain(4, seed=1), 100, seed=0)
+def test_initial_sampled_by_default_or_fixed() -> None:
+    """π0 is drawn from Dir(first-state counts) by default (its noise counted), or held at the fitted π0."""
+    truth = tt.datasets.random_chain(4, seed=1).with_changes(pi0=[0.4, 0.3, 0.2, 0.1])
+    traces = tt.datasets.simulate_traces(truth, 200, seed=0)
     chain = tt.ChainEstimator().fit(traces).fetch_model()
-    fixed = DirichletPosterior(n_samples=200).fit(chain).fetch_model().ensemble
-    assert np.all(fixed.pi0 == chain.pi0)
-    sampled = DirichletPosterior(n_samples=200, initial="sample").fit(chain).fetch_model().ensemble
-    assert sampled.pi0.std(axis=0).max() > 0
-    np.testing.assert_allclose(sampled.pi0.sum(axis=1), 1.0)
+    first = np.asarray(tt.count_transitions(traces).initial, dtype=float)
+    order = [chain.state_names.index(s) for s in tt.count_transitions(traces).state_names]
+    n0 = np.zeros(chain.n_states)
+    n0[order] = first
+    assert (n0 > 0).sum() == 4 and n0.sum() == 200
+    sampled = DirichletPosterior(n_samples=20_000).fit(chain).fetch_model().ensemble
     assert sampled.info["initial"] == "sample"
+    np.testing.assert_allclose(sampled.pi0.sum(axis=1), 1.0)
+    p = n0 / n0.sum()
+    np.testing.assert_allclose(sampled.pi0.mean(axis=0), p, atol=0.003)
+    np.testing.assert_allclose(sampled.pi0.var(axis=0), p * (1 - p) / (n0.sum() + 1), rtol=0.05)  # Dirichlet
+    fixed = DirichletPosterior(n_samples=200, initial="fixed").fit(chain).fetch_model().ensemble
+    assert np.all(fixed.pi0 == chain.pi0) and fixed.info["initial"] == "fixed"
+    # Drawing π0 widens the interval of R∞ when start states differ in their prospects: two start states, one that
+    # succeeds 90 % of the time and one that fails 90 %. R∞ = Σ π0_i r_i; the start mix adds (r_good − r_bad)² ×
+    # Var(π0_good) ≈ 0.8² × ¼ / 201 to the variance of the exits' part.
+    two = tt.AbsorbingChain(Q=np.zeros((2, 2)), R_success=[0.9, 0.1], R_failure=[0.1, 0.9], pi0=[0.5, 0.5],
+                            state_names=["good", "bad"])
+    fit2 = tt.ChainEstimator().fit(tt.datasets.simulate_traces(two, 200, seed=1)).fetch_model()
+    widths = {}
+    for how in ("sample", "fixed"):
+        post = DirichletPosterior(n_samples=20_000, initial=how).fit(fit2).fetch_model()  # type: ignore[arg-type]
+        widths[how] = post.ensemble.stats("r_inf").std
+    extra = 0.8**2 * 0.25 / 201
+    assert widths["sample"] ** 2 - widths["fixed"] ** 2 == pytest.approx(extra, rel=0.25)
 
 
 def test_fit_from_counts_builds_the_laplace_reference() -> None:
@@ -182,7 +240,7 @@ def test_outputs_are_printable_and_json_ready(notation_fit: tt.AbsorbingChain) -
 
 
 def test_degenerate_beta_marginals_are_points() -> None:
-    mean, lo, hi = beta_intervals(np.array([[3.0, 0.0, 0.0]]), 0.0, 0.95)
+    mean, lo, hi = beta_intervals(np.array([[3.0, 0.0, 0.0]]), 0.95)
     assert (lo[0, 0], hi[0, 0]) == (1.0, 1.0) and (lo[0, 1], hi[0, 1]) == (0.0, 0.0)
     assert mean[0].tolist() == [1.0, 0.0, 0.0]
 
@@ -192,10 +250,10 @@ def test_degenerate_beta_marginals_are_points() -> None:
        alpha=st.sampled_from([0.5, 1.0, 2.0]))
 def test_every_draw_is_a_stochastic_matrix_and_intervals_bracket_the_mean(counts: list[list[int]],
                                                                           alpha: float) -> None:
-    c = np.asarray(counts, dtype=float)
-    X = sample_rows(c, alpha, 20, np.random.default_rng(0))
+    c = np.asarray(counts, dtype=float) + alpha  # the Laplace posterior Dir(counts + α) of every row
+    X = sample_rows(c, 20, np.random.default_rng(0))
     assert np.all(X >= 0)
     np.testing.assert_allclose(X.sum(axis=2), 1.0, atol=1e-12)
-    mean, lo, hi = beta_intervals(c, alpha, 0.95)
+    mean, lo, hi = beta_intervals(c, 0.95)
     assert np.all(lo <= mean + 1e-12) and np.all(mean <= hi + 1e-12)
     assert np.all((0 <= lo) & (hi <= 1))
