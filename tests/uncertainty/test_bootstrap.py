@@ -9,10 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracetochain as tt
+from tracetochain.chain import per_trace_counts
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
 from tracetochain.featurize import RuleFeaturizer
-from tracetochain.chain import per_trace_counts
+from tracetochain.partitioned import poisson_weights
 from tracetochain.states import CategoricalStates, WardStates
+from tracetochain.traces._hashing import fnv1a_hashes, unit_hashes
 from tracetochain.uncertainty import (
     TraceBootstrap,
     match_by_centroids,
@@ -79,8 +81,9 @@ def test_reference_is_the_estimator_chain(traces: tt.TraceTable) -> None:
 
 
 def test_vectorised_driver_equals_each_replicate_refit(traces: tt.TraceTable) -> None:
-    """run() (one sparse product for all replicates) == replicate_arrays(i) == ChainEstimator on the resample."""
-    boot = TraceBootstrap(n_resamples=300, seed=11).fit(traces)  # > one chunk of 128
+    """run() (one sparse product for all replicates) == replicate_arrays(i) == ChainEstimator on the resample (the
+    prior at its mean, draw_prior=False)."""
+    boot = TraceBootstrap(n_resamples=300, seed=11, draw_prior=False).fit(traces)  # > one chunk of 128
     ens = boot.fetch_model()
     plan = boot.plan_
     assert plan is not None
@@ -98,21 +101,55 @@ def test_vectorised_driver_equals_each_replicate_refit(traces: tt.TraceTable) ->
     np.testing.assert_array_equal(c.Q, ens.Q[5])
 
 
+def test_drawn_prior_replicates_add_gamma_pseudo_counts_to_the_resample(traces: tt.TraceTable) -> None:
+    """By default every replicate's row i is (x_i^b + G_i^b) / Σ, with x^b the resample's counts and G^b Gamma draws
+    of the episode prior's pseudo-counts on the reference counts (½ c_i / C on each exit, nothing on transitions),
+    replicate b drawing from its own stream SeedSequence([seed, 0x9D1A, b])."""
+    ens_boot = TraceBootstrap(n_resamples=150, seed=11).fit(traces)
+    ens, plan = ens_boot.fetch_model(), ens_boot.plan_
+    assert plan is not None and ens.info["draw_prior"] is True
+    names = ens.state_names
+    m = len(names)
+    ref = tt.count_transitions(traces, names)
+    c = np.column_stack([ref.transitions, ref.exits_success, ref.exits_failure]).sum(axis=1).astype(float)
+    a = np.zeros((m, m + 2))
+    a[:, m] = a[:, m + 1] = 0.5 * c / c.sum()
+    for b in (0, 77, 149):
+        w = plan.trace_weights(plan.seeds[b]).astype(int)
+        resample, _ = take_traces(traces, np.repeat(np.arange(w.size), w))
+        x = tt.count_transitions(resample, names)
+        rows = np.column_stack([x.transitions, x.exits_success, x.exits_failure]).astype(float)
+        rng = np.random.default_rng(np.random.SeedSequence([11, 0x9D1A, b]))
+        rows = rows + rng.standard_gamma(np.broadcast_to(a, (1, m, m + 2)))[0]
+        rows /= rows.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(ens.Q[b], rows[:, :m], rtol=1e-13, atol=0)
+        np.testing.assert_allclose(ens.R_success[b], rows[:, m], rtol=1e-13, atol=0)
+        np.testing.assert_allclose(ens.R_failure[b], rows[:, m + 1], rtol=1e-13, atol=0)
+
+
 def test_replicate_seeds_are_spawned_children(traces: tt.TraceTable) -> None:
-    boot = TraceBootstrap(n_resamples=10, seed=42).fit(traces)
+    """Multinomial resampling (the paper's): replicate i resamples n of n traces from child i of SeedSequence(seed).
+    Poisson weights (default): replicate i weighs each trace by the Poisson(1) draw of its id hash."""
+    boot = TraceBootstrap(n_resamples=10, seed=42, weights="multinomial").fit(traces)
     assert boot.plan_ is not None
     kids = np.random.SeedSequence(42).spawn(10)
     rng = np.random.default_rng(kids[3])
     n = traces.n_traces
     expected = np.bincount(rng.integers(0, n, n), minlength=n)
     np.testing.assert_array_equal(boot.plan_.trace_weights(boot.plan_.seeds[3]), expected)
-    again = TraceBootstrap(n_resamples=10, seed=42).fit(traces).fetch_model()
-    np.testing.assert_array_equal(again.Q, boot.fetch_model().Q)
-    other = TraceBootstrap(n_resamples=10, seed=43).fit(traces).fetch_model()
-    assert not np.array_equal(other.Q, again.Q)
-    # More replicates extend, never reshuffle, the first ones.
-    more = TraceBootstrap(n_resamples=20, seed=42).fit(traces).fetch_model()
-    np.testing.assert_array_equal(more.Q[:10], again.Q)
+    poisson = TraceBootstrap(n_resamples=10, seed=42).fit(traces)
+    assert poisson.plan_ is not None
+    by_id = poisson_weights(unit_hashes(traces.trace_id_array), 42, range(3, 4))[:, 0]
+    np.testing.assert_array_equal(poisson.plan_.trace_weights(poisson.plan_.seeds[3]), by_id)
+    for weights in ("multinomial", "poisson"):
+        first = TraceBootstrap(n_resamples=10, seed=42, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
+        again = TraceBootstrap(n_resamples=10, seed=42, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
+        np.testing.assert_array_equal(again.Q, first.Q)
+        other = TraceBootstrap(n_resamples=10, seed=43, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
+        assert not np.array_equal(other.Q, again.Q)
+        # More replicates extend, never reshuffle, the first ones.
+        more = TraceBootstrap(n_resamples=20, seed=42, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
+        np.testing.assert_array_equal(more.Q[:10], again.Q)
 
 
 def test_engine_mapping_seeds_gives_the_same_numbers(traces: tt.TraceTable) -> None:
@@ -143,13 +180,19 @@ def test_task_bootstrap_resamples_whole_tasks() -> None:
     seqs = [(["a", "b"], "success"), (["a"], "failure"), (["b", "a"], "success"), (["a", "a"], "failure"),
             (["b"], "success"), (["a", "b", "b"], "failure")]
     t = traces_from(seqs, tasks=["x", "x", "y", "y", "z", "z"])
-    boot = TraceBootstrap(n_resamples=50, by="task", seed=0).fit(t)
+    boot = TraceBootstrap(n_resamples=50, by="task", seed=0, weights="multinomial").fit(t)
     plan = boot.plan_
     assert plan is not None and plan.n_units == 3
     for i in range(50):
         w = plan.trace_weights(plan.seeds[i])
         assert w[0] == w[1] and w[2] == w[3] and w[4] == w[5] and w.sum() == 6
     assert boot.fetch_model().info["by"] == "task"
+    # Poisson weights (default) by task: every trial of a task gets the Poisson(1) draw of the task id's hash.
+    auto = TraceBootstrap(n_resamples=50, seed=0).fit(t)  # "auto": tasks repeat, so by task
+    assert auto.plan_ is not None and auto.fetch_model().info["by"] == "task"
+    task_w = poisson_weights(fnv1a_hashes(pa.array(["x", "y", "z"])), 0, range(50))
+    for i in range(50):
+        np.testing.assert_array_equal(auto.plan_.trace_weights(auto.plan_.seeds[i]), np.repeat(task_w[:, i], 2))
 
 
 def test_task_bootstrap_without_task_ids_is_the_trace_bootstrap(traces: tt.TraceTable) -> None:
@@ -229,13 +272,21 @@ def test_full_path_records_missing_and_merged_states() -> None:
     """A state seen in one trace only is missing from replicates that skip that trace: empty row (prior)."""
     seqs = [(["a", "b"], "success")] * 20 + [(["a", "c", "b"], "failure")]
     t = traces_from(seqs)
-    ens = TraceBootstrap(n_resamples=30, states=CategoricalStates(), path="full", seed=0).fit(t).fetch_model()
+    ens = TraceBootstrap(n_resamples=30, states=CategoricalStates(), path="full", seed=0, pseudocount=1,
+                         draw_prior=False).fit(t).fetch_model()
     assert ens.info["replicates_missing_states"] > 0
     missing = [d for d in ens.info["replicates"] if d["missing_reference_states"]]
     i = missing[0]["replicate"]
     c = ens.state_names.index("c")
     m = ens.n_states
-    np.testing.assert_allclose(ens.Q[i, c], 1 / (m + 2))  # prior row: nothing observed from "c"
+    np.testing.assert_allclose(ens.Q[i, c], 1 / (m + 2))  # Laplace prior row: nothing observed from "c"
+    # The default draws the episode prior's pseudo-counts in every replicate, on the full path as on the fast one.
+    full = TraceBootstrap(n_resamples=30, states=CategoricalStates(), path="full", seed=0).fit(t).fetch_model()
+    fast = TraceBootstrap(n_resamples=30, states=CategoricalStates(), seed=0).fit(t).fetch_model()
+    np.testing.assert_array_equal(full.Q, fast.Q)
+    np.testing.assert_array_equal(full.R_failure, fast.R_failure)
+    assert full.info["draw_prior"] is True
+    np.testing.assert_allclose(full.Q[:, c].sum(axis=1) + full.R_success[:, c] + full.R_failure[:, c], 1.0)
 
 
 def test_nearest_centroid_relabel_runs_on_ward_states() -> None:

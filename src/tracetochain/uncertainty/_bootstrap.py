@@ -5,7 +5,8 @@ Two paths:
 * **fast** — states fixed. Every trace's contribution to the sufficient statistics (m² transitions, m success exits,
   m failure exits, m first states) is one row of a sparse (n_traces × (m² + 3m)) matrix P, built once. A replicate
   is a weight vector w over traces (multinomial counts of a resample, or Poisson(1) weights), its counts are w @ P,
-  and its chain is the Laplace MLE of those counts. All replicates are done at once: W @ P as one sparse product,
+  and its chain is estimated from those counts plus the prior's pseudo-counts, drawn for the replicate
+  (``draw_prior``) or at their mean. All replicates are done at once: W @ P as one sparse product,
   then a vectorised estimate (no Python refit per replicate). The labels are the reference labelling (``relabel=
   "fit"``) or, for the paper's variant, each step's nearest reference centroid (``relabel="nearest-centroid"``,
   Ward states only); either way they are computed once, since a resample only repeats traces.
@@ -335,8 +336,8 @@ class FullBootstrapPlan(_PlanBase):
             detail = {"mean_centroid_distance": float(np.sqrt(cost).mean())}
         codes = mapping[labels]
         counts = per_trace_counts(codes, rep.offsets, outcomes, m).sum(axis=0)
-        arr: dict[str, Any] = estimate_batch(np.asarray(counts, dtype=np.float64), m, self.prior,
-                                             self.unvisited_policy, self.initial)
+        # The same estimate as the fast path: the prior's pseudo-counts drawn for this replicate (draw_prior).
+        arr = self._estimate(np.asarray(counts, dtype=np.float64).reshape(1, -1), range(i, i + 1))
         matched = np.unique(mapping)
         missing = [self.reference.state_names[j] for j in range(m) if j not in set(matched.tolist())]
         arr["dropped"] = np.array([False])
