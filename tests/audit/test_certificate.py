@@ -148,7 +148,7 @@ def test_certificate_document_is_structured(tmp_path: Path) -> None:
     doc = json.loads(cert.to_json())
     assert doc["kind"] == "tracetochain.certificate" and doc["schema_version"] == 2
     assert set(doc["layers"]) == set(LAYERS)
-    for name, layer in doc["layers"].items():
+    for layer in doc["layers"].values():
         assert layer["status"] in ("pass", "reject", "insufficient", "not_applicable", "not_run")
         assert isinstance(layer["reason"], str) and isinstance(layer["message"], str)
     assert doc["outputs"]["R(d)"]["rests_on"] == ["r_inf", "timing"]

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 import tracetochain as tt
 from tracetochain.audit import (
+    TaskTable,
     per_task_pass_at_k,
     per_task_pass_hat_k,
-    TaskTable,
     trials_check,
     trials_check_table,
 )
