@@ -196,7 +196,7 @@ def test_rescaled_bootstrap_keeps_the_level_and_the_decisions() -> None:
         fit_idx, test_idx = split_indices(traces, 0.5, seed=i)
         fit, test = traces.select_traces(fit_idx), traces.select_traces(test_idx)
         model = tt.ChainEstimator(states=chain.state_names).fit(fit).fetch_model()
-        kw = dict(refit="train", n_fit_traces=fit.n_traces, n_bootstrap=99, seed=ks_seed, max_steps=200)
+        kw = dict(refit="train", fit_traces=fit, n_bootstrap=99, seed=ks_seed, max_steps=200)
         full.append(ks_calibrated(model, test, max_simulated_traces=None, **kw).p_value)
         small.append(ks_calibrated(model, test, max_simulated_traces=125, **kw).p_value)
     full_rej, small_rej = np.array(full) <= 0.05, np.array(small) <= 0.05
