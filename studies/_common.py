@@ -40,6 +40,10 @@ MASTER_SEEDS: dict[str, int] = {
     "SS11": 20260606, "SS12": 20260606, "SS13": 20260606, "SS14": 20260606, "SS15": 20260606,
 }
 
+#: The paper's bootstrap: Laplace α = 1, n of n traces resampled, the prior refitted at its mean (the library's default
+#: is the episode prior with Poisson weights by id and the prior's pseudo-counts drawn per replicate).
+PAPER_BOOTSTRAP: dict[str, Any] = {"pseudocount": 1.0, "weights": "multinomial", "draw_prior": False, "by": "trace"}
+
 #: Verdicts, from best to worst; the index shows them as given.
 VERDICTS = ("reproduced", "reproduced within tolerance", "differs, explained", "corrected", "partial", "skipped")
 

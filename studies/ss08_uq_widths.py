@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import tracetochain as tt
-from studies._common import Figure, StudyResult, artifact_json
+from studies._common import PAPER_BOOTSTRAP, Figure, StudyResult, artifact_json
 from tracetochain.uncertainty import DirichletPosterior, TraceBootstrap
 
 FEATURES = ("plan", "tool_call", "reflect", "retry", "wait", "error_parse")
@@ -60,8 +60,8 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
         chain = tt.ChainEstimator(pseudocount=1.0).fit(traces).fetch_model()
         post = DirichletPosterior(seed=seed + i).fit(chain).fetch_model()
         pw = post.intervals.width_summary("Q")
-        ens = TraceBootstrap(n_resamples=n_boot, seed=seed + i, state_names=chain.state_names).fit(
-            traces).fetch_model()
+        ens = TraceBootstrap(n_resamples=n_boot, seed=seed + i, state_names=chain.state_names,
+                             **PAPER_BOOTSTRAP).fit(traces).fetch_model()
         bw = ens.entry_intervals().width_summary("Q")
         rows[name] = {"m": chain.n_states, "n_steps": traces.n_steps, "post": [pw["min"], pw["median"], pw["max"]],
                       "boot": [bw["min"], bw["median"], bw["max"]], "r_inf": chain.r_inf}
