@@ -182,7 +182,7 @@ def child(path: str, engine_name: str, task: str = "fit") -> None:
             n_traces = sum(chain.metadata["n_traces"].values())
         else:
             res = audit_partitioned(path, engine=engine, rows_per_partition=ROWS_PER_PARTITION, **AUDIT)
-            chain, n_traces = res.chain, res.counts.report.n_traces
+            chain, n_traces = res.chain, res.ingest.n_traces
             assert res.ensemble is not None
             s = res.ensemble.stats("r_inf")
             cert_doc = res.certificate.to_dict()
