@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import tracetochain as tt
 from tests.models.conftest import compiled_path_loglik, records
-from tracetochain.audit import simulate_memory_traces, ss7_chain
+from tracetochain.datasets import simulate_memory_traces, ss7_chain
 from tracetochain.models import DurationModel, LiftedModel, MarkovModel, encode_traces
 from tracetochain.models._shrinkage import root_row
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from tracetochain.analysis import analyze
 from tracetochain.readers import read_traces
-from tracetochain.report._pipeline import make_report
+from tracetochain.report import build_report
 from tracetochain.traces import TraceTable
 
 TAU2_README_ROW = re.compile(r"^\| (\S+\.json) \| [0-9a-f]{40} \| [^|]+ \| [^|]+ \| [^|]+ \| (\d+) \| (\d+) \|$")
@@ -47,7 +48,7 @@ def check(table: TraceTable, expected: Expected) -> None:
     assert successes == expected.successes
     invalid = table.outcome_counts()["invalid"] + report.zero_step_outcomes()["invalid"]
     assert invalid == expected.invalid
-    doc = make_report(table, audit=False, uncertainty=None, pseudocount=0.0)
+    doc = build_report(analyze(table, audit=False, intervals=None, pseudocount=0.0))
     usable = expected.episodes - expected.refused - expected.invalid
     assert doc["empirical"]["pass_rate"] == pytest.approx(expected.successes / usable, abs=1e-12)
     if table.outcome_counts()["censored"] == 0:  # with α = 0 and no censoring, R∞ is the pass rate exactly
