@@ -185,7 +185,8 @@ def fit(
         raise typer.BadParameter(f"--uncertainty must be posterior, bootstrap or none, got {uncertainty!r} "
                                  "(bootstrap-full is a library option: TraceBootstrap(path='full'))")
     method = None if uncertainty == "none" else uncertainty
-    source = analysis_input(traces, reader, option, on_error.value, engine, announce=False)
+    # The terminal summary names a detected reader itself; JSON output names it on stderr.
+    source = analysis_input(traces, reader, option, on_error.value, engine, announce=as_json and not quiet)
     result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                           options=state_options(states, features, vocabulary, k_min, k_max, seed),
                           pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value, audit=False,

@@ -202,7 +202,7 @@ def audit(
     runs partition by partition."""
     bootstrap = pick_alias("--ks-samples", ks_samples, 199, "--bootstrap", legacy_bootstrap)
     resamples = pick_alias("--samples", samples, 200, "--resamples", legacy_resamples)
-    source = analysis_input(traces, reader, option, on_error.value, engine, announce=not as_json)
+    source = analysis_input(traces, reader, option, on_error.value, engine)  # a detected reader is named on stderr
     result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                           options=state_options(states, features, vocabulary, k_min, k_max, seed),
                           pseudocount=pseudocount, holdout=not in_sample, n_splits=splits, level=level,
