@@ -133,7 +133,7 @@ def test_cli_audit_gives_one_verdict_with_and_without_engine(tmp_path: Path, cor
     b = runner.invoke(app, [*args, "--engine", "local"])
     assert a.exit_code == 0, a.output
     assert b.exit_code == 0, b.output
-    da, db = json.loads(a.output), json.loads(b.output)
+    da, db = json.loads(a.stdout), json.loads(b.stdout)  # stderr names the detected reader
     for doc in (da, db):
         assert doc.pop("settings")["audit"]["n_bootstrap"] == 19
     assert da == db
