@@ -55,8 +55,9 @@ HorizonOpt = Annotated[int, typer.Option("--horizon", min=0, help="Largest step 
 KOpt = Annotated[str, typer.Option("--k", help="Values of k for pass@k and pass^k, comma-separated.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of tables.")]
 EngineOpt = Annotated[str | None, typer.Option(
-    help="Work partition by partition on an engine: local or dask (canonical Parquet/JSONL, a file or a folder; "
-         "only counts travel). Default: read the whole file in memory.")]
+    help="Run the same analysis partition by partition on an engine: local or dask. A canonical Parquet/JSONL "
+         "file or folder is cut into partitions that workers read (only counts travel); any other input is read "
+         "here and sent as one partition. The numbers are the same as without --engine.")]
 SchedulerOpt = Annotated[str | None, typer.Option(
     help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: a 2-worker local cluster).")]
 StatesOpt = Annotated[str, typer.Option(
