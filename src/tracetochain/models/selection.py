@@ -70,7 +70,8 @@ def _make(family: str, size: int, seed: int, group: Grouping) -> Candidate:
     if family == "lifted":
         return Candidate(f"lifted(k={size})", "lifted", size, lambda: LiftedModel(size, group=group))
     if family == "hmm":
-        return Candidate(f"hmm(K={size})", "hmm", size, lambda: HiddenMarkovModel(size, seed=seed, group=group))
+        return Candidate(f"hmm(K={size})", "hmm", size,
+                         lambda: HiddenMarkovModel(size, n_init=3, seed=seed, group=group))
     if family == "mixture":
         return Candidate(f"mixture(C={size})", "mixture", size,
                          lambda: MixtureModel(size, seed=seed, group=group))
