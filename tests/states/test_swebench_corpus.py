@@ -41,7 +41,8 @@ def test_shell_vocabulary_ward_clusters_every_step(corpus: tt.TraceTable) -> Non
 @pytest.mark.slow
 def test_category_plus_depth_is_exact_on_all_steps(corpus: tt.TraceTable) -> None:
     """The paper's cat+depth features on all 479 traces (the authors had to sub-sample to 160)."""
-    result = fit_chain(corpus, states="ward", vocabulary="shell", features="kind,tool,hindsight-depth", k_min=2, k_max=10)
+    result = fit_chain(corpus, states="ward", vocabulary="shell", features="kind,tool,hindsight-depth", k_min=2,
+                       k_max=10)
     model = result.states
     assert model.settings["path"] == "exact" and model.settings["n_unique_rows"] > 10_000
     assert model.n_states == 8
