@@ -14,9 +14,9 @@ checkout with ``--peer DIR`` (or ``TRACETOCHAIN_BENCH_PEER``) and at an interpre
 scikit-learn with ``--peer-python`` (or ``TRACETOCHAIN_BENCH_PEER_PYTHON``); without one the peer rows are skipped.
 
 Every case runs in a fresh subprocess, ours and theirs interleaved round by round so that machine load hits both
-alike. Two times per run: ``protocol`` (read the file → last number, libraries already imported) and ``process``
-(the whole child process: interpreter start-up, imports, protocol). Peak memory is the child's ``ru_maxrss``.
-Medians of ``--repeats``; ratios are theirs / ours.
+alike, after one warm-up run of each (file cache, bytecode). Two times per run: ``protocol`` (read the file → last
+number, the modules it uses already imported) and ``process`` (the whole child process: interpreter start-up,
+imports, protocol). Peak memory is the child's ``ru_maxrss``. Medians of ``--repeats``; ratios are theirs / ours.
 """
 
 from __future__ import annotations
@@ -56,6 +56,9 @@ def run_ours(case: str) -> dict[str, float]:
     import numpy as np
 
     import tracetochain as tt
+    import tracetochain.pipeline  # the modules the protocol uses, imported before the clock starts
+    import tracetochain.readers.swe_agent
+    import tracetochain.states
     from tracetochain.audit import empirical_rdc, ks_paper, l_inf_distance, order_test
 
     t0 = time.perf_counter()
@@ -105,8 +108,11 @@ def run_peer(case: str, peer: Path) -> dict[str, float]:
 
 
 def child(cmd: list[str]) -> dict[str, float]:
+    # Bytecode caching on, as in an installed package (pip compiles .pyc files at install time): a shell that sets
+    # PYTHONDONTWRITEBYTECODE would otherwise make every run recompile an editable checkout's modules.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
@@ -150,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {c.strip() for c in args.cases.split(",")}
     cases = {name: key for name, key in CASES.items() if key in wanted}
     runs: dict[str, dict[str, list[dict[str, float]]]] = {name: {"ours": [], "theirs": []} for name in cases}
+    child([sys.executable, __file__, "--child", "sub"])  # warm-up: file cache, bytecode
+    if peer is not None:
+        child([peer[1], __file__, "--child-peer", f"sub:{peer[0]}"])
     for _ in range(args.repeats):
         for name, key in cases.items():
             runs[name]["ours"].append(child([sys.executable, __file__, "--child", key]))
