@@ -33,3 +33,15 @@ def test_bench_peers_runs_and_its_checks_pass() -> None:
     out = run("bench_peers.py", "--sizes", "10000", "--repeats", "1", "--horizon-repeats", "1",
               "--curve-repeats", "0")
     assert "correctness: all checks passed" in out
+
+
+@pytest.mark.slow
+def test_bench_protocols_runs_ours_without_a_peer(shared_data: Path) -> None:
+    out = run("bench_protocols.py", "--cases", "sub", "--repeats", "1")
+    assert "sub-sample 160 (80/80)" in out and "m=7" in out and "ΔAIC=" in out
+
+
+@pytest.mark.slow
+def test_bench_startup_runs() -> None:
+    out = run("bench_startup.py", "--repeats", "1")
+    assert "import tracetochain" in out and "heavy libraries loaded by `import tracetochain`: none" in out
