@@ -67,8 +67,9 @@ def run_ours(case: str) -> dict[str, float]:
     traces = tt.read_traces(CORPUS)
     fit_rows, test_rows = _split(traces.n_traces, case)
     fit, test = traces.select_traces(fit_rows), traces.select_traces(test_rows)
+    # The paper's protocol: its first-word shell map, depth j/(L−1), α = 1.
     result = tt.fit_chain(fit, states="ward", vocabulary="shell-paper", features="kind,tool,hindsight-depth",
-                          k_min=2, k_max=10, pseudocount=1.0, initial="modal")  # the paper's α = 1: this is its protocol
+                          k_min=2, k_max=10, pseudocount=1.0, initial="modal")
     test_labelled = result.states.label(test)
     chain = result.chain
     aic = order_test(result.labelled, mode="artifact")
