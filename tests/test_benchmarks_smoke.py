@@ -45,3 +45,13 @@ def test_bench_protocols_runs_ours_without_a_peer(shared_data: Path) -> None:
 def test_bench_startup_runs() -> None:
     out = run("bench_startup.py", "--repeats", "1")
     assert "import tracetochain" in out and "heavy libraries loaded by `import tracetochain`: none" in out
+
+
+@pytest.mark.slow
+def test_bench_model_families_runs_and_every_family_finds_r_inf() -> None:
+    out = run("bench_model_families.py", "--traces", "800")
+    rows = [line for line in out.splitlines() if line.startswith("|") and "family" not in line and "--" not in line]
+    assert len(rows) == 9
+    truth = float(out.split("(truth ")[1].split(")")[0])
+    for row in rows:
+        assert abs(float(row.strip("|").split("|")[-1]) - truth) < 0.06, row
