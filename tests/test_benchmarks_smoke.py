@@ -55,3 +55,9 @@ def test_bench_model_families_runs_and_every_family_finds_r_inf() -> None:
     truth = float(out.split("(truth ")[1].split(")")[0])
     for row in rows:
         assert abs(float(row.strip("|").split("|")[-1]) - truth) < 0.06, row
+
+
+@pytest.mark.slow
+def test_bench_costs_runs() -> None:
+    out = run("bench_costs.py", "--sizes", "10", "--repeats", "1")
+    assert "random 10" in out and "cost_report" in out
