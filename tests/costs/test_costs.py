@@ -523,3 +523,20 @@ def test_batched_figures_equal_the_per_chain_figures() -> None:
                                                                  rel=1e-10)
     lean, _ = batched_cost_figures(ens, c, pv.variance, spreads=False)
     assert "sd" not in lean and np.allclose(lean["per_success"], figures["per_success"], rtol=1e-12)
+
+
+def test_episodes_recording_only_zeros_did_not_track_the_metric() -> None:
+    """τ²-bench writes cost 0.0 for agents whose cost is not tracked: an episode whose values are all zero is
+    unknown for that metric, not free."""
+    records = [
+        {"trace_id": "a", "step_idx": 0, "state": "x", "outcome": "success", "cost_usd": 0.0},
+        {"trace_id": "a", "step_idx": 1, "state": "y", "outcome": "success"},
+        {"trace_id": "b", "step_idx": 0, "state": "x", "outcome": "failure", "cost_usd": 0.3},
+        {"trace_id": "b", "step_idx": 1, "state": "y", "outcome": "failure", "cost_usd": 0.0},
+    ]
+    model = CostModel.from_traces(tt.TraceTable.from_records(records))
+    st = model.metrics["cost_usd"]
+    assert st.n.tolist() == [1, 1] and st.total.tolist() == [0.3, 0.0]  # only b counts; its free step is 0
+    assert any("1 episode(s) record only zeros for dollars" in f for f in model.findings("cost_usd"))
+    only_zeros = CostModel.from_traces(tt.TraceTable.from_records(records[:2]))
+    assert "cost_usd" not in only_zeros.available

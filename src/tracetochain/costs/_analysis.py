@@ -88,7 +88,7 @@ class CostSummary:
             out.append(f"One success costs {fmt_amount(self.per_success, u)} on average when failed attempts are "
                        f"retried (an attempt costs {fmt_amount(self.mean, u)}; R∞ = {self.r_inf:.3f}).")
         if self.failed_share is not None and self.failed_share > 0:
-            top = [s for s in self.top_failed_spenders() if s.failed_spend > 0]
+            top = [s for s in self.top_failed_spenders() if s.failed_spend_share >= 0.005]
             where = ", ".join(f"`{s.name}` ({s.failed_spend_share:.0%})" for s in top)
             out.append(f"{self.failed_share:.0%} of the spend goes to attempts that fail"
                        + (f", most of it at {where}." if where else "."))
