@@ -25,13 +25,15 @@ demo: $(STAMP)
 	$(VENV)/bin/tracetochain metrics out/demo-chain.json --horizon 30
 	$(VENV)/bin/tracetochain report $(DEMO) --states ward --vocabulary chat -o out/demo-report.html
 
-# The fast tier (what a developer runs; under 5 min on 2 cores). CI runs it, then the slow tier.
+# The fast tier (what a developer runs; under 5 min on 2 cores), one pytest worker per core (pytest-xdist; each
+# test file stays on one worker). CI runs it, then the slow tier.
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # Studies, large simulations and calibration runs (pytest -m slow).
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow
+	$(PY) -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile
 
 test-all: $(STAMP)
 	$(PY) -m pytest

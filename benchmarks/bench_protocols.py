@@ -14,9 +14,11 @@ checkout with ``--peer DIR`` (or ``TRACETOCHAIN_BENCH_PEER``) and at an interpre
 scikit-learn with ``--peer-python`` (or ``TRACETOCHAIN_BENCH_PEER_PYTHON``); without one the peer rows are skipped.
 
 Every case runs in a fresh subprocess, ours and theirs interleaved round by round so that machine load hits both
-alike. Two times per run: ``protocol`` (read the file → last number, libraries already imported) and ``process``
-(the whole child process: interpreter start-up, imports, protocol). Peak memory is the child's ``ru_maxrss``.
-Medians of ``--repeats``; ratios are theirs / ours.
+alike, after one warm-up run of each (file cache, bytecode). Two spans per run: ``protocol`` (read the file → last
+number, the modules it uses already imported) and ``process`` (the whole child process: interpreter start-up,
+imports, protocol), each as wall time and as CPU time (user + system, BLAS threads included), which load on a
+shared machine barely moves. Peak memory is the child's ``ru_maxrss``. Medians of ``--repeats``; ratios are
+theirs / ours.
 """
 
 from __future__ import annotations
@@ -56,21 +58,25 @@ def run_ours(case: str) -> dict[str, float]:
     import numpy as np
 
     import tracetochain as tt
+    import tracetochain.pipeline  # the modules the protocol uses, imported before the clock starts
+    import tracetochain.readers.swe_agent
+    import tracetochain.states
     from tracetochain.audit import empirical_rdc, ks_paper, l_inf_distance, order_test
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     traces = tt.read_traces(CORPUS)
     fit_rows, test_rows = _split(traces.n_traces, case)
     fit, test = traces.select_traces(fit_rows), traces.select_traces(test_rows)
-    result = tt.fit_chain(fit, states="ward", vocabulary="shell", features="kind,tool,hindsight-depth", k_min=2, k_max=10,
-                          pseudocount=1.0, initial="modal")  # the paper's α = 1: this is its protocol
+    # The paper's protocol: its first-word shell map, depth j/(L−1), α = 1.
+    result = tt.fit_chain(fit, states="ward", vocabulary="shell-paper", features="kind,tool,hindsight-depth",
+                          k_min=2, k_max=10, pseudocount=1.0, initial="modal")
     test_labelled = result.states.label(test)
     chain = result.chain
     aic = order_test(result.labelled, mode="artifact")
     ks = ks_paper(chain, test_labelled, n_model=20_000, outcome="any", start="modal", pvalue="asymptotic", seed=1)
     l_inf = l_inf_distance(chain.reliability(80), np.asarray(empirical_rdc(test_labelled, 80)))
     t1 = time.perf_counter()
-    return {"protocol_s": t1 - t0, "import_s": t0 - t_start,
+    return {"protocol_s": t1 - t0, "protocol_cpu_s": time.process_time() - c0, "import_s": t0 - t_start,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "m": chain.n_states,
             "delta_aic": float(aic.delta_aic), "ks_D": float(ks.statistic), "l_inf": float(l_inf),
             "fit_steps": fit.n_steps}
@@ -86,7 +92,7 @@ def run_peer(case: str, peer: Path) -> dict[str, float]:
     from SS10_swebench_real import empirical_rdc, to_labels_terminals
     from swebench_adapter import load_corpus
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     traces, ids, _ = load_corpus(str(CORPUS), include_depth=True, max_steps=None)
     fit_rows, test_rows = _split(len(traces), case)
     fit_tr, test_tr = [traces[i] for i in fit_rows], [traces[i] for i in test_rows]
@@ -98,20 +104,27 @@ def run_peer(case: str, peer: Path) -> dict[str, float]:
     r_model = np.asarray(reliability_curve(chain.Q, chain.R_succ, s0=chain.s0_cluster, d_max=80))
     l_inf = float(np.max(np.abs(r_model - empirical_rdc(test_tr, ids, d_grid))))
     t1 = time.perf_counter()
-    return {"protocol_s": t1 - t0, "import_s": t0 - t_start,
+    return {"protocol_s": t1 - t0, "protocol_cpu_s": time.process_time() - c0, "import_s": t0 - t_start,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "m": int(chain.m),
             "delta_aic": float(chain.aic_1st - chain.aic_2nd), "ks_D": float(gof["ks_stat"]), "l_inf": l_inf,
             "fit_steps": int(chain.n_steps)}
 
 
 def child(cmd: list[str]) -> dict[str, float]:
+    """Run one measurement; adds the whole process's wall and CPU (user + system) time."""
+    # Bytecode caching on, as in an installed package (pip compiles .pyc files at install time): a shell that sets
+    # PYTHONDONTWRITEBYTECODE would otherwise make every run recompile an editable checkout's modules.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["process_s"] = wall
+    out["process_cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return out
 
 
@@ -150,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {c.strip() for c in args.cases.split(",")}
     cases = {name: key for name, key in CASES.items() if key in wanted}
     runs: dict[str, dict[str, list[dict[str, float]]]] = {name: {"ours": [], "theirs": []} for name in cases}
+    child([sys.executable, __file__, "--child", "sub"])  # warm-up: file cache, bytecode
+    if peer is not None:
+        child([peer[1], __file__, "--child-peer", f"sub:{peer[0]}"])
     for _ in range(args.repeats):
         for name, key in cases.items():
             runs[name]["ours"].append(child([sys.executable, __file__, "--child", key]))
@@ -160,14 +176,16 @@ def main(argv: list[str] | None = None) -> int:
         entry: dict[str, object] = {}
         for who, rs in both.items():
             if rs:
-                entry[who] = {"runs": rs, **{f"median_{k}": median([r[k] for r in rs])
-                                             for k in ("protocol_s", "process_s", "import_s", "peak_mb")}}
+                spans = ("protocol_s", "process_s", "protocol_cpu_s", "process_cpu_s", "import_s", "peak_mb")
+                entry[who] = {"runs": rs, **{f"median_{k}": median([r[k] for r in rs]) for k in spans}}
         ours = entry["ours"]
         theirs = entry.get("theirs")
         assert isinstance(ours, dict)
         if isinstance(theirs, dict):
             entry["speedup_protocol"] = theirs["median_protocol_s"] / ours["median_protocol_s"]
             entry["speedup_process"] = theirs["median_process_s"] / ours["median_process_s"]
+            entry["speedup_protocol_cpu"] = theirs["median_protocol_cpu_s"] / ours["median_protocol_cpu_s"]
+            entry["speedup_process_cpu"] = theirs["median_process_cpu_s"] / ours["median_process_cpu_s"]
             entry["memory_ratio"] = theirs["median_peak_mb"] / ours["median_peak_mb"]
         results[name] = entry
         r0 = ours["runs"][0]

@@ -1,9 +1,10 @@
 """Start-up cost: ``import tracetochain`` and ``tracetochain [COMMAND] --help``, each in fresh processes.
 
 Wall time of the whole process (interpreter start-up included; the bare interpreter, ``python -c pass``, is
-reported beside it), median of ``--repeats`` runs interleaved round by round so that load on a shared machine
-hits every case alike. Also records which heavy libraries ``import tracetochain`` loads (none, by design;
-``tests/test_imports.py`` checks it) and the ten slowest imports of ``-X importtime`` for a ``fit --help``.
+reported beside it) and its CPU time (user + system, which load on a shared machine barely moves), medians of
+``--repeats`` runs interleaved round by round so that load on a shared machine hits every case alike. Also
+records which heavy libraries ``import tracetochain`` loads (none, by design; ``tests/test_imports.py`` checks it)
+and the ten slowest imports of ``-X importtime`` for a ``fit --help``.
 Writes ``results/bench_startup.json``.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -31,10 +33,14 @@ def cases() -> dict[str, list[str]]:
     return out
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Wall time, and CPU time (user + system) of the child: the latter barely moves with machine load."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def slowest_imports(cmd: list[str], n: int = 10) -> list[tuple[str, float]]:
@@ -53,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
     todo = cases()
-    runs: dict[str, list[float]] = {name: [] for name in todo}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in todo}
     for cmd in todo.values():  # warm the file cache once
         timed(cmd)
     for _ in range(args.repeats):
@@ -63,9 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     loaded = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                                        check=True).stdout)
     heavy = [m for m in HEAVY if m in loaded]
-    res = {name: {"median_s": median(v), "min_s": min(v), "runs": v} for name, v in runs.items()}
-    print(markdown_table(["command", "median s", "min s"],
-                         [[n, f"{r['median_s']:.3f}", f"{r['min_s']:.3f}"] for n, r in res.items()]))
+    res = {name: {"median_s": median([w for w, _ in v]), "min_s": min(w for w, _ in v),
+                  "median_cpu_s": median([c for _, c in v]), "runs": v} for name, v in runs.items()}
+    print(markdown_table(["command", "median s", "min s", "median CPU s"],
+                         [[n, f"{r['median_s']:.3f}", f"{r['min_s']:.3f}", f"{r['median_cpu_s']:.3f}"]
+                          for n, r in res.items()]))
     print(f"heavy libraries loaded by `import tracetochain`: {heavy or 'none'}")
     top = slowest_imports(todo["tracetochain fit --help"])
     if not args.no_save:

@@ -1,8 +1,9 @@
 """The real SWE-bench corpus of the artifact (``swebench_real/corpus.json``, ``data.md`` §8) as the paper saw it.
 
-One step per token; the state is the token's shell category (:func:`tracetochain.featurize.vocab.categorize_shell`)
-with the artifact's one quirk kept: a ``PYTHONPATH=…`` token stays a category of its own (OTHER), whereas our shell
-vocabulary strips the assignment (and maps the bare token to NONE). Outcome: ``resolved`` → success, else failure.
+One step per token; the state is the token's category in the ``shell-paper`` vocabulary
+(:func:`tracetochain.featurize.vocab.categorize_shell_paper`) with the artifact's one quirk kept: a ``PYTHONPATH=…``
+token stays a category of its own (OTHER), whereas ``shell-paper`` strips the assignment (and maps the bare token
+to NONE). Outcome: ``resolved`` → success, else failure.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ import numpy as np
 
 import tracetochain as tt
 from studies._common import artifact_path
-from tracetochain.featurize.vocab import categorize_shell
+from tracetochain.featurize.vocab import categorize_shell_paper
 
 CORPUS = "swebench_real/corpus.json"
 SPLIT_SEED = 20260606
 
 
 def artifact_category(token: str) -> str:
-    """The artifact's category of one corpus token (``PYTHONPATH=…`` → OTHER, else the shell vocabulary's)."""
-    return "OTHER" if token.startswith("PYTHONPATH=") else categorize_shell(None, token, None)
+    """The artifact's category of one corpus token (``PYTHONPATH=…`` → OTHER, else ``shell-paper``'s)."""
+    return "OTHER" if token.startswith("PYTHONPATH=") else categorize_shell_paper(None, token, None)
 
 
 @lru_cache(maxsize=1)

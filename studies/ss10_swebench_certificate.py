@@ -27,7 +27,7 @@ from tracetochain.pipeline import fit_chain
 
 HORIZON = 80
 MERGE = dict.fromkeys(("FILEOP", "OTHER", "NONE", "INSPECT"), "MIXED")
-WARD: dict[str, Any] = {"vocabulary": "shell", "features": "kind,tool,hindsight-depth", "k_min": 2, "k_max": 10}
+WARD: dict[str, Any] = {"vocabulary": "shell-paper", "features": "kind,tool,hindsight-depth", "k_min": 2, "k_max": 10}
 
 
 def subsample_order(seed: int, n: int = 479, size: int = 160) -> np.ndarray:
@@ -99,7 +99,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     sub160 = raw.select_traces(np.sort(order))
     certs: dict[str, dict[str, Any]] = {}
     runs: list[tuple[str, tt.TraceTable, str, dict[str, Any]]] = [
-        ("sub160/ward", sub160, "ward", WARD), ("all/categorical", raw, "categorical", {"vocabulary": "shell"})]
+        ("sub160/ward", sub160, "ward", WARD), ("all/categorical", raw, "categorical", {"vocabulary": "shell-paper"})]
     if not quick:
         runs.append(("all/ward", raw, "ward", WARD))
     for name, traces, st, opts in runs:

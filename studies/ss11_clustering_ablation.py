@@ -58,7 +58,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     for fname, feats in FEATURES.items():
         for kmax in K_MAX:
             key = f"{fname}/k{kmax}"
-            opts: dict[str, Any] = {"vocabulary": "shell", "features": feats, "k_min": 2, "k_max": kmax}
+            opts: dict[str, Any] = {"vocabulary": "shell-paper", "features": feats, "k_min": 2, "k_max": kmax}
             res = fit_chain(raw_fit, states="ward", pseudocount=1.0, **opts)
             model = res.states
             chain = tt.ChainEstimator(pseudocount=1.0, initial="modal", states=model.state_names).fit(

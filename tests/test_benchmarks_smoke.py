@@ -33,3 +33,31 @@ def test_bench_peers_runs_and_its_checks_pass() -> None:
     out = run("bench_peers.py", "--sizes", "10000", "--repeats", "1", "--horizon-repeats", "1",
               "--curve-repeats", "0")
     assert "correctness: all checks passed" in out
+
+
+@pytest.mark.slow
+def test_bench_protocols_runs_ours_without_a_peer(shared_data: Path) -> None:
+    out = run("bench_protocols.py", "--cases", "sub", "--repeats", "1")
+    assert "sub-sample 160 (80/80)" in out and "m=7" in out and "ΔAIC=" in out
+
+
+@pytest.mark.slow
+def test_bench_startup_runs() -> None:
+    out = run("bench_startup.py", "--repeats", "1")
+    assert "import tracetochain" in out and "heavy libraries loaded by `import tracetochain`: none" in out
+
+
+@pytest.mark.slow
+def test_bench_model_families_runs_and_every_family_finds_r_inf() -> None:
+    out = run("bench_model_families.py", "--traces", "800")
+    rows = [line for line in out.splitlines() if line.startswith("|") and "family" not in line and "--" not in line]
+    assert len(rows) == 9
+    truth = float(out.split("(truth ")[1].split(")")[0])
+    for row in rows:
+        assert abs(float(row.strip("|").split("|")[-1]) - truth) < 0.06, row
+
+
+@pytest.mark.slow
+def test_bench_costs_runs() -> None:
+    out = run("bench_costs.py", "--sizes", "10", "--repeats", "1")
+    assert "random 10" in out and "cost_report" in out

@@ -130,7 +130,7 @@ def _corpus(shared_data: Path) -> dict:
 
 def test_ss10_rdc_and_l_inf_are_reproduced_exactly(shared_data: Path) -> None:
     """SS10: chain on the 80-trace fit half (α = 1, modal s0), R(d) and the held-out RDC for d = 0..80, L∞ 0.26011."""
-    from tracetochain.featurize.vocab import categorize_shell
+    from tracetochain.featurize.vocab import categorize_shell_paper
 
     corpus = _corpus(shared_data)
     summary = json.loads((shared_data / "tracetochain-artifact" / "swebench_real" / "SS10_summary.json").read_text())
@@ -142,7 +142,7 @@ def test_ss10_rdc_and_l_inf_are_reproduced_exactly(shared_data: Path) -> None:
 
     def table(iids: list[str]) -> tt.TraceTable:
         def cat(tok: str) -> str:
-            c = categorize_shell(None, tok, None)
+            c = categorize_shell_paper(None, tok, None)
             return merge.get(c, c)
         return tt.TraceTable.from_records([
             {"trace_id": i, "step_idx": j, "state": cat(tok), "outcome": "success" if corpus[i]["resolved"]
@@ -160,12 +160,12 @@ def test_ss10_rdc_and_l_inf_are_reproduced_exactly(shared_data: Path) -> None:
 def test_ss14_split_r_inf_and_l_inf(shared_data: Path) -> None:
     """SS14 (Table VII, order 1): split seed 20260606 → 239/240, held-out pass 0.6833, R∞ 0.6565, L∞ 0.2233 (the
     10 action categories as states, α = 1, π0 empirical). The paper-mode KS D ≈ 0.341 is statistical."""
-    from tracetochain.featurize.vocab import categorize_shell
+    from tracetochain.featurize.vocab import categorize_shell_paper
 
     corpus = _corpus(shared_data)
 
     def cat(tok: str) -> str:  # the artifact keeps `PYTHONPATH=…` as a token of its own (OTHER)
-        return "OTHER" if tok.startswith("PYTHONPATH=") else categorize_shell(None, tok, None)
+        return "OTHER" if tok.startswith("PYTHONPATH=") else categorize_shell_paper(None, tok, None)
 
     traces = tt.TraceTable.from_records([
         {"trace_id": i, "step_idx": j, "state": cat(tok), "outcome": "success" if corpus[i]["resolved"]

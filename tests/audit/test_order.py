@@ -170,7 +170,7 @@ def test_to_dict_is_json_safe() -> None:
 def _ss10_fit_half(shared_data: Path, merge: dict[str, str]) -> tt.TraceTable:
     """The artifact's SS10 fit half: 160 of 479 traces (default_rng(20260606).choice, sorted), then
     default_rng(20260606).permutation(160), first 80 — in that order (it matters for the concatenated stream)."""
-    from tracetochain.featurize.vocab import categorize_shell
+    from tracetochain.featurize.vocab import categorize_shell_paper
 
     corpus = json.loads((shared_data / "tracetochain-artifact" / "swebench_real" / "corpus.json").read_text())
     ids = list(corpus)
@@ -179,7 +179,7 @@ def _ss10_fit_half(shared_data: Path, merge: dict[str, str]) -> tt.TraceTable:
     fit = [ids[sub[i]] for i in perm[:80]]
 
     def category(tok: str) -> str:  # the artifact keeps `PYTHONPATH=…` as a token of its own (OTHER)
-        c = "OTHER" if tok.startswith("PYTHONPATH=") else categorize_shell(None, tok, None)
+        c = "OTHER" if tok.startswith("PYTHONPATH=") else categorize_shell_paper(None, tok, None)
         return merge.get(c, c)
 
     recs = [{"trace_id": i, "step_idx": j, "state": category(tok),

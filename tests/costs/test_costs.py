@@ -309,6 +309,16 @@ def test_mini_swe_agent_observed_cost_per_success_inside_the_chain_interval(shar
     for metric in ("tokens", "seconds"):
         assert doc["metrics"][metric]["agreement"]["observed_inside_interval"] is True, metric
     assert math.isfinite(entry["budget"]["error_bound"]) and entry["budget"]["error_bound"] < 0.01
+    # the report shows both: the chain's dollars per success (with its interval) beside the observed ones
+    from tracetochain.costs import fmt_amount
+    from tracetochain.report import build_report, render_html
+
+    page = render_html(build_report(fit, costs=doc))
+    table = page[page.index('id="cost-table"'):]
+    table = table[: table.index("</table>")]
+    assert fmt_amount(entry["summary"]["per_success"], "USD") in table
+    assert fmt_amount(entry["observed"]["per_success"], "USD") in table
+    assert fmt_amount(entry["intervals"]["per_success"]["lower"], "USD") in table
 
 
 # ------------------------------------------------------------------------------------------------ integration
@@ -481,3 +491,58 @@ def test_cost_gate() -> None:
     assert conservative.value == pytest.approx(upper) and not conservative.passed
     with pytest.raises(GateError, match="no seconds"):
         evaluate_gate("cost_per_success(seconds)<=1", doc)
+
+
+def test_observed_costs_count_zero_step_episodes_as_trials() -> None:
+    traces = simulated(200, seed=20)
+    model = CostModel.from_traces(traces)
+    before = observed_costs(traces, model, "cost_usd")
+    traces.report.zero_step.extend([{"trace_id": "z1", "outcome": "success"}, {"trace_id": "z2", "outcome": "failure"},
+                                    {"trace_id": "z3", "outcome": "invalid"}])
+    after = observed_costs(traces, model, "cost_usd")
+    assert (after.n_traces, after.n_successes) == (before.n_traces + 2, before.n_successes + 1)
+    assert after.per_success == pytest.approx(before.totals.sum() / (before.n_successes + 1))
+
+
+def test_batched_figures_equal_the_per_chain_figures() -> None:
+    """The batched computation over an ensemble gives, draw by draw, what summarize_costs gives on that draw's
+    chain with that draw's cost means."""
+    from tracetochain.costs._intervals import batched_cost_figures
+    from tracetochain.uncertainty import DirichletPosterior
+
+    fit = tt.fit_chain(simulated(400, seed=21))
+    model = CostModel.of_chain(fit.chain)
+    assert model is not None
+    ens = DirichletPosterior(n_samples=20, seed=3).fit(fit.chain).fetch_model().ensemble
+    pv = model.per_visit("cost_usd", fit.chain.state_names)
+    rng = np.random.default_rng(0)
+    c = pv.draw_means(20, rng)
+    figures, used = batched_cost_figures(ens, c, pv.variance)
+    assert used.all()
+    for i in (0, 7, 19):
+        chain = ens.chain(i)
+        mom = chain.accumulated_cost(c[i], pv.variance)
+        assert figures["mean"][i] == pytest.approx(mom.mean, rel=1e-10)
+        assert figures["per_success"][i] == pytest.approx(mom.mean / chain.r_inf, rel=1e-10)
+        assert figures["sd"][i] == pytest.approx(math.sqrt(mom.second - mom.mean**2), rel=1e-8)
+        assert figures["mean_given_failure"][i] == pytest.approx(mom.mean_failure / chain.failure_probability,
+                                                                 rel=1e-10)
+    lean, _ = batched_cost_figures(ens, c, pv.variance, spreads=False)
+    assert "sd" not in lean and np.allclose(lean["per_success"], figures["per_success"], rtol=1e-12)
+
+
+def test_episodes_recording_only_zeros_did_not_track_the_metric() -> None:
+    """τ²-bench writes cost 0.0 for agents whose cost is not tracked: an episode whose values are all zero is
+    unknown for that metric, not free."""
+    records = [
+        {"trace_id": "a", "step_idx": 0, "state": "x", "outcome": "success", "cost_usd": 0.0},
+        {"trace_id": "a", "step_idx": 1, "state": "y", "outcome": "success"},
+        {"trace_id": "b", "step_idx": 0, "state": "x", "outcome": "failure", "cost_usd": 0.3},
+        {"trace_id": "b", "step_idx": 1, "state": "y", "outcome": "failure", "cost_usd": 0.0},
+    ]
+    model = CostModel.from_traces(tt.TraceTable.from_records(records))
+    st = model.metrics["cost_usd"]
+    assert st.n.tolist() == [1, 1] and st.total.tolist() == [0.3, 0.0]  # only b counts; its free step is 0
+    assert any("1 episode(s) record only zeros for dollars" in f for f in model.findings("cost_usd"))
+    only_zeros = CostModel.from_traces(tt.TraceTable.from_records(records[:2]))
+    assert "cost_usd" not in only_zeros.available

@@ -15,7 +15,7 @@ from tracetochain.featurize import (
     register_vocabulary,
     unique_rows,
 )
-from tracetochain.featurize.vocab import categorize_chat, categorize_shell, shell_token
+from tracetochain.featurize.vocab import categorize_chat, categorize_shell, categorize_shell_paper, shell_token
 
 
 @pytest.mark.parametrize(("command", "token", "category"), [
@@ -26,7 +26,13 @@ from tracetochain.featurize.vocab import categorize_chat, categorize_shell, shel
     ("sudo rm -rf build", "rm", "FILEOP"),
     ("git diff", "git", "VCS"),
     ("submit", "submit", "SUBMIT"),
-    ("cat setup.py | head", "cat", "INSPECT"),
+    ("cat setup.py | head", "cat", "VIEW"),
+    ("cat <<'EOF' > fix.py\nprint(1)\nEOF\npython fix.py", "cat", "EDIT"),
+    ("sed -i 's/a/b/' x.py", "sed", "EDIT"),
+    ("sed -n '1,20p' x.py", "sed", "VIEW"),
+    ("nl -ba x.py | sed -n '1,20p'", "nl", "VIEW"),
+    ("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached", "echo", "SUBMIT"),
+    ("rm -rf build && sphinx-build . build", "rm", "EXECUTE"),
     ("", "none", "NONE"),
     ("echo hello", "echo", "OTHER"),
     ("\n\n  pytest -x tests/\nmore", "pytest", "EXECUTE"),
@@ -36,10 +42,20 @@ def test_shell_vocabulary(command: str, token: str, category: str) -> None:
     assert categorize_shell("tool", None, command) == category
 
 
+@pytest.mark.parametrize(("token", "category"), [
+    ("cat", "INSPECT"), ("nl", "INSPECT"), ("sed", "OTHER"), ("edit:view", "VIEW"), ("edit:insert", "EDIT"),
+    ("PYTHONPATH=/testbed", "NONE"), ("python3", "EXECUTE"), ("none", "NONE"), ("submit", "SUBMIT"),
+])
+def test_paper_vocabulary_keeps_the_artifacts_map(token: str, category: str) -> None:
+    assert categorize_shell_paper(None, token, None) == category
+
+
 @pytest.mark.parametrize(("kind", "tool", "category"), [
     ("llm", None, "respond"), ("tool", "get_user_details", "lookup"), ("tool", "search_direct_flight", "lookup"),
     ("tool", "book_reservation", "write"), ("tool", "cancel_reservation", "write"),
     ("tool", "transfer_to_human_agents", "handoff"), ("tool", "think", "think"), ("tool", "frobnicate", "other"),
+    ("tool", "can_send_mms", "lookup"), ("tool", "toggle_roaming", "write"), ("tool", "run_speed_test", "lookup"),
+    ("tool", "getUserDetails", "lookup"), ("user", "reboot_device", "write"), ("user", None, "other"),
 ])
 def test_chat_vocabulary(kind: str, tool: str | None, category: str) -> None:
     assert categorize_chat(kind, tool, None) == category

@@ -78,3 +78,17 @@ def test_model_pass_k_refits_on_resampled_tasks() -> None:
     lo, hi = est.pass_hat_k_interval[0]
     assert lo < r < hi
     assert "i.i.d." in est.notes[0]
+
+
+def test_pass_k_check_against_the_tasks() -> None:
+    from tracetochain.models import CompiledModel, pass_k_check
+
+    chain = tt.AbsorbingChain([[0.0]], [0.42], [0.58], 0)
+    iid = CompiledModel(chain, ("s",), np.ones((1, 1)), np.zeros(1, np.int64), np.ones(1), "iid", "markov")
+    check = pass_k_check((TAU_C, TAU_N), iid, n_bootstrap=1000)
+    assert check.ks == (2, 3, 4) and check.agrees is False and check.inside[1] is False  # 0.42³ = 0.074
+    two = tt.AbsorbingChain([[0.0, 0.0], [0.0, 0.0]], [0.05, 0.9], [0.95, 0.1], [0.55, 0.45])
+    het = CompiledModel(two, ("s",), np.ones((2, 1)), np.array([0, 1]), np.array([0.55, 0.45]), "task", "mixture")
+    assert pass_k_check((TAU_C, TAU_N), het, n_bootstrap=1000).agrees is True
+    assert pass_k_check((np.array([1, 0]), np.array([1, 1])), het).agrees is None
+    assert pass_k_check((TAU_C, TAU_N), het).to_dict()["model_trials"] == "task"

@@ -330,3 +330,24 @@ def test_spend_decompositions(spec: Spec) -> None:
     r2 = chain.accumulated_cost(2 * c, 4 * v)
     assert r2.mean == pytest.approx(2 * r.mean, rel=1e-9, abs=1e-12)
     assert r2.second == pytest.approx(4 * r.second, rel=1e-9, abs=1e-12)
+
+
+def test_mean_preserving_rounding_lies_between_the_bounds_and_is_closer() -> None:
+    """Rounding every cost to a neighbouring lattice point with the mean kept lies between the up and down bounds
+    (pathwise between them) and, on a coarse lattice, nearer the fine-lattice curve than their midpoint."""
+    chain = random_chain(8, 5)
+    rng = np.random.default_rng(8)
+    c = rng.uniform(1.0, 4.0, 5)
+    v = rng.uniform(0.1, 3.0, 5)
+    B = 60.0
+
+    def curve(K: int, rounding: str) -> np.ndarray:
+        return nx.budget_reliability(chain.Q, chain.R_success, chain.pi0, nx.lattice_pmf(c, v, B / K, K, rounding), K)
+
+    fine = 0.5 * (curve(4000, "up") + curve(4000, "down"))[::40]
+    lo, hi, mean = curve(100, "up"), curve(100, "down"), curve(100, "mean")
+    assert (lo <= mean + 1e-12).all() and (mean <= hi + 1e-12).all()
+    assert np.max(np.abs(mean - fine)) < np.max(np.abs(0.5 * (lo + hi) - fine))
+    pmf = nx.lattice_pmf(c, v, 0.5, 400, "mean")
+    assert np.allclose(pmf.sum(axis=1), 1.0, atol=1e-9)
+    assert np.allclose(pmf @ (0.5 * np.arange(pmf.shape[1])), c, rtol=1e-6)  # the mean is kept

@@ -1,4 +1,9 @@
-"""Langfuse reader: trace downloads, export folders, nesting, errors, trace-level scores, sniffing."""
+"""Langfuse reader: trace downloads, export folders, nesting, errors, trace-level scores, sniffing.
+
+The producer cannot be installed here: Langfuse exports come from a running Langfuse server (its UI download or
+public API), which needs a database and network services this test environment does not have, and no real export
+is among the shared data. The fixtures follow the export schema of the Langfuse API reference field by field.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""MAST-style step-label CSV reader (``formats.md`` §3.10)."""
+"""MAST-style step-label CSV reader.
+
+There is no producer to install: the format is the step-label CSV people write by hand or from a spreadsheet when
+annotating traces (the MAST data set itself ships raw console logs, not this table), so the fixtures are written
+here.
+"""
 
 from __future__ import annotations
 

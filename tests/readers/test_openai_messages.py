@@ -1,5 +1,7 @@
 """The generic OpenAI-style chat-log reader and the shared message walk (``readers/openai_messages.py``).
 
+The format has no single producer to install (many harnesses write it); real producer output is tested through the
+τ-bench and τ²-bench files it shares its message walk with (``test_tau_bench.py``, ``test_real_corpora.py``).
 Fixtures in ``tests/data/readers/openai/`` are invented:
 * ``multi_tool.jsonl`` — three tool calls in one turn answered out of order (one fails by its "Error" text, one by
   its ``error`` flag), content given as parts, a legacy ``function_call`` answered by a ``function`` message, an

@@ -1,4 +1,8 @@
-"""OTLP / console-span reader: nesting, tool calls per turn, errors, outcomes, episode roots, verdicts, streaming."""
+"""OTLP / console-span reader: nesting, tool calls per turn, errors, outcomes, episode roots, verdicts, streaming.
+
+The edge cases here are built by hand; ``test_otlp_sdk.py`` reads spans written by the real producer
+(``opentelemetry-sdk``'s OTLP encoder and console exporter).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""SWE-agent / mini-swe-agent trajectory readers, SWE-bench verdict joins, and the artifact's token corpus."""
+"""SWE-agent / mini-swe-agent trajectory readers, SWE-bench verdict joins, and the artifact's token corpus.
+
+Real producer output: 250 mini-swe-agent v1.15.0 trajectories with the SWE-bench harness's verdicts and the
+TraceToChain artifact's SWE-agent corpus (``../shared/data``; counted in ``test_real_corpora.py``). SWE-agent itself
+(and its ``.traj`` writer) cannot be run here — it needs a Docker sandbox and a model API — so the ``.traj`` files in
+``tests/data/readers/swe_agent/`` are small invented trajectories in its documented format.
+"""
 
 from __future__ import annotations
 

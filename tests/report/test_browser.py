@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import functools
 import http.server
+import re
 import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tracetochain as tt
@@ -88,4 +90,63 @@ def test_malicious_trace_text_stays_inert(browser, serve) -> None:
     assert page.locator("img").count() == 0 and page.locator("body script").count() == 0
     assert evil in page.locator("body").inner_text()  # shown as text, not executed
     assert dialogs == []
+    page.close()
+
+
+def sixty_state_report() -> str:
+    """A report of a 60-state chain with long state names (tool names as agents spell them)."""
+    rng = np.random.default_rng(7)
+    m = 60
+    names = [f"tool:{verb}_{noun}_{i}" for i, (verb, noun) in enumerate(
+        zip(rng.choice(["get", "search", "update", "cancel", "check", "list"], m),
+            rng.choice(["reservation_details", "flight_status", "user_profile", "order_items", "payment"], m),
+            strict=True))]
+    Q = rng.dirichlet(np.full(m + 2, 0.3), size=m)
+    Q[:, :m] *= 0.9 / Q[:, :m].sum(axis=1, keepdims=True)  # every state exits with probability 0.1
+    exits = rng.uniform(0.2, 0.8, m)
+    chain = tt.AbsorbingChain(Q[:, :m], 0.1 * exits, 0.1 * (1 - exits), pi0=rng.dirichlet(np.ones(m)),
+                              state_names=names)
+    traces = tt.datasets.simulate_traces(chain, 600, 3)
+    return render_html(build_report(fit_chain(traces), horizon=40))
+
+
+def test_sixty_state_report_graph_is_legible_at_1400px(browser, serve, tmp_path: Path) -> None:
+    """The chain graph of a 60-state corpus fits a 1400 px wide window, draws at most 14 states plus the two
+    exits with at most 3 transitions each, its labels do not overlap, and every state and transition is still in the
+    tables. The screenshot is kept in the test's folder (``report-60-states.png``) for a person to look at."""
+    from tracetochain.report._graph import MAX_EDGES_PER_STATE, MAX_GRAPH_STATES
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(serve("report60.html", sixty_state_report()))
+    graph = page.locator("#graph svg")
+    box = graph.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 1400
+    assert page.locator("#graph svg .node").count() == MAX_GRAPH_STATES + 2
+    assert "13 most visited of the 60 states" in page.locator("#states").inner_text()
+    edges = page.locator("#graph svg path[marker-end]").count()
+    assert edges <= MAX_GRAPH_STATES * (MAX_EDGES_PER_STATE + 2)
+    assert page.locator("#state-table tr").count() == 61  # every state in the table
+    assert page.locator("#transitions tr").count() > 100
+    labels = page.evaluate("""() => [...document.querySelectorAll('#graph svg .node text')].map(t => {
+        const r = t.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })""")
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            overlap = min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1
+            assert not overlap, (a, b)
+    graph.screenshot(path=str(tmp_path / "graph-60-states.png"))
+    page.screenshot(path=str(tmp_path / "report-60-states.png"), full_page=True)
+    assert (tmp_path / "graph-60-states.png").stat().st_size > 10_000
+    page.close()
+
+
+def test_plots_say_when_there_is_nothing_to_show(browser, serve) -> None:
+    recs = [{"trace_id": f"t{i}", "step_idx": j, "state": ["plan", "act"][j % 2], "outcome": "failure"}
+            for i in range(30) for j in range(1 + i % 4)]
+    html = render_html(build_report(fit_chain(tt.TraceTable.from_records(recs), pseudocount=0.0), horizon=20))
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(serve("none.html", html))
+    assert "no trace succeeded" in page.locator("#fpt-plot").inner_text()
+    ticks = page.evaluate("""() => [...document.querySelectorAll('#rd-plot svg text')].map(t => t.textContent)""")
+    assert not any(re.fullmatch(r"\\d+\\.\\d*[1-9]", t.strip()) for t in ticks if t.strip()[:1].isdigit()
+                   and "P(" not in t), ticks  # the step axis has whole-number ticks only
     page.close()

@@ -45,7 +45,7 @@ def fit_half(corpus: Path, case: str) -> tt.TraceTable:
 @pytest.mark.parametrize("case", ["sub", "all"])
 def test_swebench_protocol_ward_tree_and_silhouette_are_pinned(shared_data: Path, case: str) -> None:
     fit = fit_half(shared_data / "tracetochain-artifact" / "swebench_real" / "corpus.json", case)
-    featurizer = states_from_spec("ward", vocabulary="shell", features="kind,tool,hindsight-depth").featurizer
+    featurizer = states_from_spec("ward", vocabulary="shell-paper", features="kind,tool,hindsight-depth").featurizer
     U, w, _ = unique_rows(featurizer.fit(fit).fetch_model().transform(fit))
     pairs, costs = ward_merges(U, w.astype(np.float64))
     digest = hashlib.sha256(pairs.astype("<i8").tobytes() + costs.astype("<f8").tobytes()).hexdigest()[:32]

@@ -67,7 +67,8 @@ FeaturesOpt = Annotated[str, typer.Option(
     help="For --states ward: comma list of kind, tool, error, retry, step-bucket (causal), hindsight-depth, "
          "hindsight-depth-bucket (need the final length: descriptive only), or text / tfidf.")]
 VocabularyOpt = Annotated[str | None, typer.Option(
-    help="Map actions to categories first: shell (SWE-agent commands) or chat (tool agents).")]
+    help="Map actions to categories first: shell (what a shell command does: SWE-agent, mini-swe-agent), chat "
+         "(tool agents) or shell-paper (the TraceToChain paper's first-word map). See docs/vocabularies.md.")]
 KMinOpt = Annotated[int, typer.Option("--k-min", min=1, help="Smallest number of Ward states tried.")]
 KMaxOpt = Annotated[int, typer.Option("--k-max", min=1, help="Largest number of Ward states tried.")]
 CiOpt = Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")]

@@ -88,7 +88,7 @@ class CostSummary:
             out.append(f"One success costs {fmt_amount(self.per_success, u)} on average when failed attempts are "
                        f"retried (an attempt costs {fmt_amount(self.mean, u)}; R∞ = {self.r_inf:.3f}).")
         if self.failed_share is not None and self.failed_share > 0:
-            top = [s for s in self.top_failed_spenders() if s.failed_spend > 0]
+            top = [s for s in self.top_failed_spenders() if s.failed_spend_share >= 0.005]
             where = ", ".join(f"`{s.name}` ({s.failed_spend_share:.0%})" for s in top)
             out.append(f"{self.failed_share:.0%} of the spend goes to attempts that fail"
                        + (f", most of it at {where}." if where else "."))
@@ -340,11 +340,21 @@ class ObservedCosts:
                 "confidence": self.confidence}
 
 
+def _zero_step_total(record: dict[str, Any], metric: str) -> float | None:
+    """The reported episode total of ``metric`` on a zero-step record (None when it has none)."""
+    keys = ("total_tokens_in", "total_tokens_out") if metric == "tokens" else (f"total_{metric}",)
+    values = [record.get(k) for k in keys]
+    if any(not isinstance(v, (int, float)) for v in values):
+        return None
+    return float(sum(values))  # type: ignore[arg-type]
+
+
 def observed_costs(traces: Any, costs: CostModel, metric: str, *, confidence: float = 0.95, n_boot: int = 2000,
                    seed: int = 0) -> ObservedCosts:
     """Per-episode totals of ``metric`` in the (non-invalid) traces, the observed spend per success Σ totals /
     #successes (censored and failed episodes count as spend without success), and its percentile interval from
-    a bootstrap over episodes (seeded). Episodes with no value for the metric are left out."""
+    a bootstrap over episodes (seeded). Episodes with no value for the metric are left out; episodes that ended
+    before any agent step (``traces.report.zero_step``) count as trials that spent nothing on steps."""
     from tracetochain.costs._model import STEPS, trace_totals, usage_arrays
 
     usable = traces.select_traces(traces.outcomes() != 3)
@@ -364,7 +374,15 @@ def observed_costs(traces: Any, costs: CostModel, metric: str, *, confidence: fl
         known = np.isfinite(totals)
     totals = np.where(known, totals, 0.0)[known]
     success = (usable.outcomes() == 0)[known]
-    n_t, n_s = int(known.sum()), int(success.sum())
+    # Episodes that ended before any agent step are trials too: they spent nothing on agent steps (or their
+    # reported total, when the source gives one).
+    zero = [r for r in getattr(traces.report, "zero_step", []) if r.get("outcome") != "invalid"]
+    if zero:
+        by_totals = st is not None and st.source != STEPS
+        spent = [(_zero_step_total(r, metric) or 0.0) if by_totals else 0.0 for r in zero]
+        totals = np.r_[totals, spent]
+        success = np.r_[success, [r.get("outcome") == "success" for r in zero]].astype(bool)
+    n_t, n_s = int(totals.size), int(success.sum())
     mean = float(totals.mean()) if n_t else None
     per = float(totals.sum() / n_s) if n_s else None
     interval = None

@@ -10,9 +10,10 @@ squared residuals (Var y = Σ_i n_i v_i under the model). The model says which r
 What a missing value means. Readers put the usage of a model call on the first step of its turn and leave the
 turn's other steps (and tool steps) empty, so an empty token or dollar cell in an episode that has such values is a
 step that cost nothing extra: it counts as 0. An episode with no value at all for a metric is unknown for it and is
-left out of that metric (the coverage is recorded). Wall seconds are ``t_end − t_start``, or where ``t_end`` is
-missing the time until the next step of the episode starts; a step with neither is unknown, and a negative
-duration (clock trouble) is left out and counted.
+left out of that metric (the coverage is recorded), and so is an episode whose values are all 0 (sources write 0
+for "not tracked"; a run that really used a model has some non-zero usage). Wall seconds are ``t_end − t_start``,
+or where ``t_end`` is missing the time until the next step of the episode starts; a step with neither is unknown,
+and a negative duration (clock trouble) is left out and counted.
 
 States with no value at all (e.g. seen only under the prior) get the pooled per-visit law of all states and are
 listed as imputed: a guess, said as such, never a zero pretending to be a cost.
@@ -53,18 +54,23 @@ IntArray = NDArray[np.int64]
 
 
 # ------------------------------------------------------------------------------------------------ step values
-def _trace_rule(x: FloatArray, offsets: IntArray) -> FloatArray:
-    """Empty cells of an episode that has values elsewhere are 0 (usage sits on the first step of a turn)."""
+def _trace_rule(x: FloatArray, offsets: IntArray) -> tuple[FloatArray, int]:
+    """Empty cells of an episode that has values elsewhere are 0 (usage sits on the first step of a turn); an
+    episode whose values are all 0 did not track the metric (sources write 0 for "not recorded", e.g. τ²-bench runs
+    of agents whose cost is not tracked): its values become unknown. Returns (values, such episodes)."""
     n_traces = offsets.size - 1
     if not n_traces or not x.size:
-        return x
+        return x, 0
     lengths = np.diff(offsets)
     trace_of_row = np.repeat(np.arange(n_traces), lengths)
-    has_value = np.zeros(n_traces, dtype=bool)
-    has_value[np.unique(trace_of_row[np.isfinite(x)])] = True
+    known = np.isfinite(x)
+    has_value = np.bincount(trace_of_row[known], minlength=n_traces) > 0
+    has_nonzero = np.bincount(trace_of_row[known & (x != 0)], minlength=n_traces) > 0
+    zeros_only = has_value & ~has_nonzero
     out = x.copy()
-    out[~np.isfinite(x) & has_value[trace_of_row]] = 0.0
-    return out
+    out[~known & has_value[trace_of_row]] = 0.0
+    out[zeros_only[trace_of_row]] = np.nan
+    return out, int(zeros_only.sum())
 
 
 def _column(table: Any, name: str, n: int) -> FloatArray:
@@ -98,13 +104,16 @@ def usage_arrays(table: Any, offsets: IntArray) -> tuple[dict[str, FloatArray], 
     """Per-step values of every metric (NaN = unknown) from a canonical Arrow table sorted by (trace, step)."""
     n = table.num_rows
     values: dict[str, FloatArray] = {}
+    derivation: dict[str, Any] = {}
     for metric, col in _STEP_COLUMNS.items():
-        values[metric] = _trace_rule(_column(table, col, n), offsets)
+        values[metric], zeros_only = _trace_rule(_column(table, col, n), offsets)
+        derivation[f"zeros_only_{metric}"] = zeros_only
     values["tokens"] = values["tokens_in"] + values["tokens_out"]
     seconds, from_gaps, negative = step_durations(_column(table, "t_start", n), _column(table, "t_end", n), offsets)
     values["seconds"] = seconds
     values["api_calls"] = np.full(n, np.nan)
-    return values, {"seconds_from_gaps": from_gaps, "negative_durations": negative}
+    derivation.update(seconds_from_gaps=from_gaps, negative_durations=negative)
+    return values, derivation
 
 
 def trace_totals(table: Any, offsets: IntArray) -> dict[str, FloatArray]:
@@ -398,7 +407,7 @@ class CostModel:
                                             sa.xty + sb.xty, sa.yty + sb.yty, w, var, **common)
         absent = tuple(mt for mt in METRICS if mt not in stats)
         derivation = {k: int(self.extra.get(k, 0)) + int(other.extra.get(k, 0))
-                      for k in ("seconds_from_gaps", "negative_durations")}
+                      for k in sorted({*self.extra, *other.extra})}
         fmt = self.source_format if self.source_format == other.source_format else None
         return CostModel(names, a.visits + b.visits, stats, absent, (), fmt, derivation)
 
@@ -531,6 +540,10 @@ class CostModel:
             ratio = st.check_steps / st.check_reported
             out.append(f"On the {st.check_traces} episodes with reported totals the step values add up to "
                        f"{ratio:.1%} of them.")
+        zeros = sum(int(self.extra.get(f"zeros_only_{col}", 0)) for col in
+                    (("tokens_in", "tokens_out") if metric == "tokens" else (metric,)))
+        if zeros:
+            out.append(f"{zeros} episode(s) record only zeros for {what}: taken as not tracked, not as free.")
         if metric == "seconds":
             gaps, negative = int(self.extra.get("seconds_from_gaps", 0)), int(self.extra.get("negative_durations", 0))
             if gaps:
@@ -546,7 +559,8 @@ class CostModel:
         return {"kind": COST_MODEL_KIND, "schema_version": COST_MODEL_SCHEMA_VERSION,
                 "state_names": list(self.state_names), "visits": self.visits.tolist(),
                 "metrics": {k: v.to_dict() for k, v in self.metrics.items()}, "absent": list(self.absent),
-                "notes": list(self.notes), "source_format": self.source_format, "derivation": dict(self.extra)}
+                "notes": list(self.notes), "source_format": self.source_format,
+                "derivation": dict(sorted(self.extra.items()))}
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> CostModel:

@@ -227,7 +227,7 @@ def cost_per_success_draws(chain: AbsorbingChain, ensemble: Any, plan: Any, trac
         c, v = bootstrap_mean_draws(plan, traces, costs, metric, chain.state_names)
     else:
         c, v = posterior_mean_draws(pv, ensemble.n_samples, seed), pv.variance
-    figures, used = batched_cost_figures(ensemble, c, v)
+    figures, used = batched_cost_figures(ensemble, c, v, spreads=False)
     out = np.full(ensemble.n_samples, np.nan)
     if figures:
         out[used] = figures["per_success"]

@@ -18,5 +18,5 @@ def source_note(format_name: str | None) -> str | None:
     """The note for a reader (None when there is nothing specific to say)."""
     if format_name is None:
         return None
-    return SOURCE_NOTES.get(format_name, f"the {format_name} source filled none of the usage columns "
-                                         "(tokens_in, tokens_out, cost_usd, t_start/t_end, total_*)")
+    return SOURCE_NOTES.get(format_name, f"the {format_name} reader found none in the source (or only zeros, taken "
+                                         "as not tracked)")

@@ -72,8 +72,8 @@ def simulate_traces(chain: AbsorbingChain, n_traces: int, seed: int | np.random.
     is drawn from a gamma law with that mean and variance (exactly the mean where the variance is 0; token counts
     rounded to integers), from a stream of its own, so the paths are the same with or without costs.
 
-    >>> t = simulate_traces(notation_chain(), 10, seed=1, costs={"cost_usd": ([0.01, 0.02, 0.03], [0, 0, 0])})
-    >>> sorted(set(t.to_arrow().column("cost_usd").to_pylist()))
+    >>> t = simulate_traces(notation_chain(), 50, seed=1, costs={"cost_usd": ([0.01, 0.02, 0.03], [0, 0, 0])})
+    >>> sorted(set(t.to_arrow().column("cost_usd").to_pylist()))  # fixed per-visit costs of plan, act, verify
     [0.01, 0.02, 0.03]
     """
     sim = chain.simulate(n_traces, seed, max_steps=max_steps, record_paths=True)

@@ -1,13 +1,17 @@
 """Action vocabularies: map raw actions (tool names, shell commands) to a small set of categories.
 
 * ``shell`` — SWE-agent / mini-swe-agent commands → VIEW, EDIT, EXECUTE, SEARCH, INSPECT, VCS, SUBMIT, FILEOP,
-  NONE, OTHER (``paper-spec.md`` §6.10, the artifact's category map).
-* ``chat`` — chat/tool agents such as τ-bench → respond, lookup, write, handoff, think, other
-  (``paper-spec.md`` §6.15).
+  NONE, OTHER, by what the whole command does (:mod:`tracetochain.featurize._shell`: ``sed -i`` and heredoc writes
+  are EDIT, ``cat``/``sed -n``/``nl`` VIEW, both agents' submit commands SUBMIT …).
+* ``shell-paper`` — the same categories from the command word alone, with the TraceToChain artifact's map
+  (Le et al. 2026, §6.10): for reproducing the paper's SWE-bench numbers; it mislabels mini-swe-agent's heredoc
+  writes, ``sed`` edits and submit command.
+* ``chat`` — chat/tool agents such as τ-bench/τ²-bench → respond, lookup, write, handoff, think, other.
 
-Register your own with :func:`register_vocabulary`. A vocabulary sees a step's ``step_kind``, ``tool_name`` and
-``text`` and returns one category name; it is applied to whole columns at once (one Python call per *distinct*
-(kind, tool, text-head) combination, so a million steps with a few hundred distinct actions cost milliseconds).
+Both built-in vocabularies are checked against hand-labelled real actions (``tests/data/vocabulary``; the rules
+and the accuracy table are in ``docs/vocabularies.md``). Register your own with :func:`register_vocabulary`. A
+vocabulary sees a step's ``step_kind``, ``tool_name`` and ``text`` and returns one category name; it is applied to
+whole columns at once (one Python call per *distinct* (kind, tool, text) combination).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
+
+from tracetochain.featurize._shell import shell_category
 
 Categorizer = Callable[[str | None, str | None, str | None], str]
 
@@ -43,9 +49,8 @@ class ActionVocabulary:
         # Joins never match nulls, so nulls travel as a sentinel and come back as None.
         cols = [_as_text(step_kind).fill_null(_NULL), _as_text(tool_name).fill_null(_NULL)]
         if self.uses_text and text is not None:
-            # Only the first non-empty line matters for shell commands; cut it before deduplicating.
-            stripped = pc.utf8_ltrim(_as_text(text).fill_null(""), characters="\n\r\t ")
-            cols.append(pc.replace_substring_regex(stripped, r"\n[\s\S]*$", ""))
+            # The whole command counts (a heredoc write, then the script run; a comment line, then sed -i).
+            cols.append(pc.utf8_trim(_as_text(text).fill_null(""), characters="\n\r\t "))
         table = pa.table({str(i): c for i, c in enumerate(cols)})
         keys = table.group_by([str(i) for i in range(len(cols))], use_threads=False).aggregate([])
         index = {c: i for i, c in enumerate(self.categories)}
@@ -118,6 +123,21 @@ def shell_token(command: str | None) -> str:
 
 
 def categorize_shell(step_kind: str | None, tool_name: str | None, text: str | None) -> str:
+    """The ``shell`` vocabulary: what the step's command does (:func:`~tracetochain.featurize._shell.shell_category`).
+
+    >>> categorize_shell("tool", "sed", "sed -i 's/a/b/' src/x.py"), categorize_shell("tool", "python", None)
+    ('EDIT', 'EXECUTE')
+    """
+    return shell_category(step_kind, tool_name, text if text else None)
+
+
+def categorize_shell_paper(step_kind: str | None, tool_name: str | None, text: str | None) -> str:
+    """The ``shell-paper`` vocabulary: the artifact's token → category map (§6.10) on :func:`shell_token`.
+
+    Like the artifact it reads the first word only; unlike the artifact, :func:`shell_token` strips a leading
+    ``VAR=value``, so the artifact's ``PYTHONPATH=/testbed`` token is NONE here (the artifact files it under OTHER;
+    the paper-reproduction studies map that token themselves).
+    """
     token = tool_name if tool_name and tool_name.startswith("edit:") else shell_token(text or tool_name)
     if token.startswith("edit:"):
         return "VIEW" if token == "edit:view" else "EDIT"
@@ -126,31 +146,61 @@ def categorize_shell(step_kind: str | None, tool_name: str | None, text: str | N
 
 # ------------------------------------------------------------------------------------------------- chat
 CHAT_CATEGORIES = ("respond", "lookup", "write", "handoff", "think", "other")
+#: Leading verbs of tools that only read or measure state.
+_READ_VERBS = frozenset({"get", "find", "list", "search", "show", "calculate", "compute", "check", "lookup", "look",
+                         "read", "fetch", "query", "view", "describe", "count", "verify", "validate", "can", "is",
+                         "has", "retrieve", "browse", "estimate", "inspect", "diagnose", "ping", "test"})
+#: Leading verbs of tools that change state (bookings, orders, payments, accounts, device settings).
+_WRITE_VERBS = frozenset({"cancel", "modify", "return", "exchange", "book", "update", "create", "delete", "place",
+                          "refund", "reserve", "send", "set", "toggle", "enable", "disable", "grant", "revoke",
+                          "reboot", "restart", "reset", "refuel", "reseat", "resume", "suspend", "disconnect",
+                          "connect", "make", "add", "remove", "change", "edit", "apply", "pay", "assign", "approve",
+                          "reject", "close", "write", "save", "upgrade", "downgrade", "activate", "deactivate",
+                          "register", "unregister", "subscribe", "unsubscribe", "install", "uninstall", "turn"})
+#: Older keyword rule (τ-bench, Le et al. 2026 §6.15) for names whose first word is no known verb.
 _LOOKUP = re.compile(r"get|find|list|search|show|calculate|check|lookup|read")
 _WRITE = re.compile(r"cancel|modify|return|exchange|book|update|create|delete|place|refund|reserve|send|set_")
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
 def categorize_chat(step_kind: str | None, tool_name: str | None, text: str | None) -> str:
-    """τ-bench style (``paper-spec.md`` §6.15): plain reply → respond; tool names by keyword."""
+    """Chat/tool agents (τ-bench, τ²-bench): a plain agent reply → respond; a tool by what it does, read from the
+    leading verb of its name (``get_user_details`` lookup, ``toggle_roaming`` write, ``can_send_mms`` lookup);
+    diagnostics named ``…_test`` are lookups; ``transfer_to_…``/handoff steps → handoff; ``think`` → think. A name
+    with no known leading verb falls back to keywords anywhere in it, else other. The labelling rule and the
+    accuracy on τ/τ²-bench steps are in ``docs/vocabularies.md``.
+    """
     if step_kind == "handoff":
         return "handoff"
     if not tool_name:
         return "respond" if step_kind in (None, "llm", "agent") else "other"
-    name = tool_name.lower()
-    if name.startswith("transfer_to") or "handoff" in name:
+    name = tool_name.strip()
+    low = name.lower()
+    if low.startswith(("transfer_to", "transfer-to", "transferto")) or "handoff" in low or "hand_off" in low \
+            or low.startswith("escalate"):
         return "handoff"
-    if name == "think":
+    if low == "think":
         return "think"
-    if _LOOKUP.search(name):
+    words = [w.lower() for w in _NAME_WORDS.findall(name)]
+    if words:
+        if words[0] in _READ_VERBS or (words[0] == "run" and words[-1] in ("test", "check", "diagnostic")):
+            return "lookup"
+        if words[0] in _WRITE_VERBS:
+            return "write"
+    if _LOOKUP.search(low):
         return "lookup"
-    if _WRITE.search(name):
+    if _WRITE.search(low):
         return "write"
     return "other"
 
 
 VOCABULARIES: dict[str, ActionVocabulary] = {
     "shell": ActionVocabulary("shell", SHELL_CATEGORIES, categorize_shell,
-                              "SWE-agent / mini-swe-agent shell commands (paper §6.10)", uses_text=True),
+                              "SWE-agent / mini-swe-agent shell commands, by what the whole command does",
+                              uses_text=True),
+    "shell-paper": ActionVocabulary("shell-paper", SHELL_CATEGORIES, categorize_shell_paper,
+                                    "shell commands by their first word, the TraceToChain artifact's map (§6.10)",
+                                    uses_text=True),
     "chat": ActionVocabulary("chat", CHAT_CATEGORIES, categorize_chat,
                              "chat/tool agents such as τ-bench (paper §6.15)"),
 }

@@ -48,10 +48,12 @@ from tracetochain.models.markov import MarkovModel
 from tracetochain.models.mixture import MixtureModel
 from tracetochain.models.passk import (
     BetaBinomial,
+    PassKCheck,
     PassKEstimate,
     beta_binomial_pass_k,
     empirical_pass_k,
     model_pass_k,
+    pass_k_check,
     task_trials,
 )
 from tracetochain.models.selection import (
@@ -83,6 +85,7 @@ __all__ = [
     "MixtureModel",
     "ModelChoice",
     "ModelFit",
+    "PassKCheck",
     "PassKEstimate",
     "TaskClassModel",
     "TraceModel",
@@ -94,6 +97,7 @@ __all__ = [
     "evaluate_heldout",
     "fit_model",
     "model_pass_k",
+    "pass_k_check",
     "sample_compiled",
     "simulate_runs",
     "task_trials",

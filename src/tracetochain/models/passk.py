@@ -402,3 +402,54 @@ def model_pass_k(factory: Callable[[], TraceModel], traces: TraceTable | Encoded
         tuple(int(c.size) for _ in ks_t), confidence, n_bootstrap, seed,
         {"r_inf": compiled.chain.r_inf, "trials": compiled.trials, "n_parameters": model.n_parameters},
         tuple(notes))
+
+
+# ---------------------------------------------------------------------------------------------------- check
+@dataclass(frozen=True)
+class PassKCheck:
+    """A compiled model's pass^k against the per-task estimate's task-bootstrap interval, k by k.
+
+    ``agrees`` is True when every model value lies inside its interval (None when no task has two trials).
+    """
+
+    ks: tuple[int, ...]
+    model: tuple[float, ...]
+    empirical: tuple[float | None, ...]
+    interval: tuple[Interval, ...]
+    inside: tuple[bool | None, ...]
+    agrees: bool | None
+    trials: str
+    confidence: float
+
+    def to_dict(self) -> dict[str, Any]:
+        from tracetochain.audit._common import json_dict
+
+        return json_dict({"ks": list(self.ks), "model_pass_hat_k": list(self.model),
+                          "empirical_pass_hat_k": list(self.empirical),
+                          "interval": [list(i) for i in self.interval], "inside": list(self.inside),
+                          "agrees": self.agrees, "model_trials": self.trials, "confidence": self.confidence})
+
+
+def pass_k_check(traces: TraceTable | EncodedTraces | tuple[ArrayLikeInt, ArrayLikeInt], compiled: Any,
+                 ks: Sequence[int] | None = None, *,
+                 n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0) -> PassKCheck:
+    """Check a compiled model's pass^k (:class:`~tracetochain.models.CompiledModel`) against the traces' per-task
+    estimates: inside the ``confidence`` task-bootstrap interval at every k (default 2 … the fewest trials of the
+    tasks that have at least two) — the trials layer of a certificate for a model that lets tasks differ.
+    """
+    c, n = _as_counts(traces)
+    multi = n[n >= 2]
+    if ks is None:
+        ks = list(range(2, int(multi.min()) + 1)) if multi.size else [2]
+    ks_t = _check(ks, n_bootstrap, confidence)
+    model = tuple(float(v) for v in compiled.pass_hat_k(list(ks_t)))
+    if not multi.size:
+        return PassKCheck(ks_t, model, tuple(None for _ in ks_t), tuple((None, None) for _ in ks_t),
+                          tuple(None for _ in ks_t), None, compiled.trials, confidence)
+    est = empirical_pass_k((c, n), ks_t, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed)
+    inside: list[bool | None] = []
+    for v, (lo, hi) in zip(model, est.pass_hat_k_interval, strict=True):
+        inside.append(None if lo is None or hi is None else bool(lo - 1e-12 <= v <= hi + 1e-12))
+    known = [x for x in inside if x is not None]
+    return PassKCheck(ks_t, model, est.pass_hat_k, est.pass_hat_k_interval, tuple(inside),
+                      all(known) if known else None, compiled.trials, confidence)

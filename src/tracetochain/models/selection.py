@@ -70,7 +70,8 @@ def _make(family: str, size: int, seed: int, group: Grouping) -> Candidate:
     if family == "lifted":
         return Candidate(f"lifted(k={size})", "lifted", size, lambda: LiftedModel(size, group=group))
     if family == "hmm":
-        return Candidate(f"hmm(K={size})", "hmm", size, lambda: HiddenMarkovModel(size, seed=seed, group=group))
+        return Candidate(f"hmm(K={size})", "hmm", size,
+                         lambda: HiddenMarkovModel(size, n_init=3, seed=seed, group=group))
     if family == "mixture":
         return Candidate(f"mixture(C={size})", "mixture", size,
                          lambda: MixtureModel(size, seed=seed, group=group))
@@ -255,20 +256,11 @@ class _Scores:
 def _pass_k_agrees(compiled: CompiledModel, test: EncodedTraces, seed: int) -> bool | None:
     """Does the model's pass^k (k = 2 … the trials every held-out task has) fall inside the held-out tasks'
     per-task estimate's 95 % task-bootstrap interval at every k? None when no held-out task has two trials."""
-    from tracetochain.models.passk import empirical_pass_k, task_trials
+    from tracetochain.models.passk import pass_k_check
 
-    c, n = task_trials(test)
-    multi = n[n >= 2]
-    if test.grouped_by != "task" or multi.size < 2:
+    if test.grouped_by != "task":
         return None
-    ks = list(range(2, int(multi.min()) + 1))
-    est = empirical_pass_k((c, n), ks, n_bootstrap=400, seed=seed)
-    model = compiled.pass_hat_k(ks)
-    for i, _ in enumerate(ks):
-        lo, hi = est.pass_hat_k_interval[i]
-        if lo is None or hi is None or not lo - 1e-12 <= model[i] <= hi + 1e-12:
-            return False
-    return True
+    return pass_k_check(test, compiled, n_bootstrap=400, seed=seed).agrees
 
 
 def _evaluate(cand: Candidate, enc: EncodedTraces, splits: list[NDArray[np.int64]], *, checks: bool = True,

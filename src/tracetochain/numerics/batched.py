@@ -153,6 +153,19 @@ class ChainBatch:
         self._cache["solves"] = solved
         return solved
 
+    def solve(self, rhs: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+        """x = N b for every draw: ``rhs`` (B, m, k) → (x (B, m, k), ok (B,)), with the draws' GTH matrices
+        (cached by the first solves); ok is False for non-absorbing draws and failed residual checks."""
+        solved = self._solves()
+        x = np.zeros_like(np.asarray(rhs, dtype=np.float64))
+        ok = np.asarray(solved["valid"], dtype=bool).copy()
+        if "A" in self._cache:  # absent only when no draw is absorbing (then no draw is valid either)
+            idx, A = self._cache["A"]
+            xi, oki = _solve(A, np.asarray(rhs, dtype=np.float64)[idx])
+            x[idx] = xi
+            ok[idx] &= oki
+        return x, ok
+
     @property
     def absorbing(self) -> NDArray[np.bool_]:
         """Draws that are absorbing chains (every state can reach an exit): enough for quantities without solves."""

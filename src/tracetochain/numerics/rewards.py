@@ -210,39 +210,76 @@ def lattice_pmf(mean: Array, var: Array, step: float, n_levels: int, rounding: s
     A state with variance 0 costs exactly its mean; otherwise its cost is taken as gamma-distributed with that mean
     and variance (a positive law with the right first two moments). ``rounding="up"`` puts the mass of
     ((k−1)δ, kδ] at kδ (every cost rounded up: a lower bound on R(B)); ``"down"`` puts [kδ, (k+1)δ) at kδ (an
-    upper bound). Mass beyond the last level (a single visit dearer than the whole budget) is left out when
-    rounding up (such a visit exhausts any budget on the lattice) and kept at the last level when rounding down;
-    gamma tails beyond the 1 − 1e-12 quantile are cut the same way. L is trimmed to the largest level with mass.
+    upper bound); ``"mean"`` splits a cost x between ⌊x/δ⌋δ and ⌈x/δ⌉δ in the proportions that keep its mean
+    (the tent kernel: not a bound, but far more accurate on a coarse lattice, and between the two bounds).
+    Mass beyond the last level (a single visit dearer than the whole budget) is left out when rounding up (such a
+    visit exhausts any budget on the lattice) and kept at the last level otherwise; gamma tails beyond the
+    1 − 1e-12 quantile are cut the same way. L is trimmed to the largest level with mass.
     """
-    if rounding not in ("up", "down"):
-        raise ValueError(f"rounding must be 'up' or 'down', got {rounding!r}")
+    if rounding not in ("up", "down", "mean"):
+        raise ValueError(f"rounding must be 'up', 'down' or 'mean', got {rounding!r}")
     if not step > 0:
         raise ValueError(f"lattice step must be > 0, got {step}")
     mean = np.asarray(mean, dtype=np.float64)
     var = np.asarray(var, dtype=np.float64)
     m = mean.size
     K = int(n_levels)
-    edges = np.arange(K + 2, dtype=np.float64) * step  # 0, δ, …, (K+1)δ
     P = np.zeros((m, K + 1))
-    for i in range(m):
-        mu, sd2 = float(mean[i]), float(var[i])
-        if sd2 <= 0 or mu <= 0:
-            x = mu / step
-            k = int(np.ceil(x - 1e-12)) if rounding == "up" else min(K, int(np.floor(x + 1e-12)))
-            if 0 <= k <= K:
-                P[i, k] = 1.0
+    fixed = (var <= 0) | (mean <= 0)
+    for i in np.flatnonzero(fixed):
+        x = max(0.0, float(mean[i])) / step
+        if rounding == "mean":
+            k = int(np.floor(x + 1e-12))
+            frac = min(max(x - k, 0.0), 1.0)
+            if k <= K:
+                P[i, k] += 1.0 - frac if k < K else 1.0
+                if k < K:
+                    P[i, k + 1] += frac
             continue
+        k = int(np.ceil(x - 1e-12)) if rounding == "up" else min(K, int(np.floor(x + 1e-12)))
+        if 0 <= k <= K:
+            P[i, k] = 1.0
+    rand = np.flatnonzero(~fixed)
+    if rand.size:
+        mu, sd2 = mean[rand], var[rand]
         shape, scale = mu * mu / sd2, sd2 / mu
-        # Costs beyond the 1 − 1e-12 quantile are cut off, still rigorously: rounding up drops that mass (as if
-        # it exhausted the budget), rounding down puts it at the cut (it costs at least that much).
-        top = min(K, int(np.ceil(scipy.stats.gamma.ppf(1.0 - 1e-12, shape, scale=scale) / step)) + 1)
-        cdf = scipy.stats.gamma.cdf(edges[: top + 2], shape, scale=scale)
+        # Costs beyond the 1 − 1e-12 quantile are cut off, still rigorously: rounding up drops that mass (as if it
+        # exhausted the budget), rounding down puts it at the cut (it costs at least that much).
+        top = np.minimum(K, np.ceil(scipy.stats.gamma.ppf(1.0 - 1e-12, shape, scale=scale) / step).astype(np.int64)
+                         + 1)
+        T = int(top.max())
+        edges = np.arange(T + 2, dtype=np.float64) * step  # 0, δ, …, (T+1)δ
+        cdf = scipy.stats.gamma.cdf(edges[None, :], shape[:, None], scale=scale[:, None])  # (r, T + 2)
+        cols = np.arange(T + 1)[None, :]
+        inside = cols <= top[:, None]
         if rounding == "up":
-            P[i, 1: top + 1] = np.diff(cdf[: top + 1])  # mass of ((k−1)δ, kδ] at k = 1..top
-            P[i, 0] = cdf[0]
+            block = np.zeros((rand.size, T + 1))
+            block[:, 1:] = np.diff(cdf[:, : T + 1], axis=1)  # mass of ((k−1)δ, kδ] at k = 1..T
+            block[:, 0] = cdf[:, 0]
+            block *= inside
+        elif rounding == "down":
+            block = np.diff(cdf, axis=1) * inside  # mass of [kδ, (k+1)δ) at k = 0..T
+            tail = 1.0 - cdf[np.arange(rand.size), top + 1]
+            block[np.arange(rand.size), top] += tail
         else:
-            P[i, : top + 1] = np.diff(cdf[: top + 2])  # mass of [kδ, (k+1)δ) at k = 0..top
-            P[i, top] += 1.0 - cdf[top + 1]
+            # Tent weights: p(k) = E[max(0, 1 − |X/δ − k|)], from the gamma CDF and its partial mean
+            # E[X; X ≤ t] = shape·scale·F_{shape+1}(t).
+            pm = (shape * scale)[:, None] * scipy.stats.gamma.cdf(edges[None, :], shape[:, None] + 1.0,
+                                                                  scale=scale[:, None])
+            F = np.diff(cdf, axis=1)  # P((kδ, (k+1)δ]) per interval k = 0..T
+            M = np.diff(pm, axis=1) / step  # E[X/δ; interval k]
+            lev = np.arange(T + 1, dtype=np.float64)[None, :]
+            up_part = M - lev * F  # E[X/δ − k; X in interval k]: weight given to level k + 1
+            down_part = F - up_part  # E[(k + 1) − X/δ; interval k]: weight given to level k
+            block = np.zeros((rand.size, T + 2))
+            block[:, : T + 1] += down_part
+            block[:, 1: T + 2] += up_part
+            block = block[:, : T + 1]
+            block *= inside
+            tail = 1.0 - cdf[np.arange(rand.size), np.minimum(top + 1, T + 1)]
+            block[np.arange(rand.size), top] += np.clip(tail, 0.0, None)
+            block = np.clip(block, 0.0, None)
+        P[rand, : T + 1] = np.clip(block, 0.0, None)
     used = np.flatnonzero(P.any(axis=0))
     L = int(used[-1]) + 1 if used.size else 1
     return P[:, :L]

@@ -51,25 +51,87 @@ def layered_layout(chain: dict[str, Any], min_prob: float = 0.05) -> dict[int, t
     return pos
 
 
+#: Most states drawn in the chain graph; the rarer ones become one "other states" node (all are in the tables).
+MAX_GRAPH_STATES = 14
+#: Most states stacked in one column of the graph; a layer with more is wrapped into several columns.
+MAX_PER_COLUMN = 5
+#: Most transitions drawn out of one state (its most likely ones); exits to success/failure are always drawn.
+MAX_EDGES_PER_STATE = 3
+
+
+def collapse_rare_states(chain: dict[str, Any], visits: list[float] | None,
+                         max_states: int = MAX_GRAPH_STATES) -> tuple[dict[str, Any], list[float] | None, int]:
+    """The chain with its least visited states merged into one node, for drawing: (chain document, visits, number
+    of states merged). The merged node's rows are the visit-weighted mean of the merged rows (so each row still
+    sums to 1) and the transitions into it are summed; nothing is merged when the chain has at most ``max_states``
+    states or no visit counts."""
+    Q, rs, rf, pi0, names = _arrays(chain)
+    m = len(names)
+    if m <= max_states or visits is None:
+        return chain, visits, 0
+    v = np.asarray(visits, float)
+    keep = sorted(np.argsort(-v, kind="stable")[: max_states - 1].tolist())
+    rest = [i for i in range(m) if i not in set(keep)]
+    w = v[rest] / v[rest].sum() if v[rest].sum() > 0 else np.full(len(rest), 1 / len(rest))
+    k = len(keep)
+    Q2 = np.zeros((k + 1, k + 1))
+    Q2[:k, :k] = Q[np.ix_(keep, keep)]
+    Q2[:k, k] = Q[np.ix_(keep, rest)].sum(axis=1)
+    Q2[k, :k] = w @ Q[np.ix_(rest, keep)]
+    Q2[k, k] = w @ Q[np.ix_(rest, rest)].sum(axis=1)
+    doc = {**chain, "Q": Q2.tolist(), "R_success": [*rs[keep].tolist(), float(w @ rs[rest])],
+           "R_failure": [*rf[keep].tolist(), float(w @ rf[rest])],
+           "pi0": [*pi0[keep].tolist(), float(pi0[rest].sum())],
+           "state_names": [*(names[i] for i in keep), f"{len(rest)} other states"]}
+    return doc, [*v[keep].tolist(), float(v[rest].sum())], len(rest)
+
+
+def graph_note(chain: dict[str, Any], max_states: int = MAX_GRAPH_STATES) -> str:
+    """What the drawn graph leaves out, in one sentence for the page."""
+    m = len(chain["state_names"])
+    shown = f"the {max_states - 1} most visited of the {m} states, the other {m - max_states + 1} merged into one " \
+        "node; " if m > max_states else ""
+    return (f"The graph shows {shown}each state's {MAX_EDGES_PER_STATE} most likely transitions of at least 0.05 "
+            "and every exit of at least 0.05; the tables below list every state and every transition.")
+
+
+def top_edges(row: np.ndarray, min_prob: float, limit: int = MAX_EDGES_PER_STATE) -> list[int]:
+    """Targets of the ``limit`` most likely transitions of a row that reach ``min_prob``."""
+    order = np.argsort(-row, kind="stable")
+    return [int(j) for j in order[:limit] if row[j] >= min_prob]
+
+
 def chain_svg(chain: dict[str, Any], visits: list[float] | None = None, *, min_prob: float = 0.05,
-              width: int = 900) -> str:
-    """Inline SVG: states sized by expected visits, edges by probability, exits to success/failure on the right."""
+              width: int = 900, max_states: int = MAX_GRAPH_STATES) -> str:
+    """Inline SVG: states sized by expected visits, edges by probability, exits to success/failure on the right.
+
+    Readable for large chains: past ``max_states`` states the least visited are merged into one node
+    (:func:`collapse_rare_states`), and each state shows only its most likely transitions (:func:`top_edges`).
+    """
+    chain, visits, _ = collapse_rare_states(chain, visits, max_states)
     Q, rs, rf, _, names = _arrays(chain)
     m = len(names)
     pos = layered_layout(chain, min_prob)
-    n_layers = max(p[0] for p in pos.values()) + 1
-    per_layer = max(p[1] for p in pos.values()) + 1
-    col_w = (width - 200) / max(n_layers, 1)
+    # Columns: each layer in order, a layer of many states wrapped into columns of at most MAX_PER_COLUMN.
+    columns: list[list[int]] = []
+    for layer in sorted({p[0] for p in pos.values()}):
+        members = sorted((i for i in range(m) if pos[i][0] == layer), key=lambda i: pos[i][1])
+        columns += [members[k:k + MAX_PER_COLUMN] for k in range(0, len(members), MAX_PER_COLUMN)]
+    column_of = {i: (c, slot) for c, members in enumerate(columns) for slot, i in enumerate(members)}
+    per_column = max(len(c) for c in columns) if columns else 1
+    left, right = 20, 130  # room for the exits on the right
+    col_w = (width - left - right) / max(len(columns), 1)
     row_h = 90
-    height = max(3, per_layer) * row_h + 40
+    height = max(3, per_column) * row_h + 40
+    label_chars = max(10, min(32, int(col_w / 6.5)))  # a label may not run into the next column
     v = np.asarray(visits if visits is not None else np.ones(m), float)
     vmax = float(v.max()) if v.size and v.max() > 0 else 1.0
 
     def xy(i: int) -> tuple[float, float]:
-        layer, slot = pos[i]
-        count = sum(1 for p in pos.values() if p[0] == layer)
+        c, slot = column_of[i]
+        count = len(columns[c])
         top = (height - count * row_h) / 2
-        return 60 + layer * col_w, top + slot * row_h + row_h / 2
+        return left + (c + 0.5) * col_w, top + slot * row_h + row_h / 2
 
     sx, sy = width - 70, height * 0.3
     fx, fy = width - 70, height * 0.7
@@ -92,7 +154,7 @@ def chain_svg(chain: dict[str, Any], visits: list[float] | None = None, *, min_p
 
     for i in range(m):
         x1, y1 = xy(i)
-        for j in range(m):
+        for j in top_edges(Q[i], min_prob):
             if Q[i, j] >= min_prob:
                 x2, y2 = xy(j)
                 edge(x1, y1, x2, y2, float(Q[i, j]), "#57606a", f"{names[i]} → {names[j]}: {Q[i, j]:.3f}")
@@ -103,7 +165,7 @@ def chain_svg(chain: dict[str, Any], visits: list[float] | None = None, *, min_p
     for i in range(m):
         x, y = xy(i)
         r = 10 + 16 * math.sqrt(v[i] / vmax)
-        label = names[i] if len(names[i]) <= 28 else names[i][:27] + "…"
+        label = names[i] if len(names[i]) <= label_chars else names[i][: label_chars - 1] + "…"
         parts.append(f'<g class="node"><circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="{STATE_COLOR}" '
                      f'fill-opacity="0.18" stroke="{STATE_COLOR}"><title>{html.escape(names[i])}: '
                      f'{v[i]:.2f} expected visits</title></circle>'

@@ -11,7 +11,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from tracetochain.report._graph import chain_svg
+from tracetochain.report._graph import chain_svg, graph_note
 from tracetochain.report._plots import fpt_svg, reliability_svg
 
 _VERDICT = {"accept": ("ACCEPT", "accept"), "partial": ("PARTIAL", "partial"), "reject": ("REJECT", "reject"),
@@ -102,6 +102,7 @@ def render_html(doc: dict[str, Any]) -> str:
                   withheld_reason=None if timing_ok else (reason or "rejected"))
     visits = [s["expected_visits"] for s in m["states"]]
     graph = chain_svg(doc["chain"], visits)
+    transitions = transition_rows(doc["chain"], visits)
     emp_pass = None
     per_task = doc.get("per_task_pass_k")
     if isinstance(per_task, dict):
@@ -149,8 +150,23 @@ def render_html(doc: dict[str, Any]) -> str:
         thin_threshold=(doc.get("thin_evidence") or {}).get("threshold", 0),
         pct=lambda x: "—" if x is None else f"{100 * float(x):.1f}%", iv=iv, iv_k=iv_k, has_band=has_band,
         band_text=band_text, level_text=f"{float(level):.0%}" if level else "", picks=picks, rd_svg=rd,
-        fpt_svg=fpt, graph_svg=graph, emp_pass=emp_pass, settings=settings,
+        fpt_svg=fpt, graph_svg=graph, graph_note=graph_note(doc["chain"]), transitions=transitions,
+        emp_pass=emp_pass, settings=settings,
         bottleneck_sentences=doc.get("bottlenecks", {}).get("sentences", []), costs=costs_view)
+
+
+def transition_rows(chain: dict[str, Any], visits: list[float], min_prob: float = 0.01) -> list[tuple[str, str, str,
+                                                                                                      str]]:
+    """Every transition and exit of at least ``min_prob`` as (from, to, probability, expected uses per attempt),
+    the most used first: the table behind the graph, which draws only the main ones."""
+    names = [str(n) for n in chain["state_names"]]
+    rows: list[tuple[float, str, str, float]] = []
+    for i, name in enumerate(names):
+        targets = [(names[j], float(p)) for j, p in enumerate(chain["Q"][i])]
+        targets += [("success", float(chain["R_success"][i])), ("failure", float(chain["R_failure"][i]))]
+        rows += [(visits[i] * p, name, to, p) for to, p in targets if p >= min_prob]
+    rows.sort(key=lambda r: -r[0])
+    return [(a, b, f"{p:.3f}", f"{flow:.2f}") for flow, a, b, p in rows]
 
 
 def _costs_view(doc: dict[str, Any] | None) -> dict[str, Any] | None:

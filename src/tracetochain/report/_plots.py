@@ -25,6 +25,29 @@ def _short(reason: str, limit: int = 90) -> str:
     return reason if len(reason) <= limit else reason[: limit - 1] + "…"
 
 
+#: What a plot of success times says when there is no successful trace to draw.
+NO_SUCCESS_NOTE = "no trace succeeded: there is no time to success to show"
+
+
+def _no_success_note(curve: dict[str, Any], empirical: list[float] | None) -> str | None:
+    """The note for an R(d) plot with nothing on it: no observed success and a model that never succeeds."""
+    observed_none = empirical is None or not any(empirical)
+    model_none = not curve.get("r_inf")
+    return "no trace succeeded and the model's R∞ is 0: R(d) is 0 for every d" if observed_none and model_none \
+        else None
+
+
+def _integer_axis(axis: Any) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _note(ax: Any, text: str | None) -> None:
+    if text:
+        ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="#57606a", fontsize=9)
+
+
 def have_matplotlib() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
@@ -44,7 +67,7 @@ def reliability_svg(curve: dict[str, Any], empirical: list[float] | None, *, wit
     if not have_matplotlib():
         d = list(range(len(curve["R"])))
         chart = Chart(xlabel="step budget d", ylabel="P(success within d steps)", ylim=(0, 1),
-                      xlim=(0, max(d) if d else 1),
+                      xlim=(0, max(d) if d else 1), integer_x=True, note=_no_success_note(curve, empirical),
                       title=None if withheld_reason is None else f"model R(d) withheld: {_short(withheld_reason)}")
         if withheld_reason is None:
             if curve.get("lower") is not None and curve.get("upper") is not None:
@@ -79,6 +102,8 @@ def reliability_svg(curve: dict[str, Any], empirical: list[float] | None, *, wit
         ax.set_ylabel("P(success within d steps)")
         ax.set_ylim(0, 1)
         ax.set_xlim(0, max(d) if d else 1)
+        _integer_axis(ax.xaxis)
+        _note(ax, _no_success_note(curve, empirical))
         ax.legend(loc="lower right", frameon=False)
         return _svg(fig)
 
@@ -88,7 +113,9 @@ def fpt_svg(counts: list[int], model_pmf: list[float] | None, *, withheld_reason
     success-conditional PMF scaled to the same count."""
     n = int(sum(counts))
     if not have_matplotlib():
-        chart = Chart(xlabel="steps to success", ylabel="traces", legend="upper right",
+        chart = Chart(xlabel="steps to success", ylabel="traces", legend="upper right", integer_x=True,
+                      integer_y=True, note=None if n else NO_SUCCESS_NOTE, xlim=None if n else (0, 1),
+                      ylim=None if n else (0, 1),
                       title=None if withheld_reason is None else f"model timing withheld: {_short(withheld_reason)}")
         if n:
             chart.bars(range(len(counts)), counts, color="#1a7f37", label="observed successes")
@@ -112,7 +139,12 @@ def fpt_svg(counts: list[int], model_pmf: list[float] | None, *, withheld_reason
                          loc="left")
         ax.set_xlabel("steps to success")
         ax.set_ylabel("traces")
-        ax.legend(loc="upper right", frameon=False)
+        _integer_axis(ax.xaxis)
+        _integer_axis(ax.yaxis)
+        if n:
+            ax.legend(loc="upper right", frameon=False)
+        else:
+            _note(ax, NO_SUCCESS_NOTE)
         return _svg(fig)
 
 

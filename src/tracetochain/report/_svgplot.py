@@ -17,11 +17,14 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 60, 16, 28, 44
 _FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12"'
 
 
-def nice_ticks(lo: float, hi: float, target: int = 6) -> list[float]:
-    """Round tick values covering [lo, hi]: a step of 1, 2 or 5 × 10^k giving about ``target`` ticks."""
+def nice_ticks(lo: float, hi: float, target: int = 6, *, integer: bool = False) -> list[float]:
+    """Round tick values covering [lo, hi]: a step of 1, 2 or 5 × 10^k giving about ``target`` ticks; with
+    ``integer`` the step is at least 1 (an axis of counts or steps has no ticks between whole numbers)."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         return [lo] if math.isfinite(lo) else [0.0]
     raw = (hi - lo) / max(target - 1, 1)
+    if integer:
+        raw = max(raw, 1.0)
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     first = math.ceil(lo / step - 1e-9) * step
@@ -45,9 +48,13 @@ class Chart:
 
     def __init__(self, *, xlabel: str, ylabel: str, ylim: tuple[float, float] | None = None,
                  xlim: tuple[float, float] | None = None, title: str | None = None, title_color: str = "#9a6700",
-                 legend: str = "lower right") -> None:
+                 legend: str = "lower right", integer_x: bool = False, integer_y: bool = False,
+                 note: str | None = None) -> None:
         self.xlabel, self.ylabel, self.ylim, self.xlim = xlabel, ylabel, ylim, xlim
         self.title, self.title_color, self.legend = title, title_color, legend
+        self.integer_x, self.integer_y = integer_x, integer_y
+        #: Said in the middle of the plot when it has nothing to show (e.g. no successful trace).
+        self.note = note
         self._items: list[tuple[str, dict[str, object]]] = []
 
     # -------------------------------------------------------------------- series
@@ -129,17 +136,20 @@ class Chart:
         if self.title:
             out.append(f'<text x="{_LEFT}" y="16" fill="{self.title_color}">{escape(self.title)}</text>')
         # axes, ticks and grid
-        for t in nice_ticks(y0, y1, 6):
+        for t in nice_ticks(y0, y1, 6, integer=self.integer_y):
             y = _fmt(py(t))
             out.append(f'<line x1="{_LEFT}" y1="{y}" x2="{_W - _RIGHT}" y2="{y}" stroke="#eaeef2"/>')
             out.append(f'<text x="{_LEFT - 6}" y="{y}" text-anchor="end" dominant-baseline="middle" '
                        f'fill="#57606a">{escape(_label(t))}</text>')
-        for t in nice_ticks(x0, x1, 8):
+        for t in nice_ticks(x0, x1, 8, integer=self.integer_x):
             x = _fmt(px(t))
             out.append(f'<line x1="{x}" y1="{_TOP + ph}" x2="{x}" y2="{_TOP + ph + 4}" stroke="#57606a"/>')
             out.append(f'<text x="{x}" y="{_TOP + ph + 16}" text-anchor="middle" fill="#57606a">'
                        f'{escape(_label(t))}</text>')
         out.append(f'<path d="M{_LEFT},{_TOP} V{_TOP + ph} H{_W - _RIGHT}" fill="none" stroke="#57606a"/>')
+        if self.note:
+            out.append(f'<text x="{_LEFT + pw / 2:.1f}" y="{_TOP + ph / 2:.1f}" text-anchor="middle" '
+                       f'fill="#57606a" class="empty-note">{escape(self.note)}</text>')
         out.append(f'<text x="{_LEFT + pw / 2:.1f}" y="{_H - 8}" text-anchor="middle">{escape(self.xlabel)}</text>')
         out.append(f'<text transform="translate(14,{_TOP + ph / 2:.1f}) rotate(-90)" text-anchor="middle">'
                    f'{escape(self.ylabel)}</text>')

@@ -176,9 +176,12 @@ def cut_tree(pairs: NDArray[np.int64], u: int, ks: list[int]) -> dict[int, NDArr
         parent[find(int(b))] = new
         k = u - t - 1
         if k in wanted:
-            # Make every point point at its root before snapshotting.
-            for x in range(u):
-                parent[x] = find(x)
+            # Point every node at its root before snapshotting (pointer jumping: log(depth) vectorised passes).
+            while True:
+                jumped = parent[parent]
+                if np.array_equal(jumped, parent):
+                    break
+                parent[:] = jumped
             out[k] = snapshot()
     return out
 
