@@ -22,7 +22,6 @@ from numpy.typing import NDArray
 
 from tracetochain import numerics as nx
 from tracetochain.costs._model import STEPS, CostModel, PerVisitCost, trace_totals, usage_arrays
-from tracetochain.numerics.batched import RESIDUAL_RTOL, gth_matrix
 from tracetochain.numerics.rewards import reward_moments, reward_right_hand_sides
 
 FloatArray = NDArray[np.float64]
