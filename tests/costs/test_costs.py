@@ -297,9 +297,15 @@ def test_mini_swe_agent_observed_cost_per_success_inside_the_chain_interval(shar
     run = shared_data / MINI_RUN
     if not run.exists():
         pytest.skip("the mini-swe-agent sample is not in ../shared/data")
+    from tracetochain.analysis import analyze
+    from tracetochain.costs import fmt_amount
+    from tracetochain.report import build_report, render_html
+
     traces = tt.read_traces(run)
-    fit = tt.fit_chain(traces, states="categorical", vocabulary="shell")
-    doc = cost_report(fit, method="posterior", samples=500, seed=0)
+    result = analyze(traces, states="categorical", state_options={"vocabulary": "shell"}, audit=False,
+                     n_samples=500)
+    report = build_report(result)
+    doc = report["costs"]
     assert doc["available"] and doc["primary"] == "cost_usd"
     entry = doc["metrics"]["cost_usd"]
     assert entry["observed"]["per_success"] == pytest.approx(0.6223057561475409, rel=1e-9)  # $113.88 / 183
@@ -310,10 +316,7 @@ def test_mini_swe_agent_observed_cost_per_success_inside_the_chain_interval(shar
         assert doc["metrics"][metric]["agreement"]["observed_inside_interval"] is True, metric
     assert math.isfinite(entry["budget"]["error_bound"]) and entry["budget"]["error_bound"] < 0.01
     # the report shows both: the chain's dollars per success (with its interval) beside the observed ones
-    from tracetochain.costs import fmt_amount
-    from tracetochain.report import build_report, render_html
-
-    page = render_html(build_report(fit, costs=doc))
+    page = render_html(report)
     table = page[page.index('id="cost-table"'):]
     table = table[: table.index("</table>")]
     assert fmt_amount(entry["summary"]["per_success"], "USD") in table
