@@ -1,5 +1,6 @@
 """Nothing lost on the shared real corpora: every episode in the source is counted somewhere, and the pass rate the
-report shows equals the pass rate of the corpus's own verdicts.
+report shows equals the pass rate of the corpus's own verdicts — and so does the chain's R∞ fitted with no prior
+(pseudocount 0), zero-step episodes counted as the start distribution's direct exits.
 
 For each corpus the expected numbers come from the source itself, counted here without the reader: the number of
 episodes (list length, simulations, trajectory files, log headers) and the successes by the producer's own rule
@@ -48,11 +49,17 @@ def check(table: TraceTable, expected: Expected) -> None:
     assert successes == expected.successes
     invalid = table.outcome_counts()["invalid"] + report.zero_step_outcomes()["invalid"]
     assert invalid == expected.invalid
-    doc = build_report(analyze(table, audit=False, intervals=None, pseudocount=0.0))
+    result = analyze(table, pseudocount=0.0, audit=False, intervals=None)
+    doc = build_report(result)
     usable = expected.episodes - expected.refused - expected.invalid
+    assert result.summary.n_usable == usable
     assert doc["empirical"]["pass_rate"] == pytest.approx(expected.successes / usable, abs=1e-12)
-    if table.outcome_counts()["censored"] == 0:  # with α = 0 and no censoring, R∞ is the pass rate exactly
+    censored = table.outcome_counts()["censored"] + report.zero_step_outcomes()["censored"]
+    if censored == 0:  # with α = 0 and no censoring, R∞ is the pass rate exactly (zero-step episodes included)
+        assert result.chain.r_inf == pytest.approx(expected.successes / usable, abs=1e-9)
         assert doc["metrics"]["r_inf"] == pytest.approx(expected.successes / usable, abs=1e-9)
+    zero = report.zero_step_outcomes()
+    assert result.chain.start_success == pytest.approx(zero["success"] / (usable - censored), abs=1e-12)
 
 
 # ------------------------------------------------------------------------------------------------ τ-bench

@@ -100,8 +100,6 @@ def test_the_analysis_reports_the_zero_step_episodes(tmp_path: Path) -> None:
     assert res.ingest.to_dict()["zero_step_outcomes"] == {"success": 1, "failure": 1, "censored": 0, "invalid": 0}
 
 
-@pytest.mark.xfail(strict=True, reason="analyze() counts only the step table: the episodes in report.zero_step are "
-                                       "reported but are not trials of the chain (no start → success/failure exit)")
 def test_zero_step_episodes_are_trials_of_the_chain(tmp_path: Path) -> None:
     from tracetochain.analysis import analyze
 

@@ -434,7 +434,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     for part in parts:  # what a reader keeps beside the step table travels with the traces it read
         if isinstance(part, MemoryPartition):
             report.run_metadata.update(part.traces.report.run_metadata)
-            report.zero_step.extend(part.traces.report.zero_step)
+    # (the zero-step episodes are in the summary's ingest bookkeeping, whoever read them: _ingest_report lists them)
     source_doc = {"path": src, "format": reader_name, "report": report, "n_partitions": len(parts),
                   "engine": getattr(eng, "name", "memory") if eng is not None else "memory",
                   "outcomes": dict(acc.counts.n_traces), "n_traces": sum(acc.counts.n_traces.values()),

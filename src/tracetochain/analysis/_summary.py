@@ -16,6 +16,11 @@ A summary holds, for the usable (non-invalid) traces:
 * the per-task trials and successes (the trials layer and the design effect);
 * B bootstrap replicates of the count vector Σ_t w_tb · (trace t's counts), with w the replicate weights of the
   trace's unit (itself, or its task).
+
+Episodes that ended before any step (``traces.report.zero_step``) are trials of length 0: they enter the counts as
+start exits, the length histograms at length 0 (each split's half by the same id-hash rule as every trace), the
+per-task table, and every bootstrap replicate (the last two of the m² + 3m + 2 columns), weighted by their unit's
+weight.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from numpy.typing import NDArray
 from tracetochain.audit._order import order_observations_from_codes, order_triplets
 from tracetochain.audit._trials import TaskTable
 from tracetochain.chain import TransitionCounts, count_transitions_from_codes
-from tracetochain.chain._counts import per_trace_counts
+from tracetochain.chain._counts import per_trace_counts, zero_step_counts, zero_step_outcome_codes
 from tracetochain.partitioned._counts import _merge, _pad_counts, _Partial, partition_costs
 from tracetochain.traces import Problem, TraceTable
 from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
@@ -84,7 +89,8 @@ class CorpusSummary:
     all_lengths: NDArray[np.int64]  # (3, L + 1)
     triplets: NDArray[np.int64]  # (m + 1, m, s)
     tasks: TaskTable | None
-    boot: NDArray[np.float64]  # (B, m² + 3m)
+    boot: NDArray[np.float64]  # (B, m² + 3m + 2): the last two columns are the zero-step (success, failure) exits
+    split_start_exits: NDArray[np.int64] | None = None  # (S, 2): zero-step (success, failure) of each fit half
 
     @property
     def state_names(self) -> tuple[str, ...]:
@@ -113,11 +119,14 @@ class CorpusSummary:
         h = self.lengths[s, FIT]
         n = {"success": int(h[SUCCESS].sum()), "failure": int(h[FAILURE].sum()), "censored": int(h[CENSORED].sum()),
              "invalid": 0}
+        exits = (self.split_start_exits[s].copy() if self.split_start_exits is not None
+                 else np.zeros(2, np.int64))
         return TransitionCounts(self.state_names, x[:, :m].copy(), x[:, m].copy(), x[:, m + 1].copy(),
-                                self.split_initial[s].copy(), n)
+                                self.split_initial[s].copy(), n, exits)
 
     def success_length_counts(self) -> NDArray[np.int64]:
-        """Number of successful traces of each length 0, 1, …"""
+        """Number of successful traces of each length 0, 1, … (length 0: the episodes that succeeded before any
+        step)."""
         out: NDArray[np.int64] = self.all_lengths[SUCCESS].copy()
         return out
 
@@ -137,7 +146,8 @@ class CorpusSummary:
 # ---------------------------------------------------------------------------------------------------- one piece
 def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str, ...], spec: SummarySpec, *,
                      partition: int = 0, check_traces: bool = True) -> CorpusSummary:
-    """The summary of ``traces`` whose steps have the state ``codes`` (indices into ``names``)."""
+    """The summary of ``traces`` whose steps have the state ``codes`` (indices into ``names``), with the zero-step
+    episodes of ``traces.report.zero_step``."""
     codes = np.asarray(codes, dtype=np.int64)
     m = len(names)
     offsets = traces.offsets
@@ -146,12 +156,22 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
     ids = traces.trace_id_array
     trace_hash = fnv1a_hashes(ids)
     task_col = traces.trace_column("task_id") if "task_id" in traces.columns else None
-    counts = count_transitions_from_codes(codes, offsets, outcomes, names)
     r = traces.report
+    zero_oc = zero_step_outcome_codes(r.zero_step)
+    counts = count_transitions_from_codes(codes, offsets, outcomes, names, zero_step_outcomes=zero_oc)
     base = _Partial(counts, trace_hash if check_traces else np.zeros(0, np.uint64), ((partition, traces.n_traces),),
                     r.n_records, r.n_records_skipped, r.n_traces_skipped, dict(r.skipped_by_reason),
-                    tuple(r.problems[:_MAX_PROBLEMS]), partition_costs(traces, codes, names))
+                    tuple(r.problems[:_MAX_PROBLEMS]), partition_costs(traces, codes, names),
+                    tuple(dict(z) for z in r.zero_step))
     usable = outcomes != INVALID
+    # The usable zero-step episodes: length 0, their ids and tasks (hashed by the same rules as the traces' ids).
+    zero_usable = zero_oc != INVALID
+    zero_records = [z for z, ok in zip(r.zero_step, zero_usable.tolist(), strict=True) if ok]
+    zero_u = zero_oc[zero_usable]
+    zero_ids = pa.array([str(z["trace_id"]) for z in zero_records], pa.string())
+    zero_task = pa.array([None if z.get("task_id") is None else str(z["task_id"]) for z in zero_records],
+                         pa.string())
+    zero_task_col = zero_task if zero_task.null_count < len(zero_task) else None
     S = spec.n_splits
     top = int(lengths[usable].max()) if usable.any() else 0
     L = top + 1
@@ -159,6 +179,8 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
     oc_u = outcomes[usable].astype(np.int64)
     len_u = lengths[usable]
     all_lengths = np.bincount(oc_u * L + len_u, minlength=3 * L).reshape(3, L).astype(np.int64)
+    if zero_u.size:
+        all_lengths[:, 0] += np.bincount(zero_u, minlength=3)[:3]
 
     keep_codes = np.repeat(usable, lengths)
     c_u = codes[keep_codes]
@@ -169,6 +191,7 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
     split_counts = np.zeros((S, m, m + 2), np.int64)
     split_initial = np.zeros((S, m), np.int64)
     split_lengths = np.zeros((S, 2, 3, L), np.int64)
+    split_exits = np.zeros((S, 2), np.int64)
     if S and usable.any():
         test = np.stack([holdout_mask(split_hash, spec.test_fraction, spec.seed, s) for s in range(S)], axis=1)
         fit_w = (~test).astype(np.float64)
@@ -181,30 +204,54 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
         half = test.astype(np.int64)  # 0 fit, 1 test
         key = ((np.arange(S)[None, :] * 2 + half) * 3 + oc_u[:, None]) * L + len_u[:, None]
         split_lengths = np.bincount(key.ravel(), minlength=S * 2 * 3 * L).reshape(S, 2, 3, L).astype(np.int64)
+    if S and zero_u.size:
+        zero_split_hash = unit_hashes(zero_ids, zero_task_col) if spec.split_by == "task" else fnv1a_hashes(zero_ids)
+        zero_test = np.stack([holdout_mask(zero_split_hash, spec.test_fraction, spec.seed, s) for s in range(S)],
+                             axis=1)
+        zero_half = zero_test.astype(np.int64)
+        zkey = ((np.arange(S)[None, :] * 2 + zero_half) * 3 + zero_u[:, None]) * L  # length 0
+        split_lengths += np.bincount(zkey.ravel(), minlength=S * 2 * 3 * L).reshape(S, 2, 3, L).astype(np.int64)
+        fit_zero = (~zero_test).astype(np.float64)
+        split_exits[:] = np.asarray(zero_step_counts(zero_u).T @ fit_zero).T.round().astype(np.int64)
 
     obs = order_observations_from_codes(c_u, o_u, outcomes[usable], m, include_outcomes=spec.include_outcomes)
     triplets = order_triplets(obs)
 
     tasks: TaskTable | None = None
-    if task_col is not None and task_col.null_count < len(task_col):
-        has = np.asarray(task_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool) & usable
-        keys = fnv1a_hashes(task_col.filter(pa.array(has)))
-        succ = (outcomes[has] == SUCCESS).astype(np.int64)
+    has_tasks = task_col is not None and task_col.null_count < len(task_col)
+    if has_tasks or zero_task_col is not None:
+        keys = np.zeros(0, np.uint64)
+        succ = np.zeros(0, np.int64)
+        if task_col is not None and has_tasks:
+            has = np.asarray(task_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool) & usable
+            keys = fnv1a_hashes(task_col.filter(pa.array(has)))
+            succ = (outcomes[has] == SUCCESS).astype(np.int64)
+        if zero_task_col is not None:
+            zhas = np.asarray(zero_task.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            keys = np.concatenate([keys, fnv1a_hashes(zero_task.filter(pa.array(zhas)))])
+            succ = np.concatenate([succ, (zero_u[zhas] == SUCCESS).astype(np.int64)])
         uniq, inv = np.unique(keys, return_inverse=True)
         tasks = TaskTable(uniq, np.bincount(inv, minlength=uniq.size).astype(np.int64),
                           np.bincount(inv, succ, minlength=uniq.size).astype(np.int64))
 
     B = spec.n_replicates
-    boot = np.zeros((B, K))
+    boot = np.zeros((B, K + 2))
     if B and usable.any():
         unit = (unit_hashes(ids, task_col) if spec.resample_by == "task" else trace_hash)[usable]
         P_T = P.T.tocsr()
         for start in range(0, B, _WEIGHT_BLOCK):
             stop = min(B, start + _WEIGHT_BLOCK)
-            boot[start:stop] = np.asarray(P_T @ replicate_weights(unit, spec.seed, range(start, stop),
-                                                                  spec.weights)).T
+            boot[start:stop, :K] = np.asarray(P_T @ replicate_weights(unit, spec.seed, range(start, stop),
+                                                                      spec.weights)).T
+    if B and zero_u.size:
+        zero_unit = unit_hashes(zero_ids, zero_task_col) if spec.resample_by == "task" else fnv1a_hashes(zero_ids)
+        Z_T = zero_step_counts(zero_u).T.tocsr()
+        for start in range(0, B, _WEIGHT_BLOCK):
+            stop = min(B, start + _WEIGHT_BLOCK)
+            boot[start:stop, K:] = np.asarray(Z_T @ replicate_weights(zero_unit, spec.seed, range(start, stop),
+                                                                      spec.weights)).T
     return CorpusSummary(base, spec, visits, split_counts, split_initial, split_lengths, all_lengths, triplets,
-                         tasks, boot)
+                         tasks, boot, split_exits)
 
 
 # ---------------------------------------------------------------------------------------------------- merging
@@ -234,12 +281,15 @@ def _remap_triplets(t: NDArray[np.int64], idx: NDArray[np.int64], M: int, includ
 
 
 def _remap_layout(x: NDArray[np.float64], idx: NDArray[np.int64], M: int) -> NDArray[np.float64]:
-    """(B, m² + 3m) per-trace-count layout → (B, M² + 3M)."""
+    """(B, m² + 3m [+ 2]) per-trace-count layout → (B, M² + 3M [+ 2]) (the start exits, when present, stay last)."""
     m = idx.size
-    out = np.zeros((x.shape[0], M * M + 3 * M))
+    extra = x.shape[1] - (m * m + 3 * m)
+    out = np.zeros((x.shape[0], M * M + 3 * M + extra))
     out[:, (idx[:, None] * M + idx[None, :]).ravel()] = x[:, : m * m]
     for k in range(3):
         out[:, M * M + k * M + idx] = x[:, m * m + k * m: m * m + (k + 1) * m]
+    if extra:
+        out[:, M * M + 3 * M:] = x[:, m * m + 3 * m:]
     return out
 
 
@@ -278,7 +328,19 @@ def merge_summaries(a: CorpusSummary, b: CorpusSummary) -> CorpusSummary:
     return CorpusSummary(base, a.spec, a.visits + b.visits, a.split_counts + b.split_counts,
                          a.split_initial + b.split_initial, _pad_last(a.lengths, L) + _pad_last(b.lengths, L),
                          _pad_last(a.all_lengths, L) + _pad_last(b.all_lengths, L), a.triplets + b.triplets, tasks,
-                         a.boot + b.boot)
+                         _pad_boot(a.boot, b.boot.shape[1]) + _pad_boot(b.boot, a.boot.shape[1]),
+                         _split_exits(a) + _split_exits(b))
+
+
+def _pad_boot(x: NDArray[np.float64], n: int) -> NDArray[np.float64]:
+    """Replicates of the layout m² + 3m (no zero-step columns) widened to m² + 3m + 2 when the other side has them."""
+    return np.pad(x, [(0, 0), (0, n - x.shape[1])]) if x.shape[1] < n else x
+
+
+def _split_exits(a: CorpusSummary) -> NDArray[np.int64]:
+    if a.split_start_exits is not None:
+        return a.split_start_exits
+    return np.zeros((a.split_initial.shape[0], 2), np.int64)
 
 
 def summary_problems(summary: CorpusSummary) -> tuple[Problem, ...]:

@@ -12,7 +12,9 @@ trace that is absorbed at step T is observed to end iff T ≤ C, so under the ch
     P(success observed at step d) = f⊕(d) · P(C ≥ d),     R_C = Σ_d f⊕(d) · P(C ≥ d),
 
 with f⊕ the chain's success first-passage law. Without censoring P(C ≥ d) = 1 and R_C = R∞; with a fixed cap D it is
-R(D). P(C ≥ d) is estimated from the traces themselves by the reverse Kaplan–Meier estimator (Schemper & Smith 1996):
+R(D). An episode that succeeded before any step (the chain's start exit, f⊕(0) = s) is always observed: P(C ≥ 0) = 1;
+a censored episode of length 0 was cut before its first step (C = 0). P(C ≥ d) is estimated from the traces themselves
+by the reverse Kaplan–Meier estimator (Schemper & Smith 1996):
 the "events" are the censored traces, and a trace that ended at step L shows only C ≥ L. On the step lattice the hazard
 of C at d is λ(d) = #{censored at d} / #{traces of ≥ d steps} (a trace that ended at d is still at risk at d: its end
 was observed, so C ≥ d), and P(C ≥ d) = Π_{j<d} (1 − λ(j)). Beyond the longest trace nothing is observed, so when
@@ -71,19 +73,21 @@ def cap_survival(max_steps: int) -> NDArray[np.float64]:
 
 
 def draw_caps(survival: NDArray[np.float64] | None, n: int, rng: np.random.Generator) -> NDArray[np.int64] | None:
-    """n censoring steps C drawn from P(C ≥ d) (None: no censoring). P(C = d) = P(C ≥ d) − P(C ≥ d + 1)."""
+    """n censoring steps C drawn from P(C ≥ d) (None: no censoring). P(C = d) = P(C ≥ d) − P(C ≥ d + 1).
+
+    C = 0 (an episode cut before its first step) has probability 1 − P(C ≥ 1), which is 0 unless censored episodes of
+    length 0 were seen."""
     if survival is None:
         return None
     s = np.asarray(survival, dtype=np.float64)
     pmf = np.clip(s[:-1] - s[1:], 0.0, None)
-    pmf[0] = 0.0  # a trace has at least one step before it can be cut
     total = pmf.sum()
     if total <= 0:
         return None
     cdf = np.cumsum(pmf / total)
     cdf[-1] = 1.0
     out: NDArray[np.int64] = np.searchsorted(cdf, rng.random(n), side="right").astype(np.int64)
-    return np.maximum(out, 1)
+    return out
 
 
 def observed_success_pmf(success_pmf: NDArray[np.float64], survival: NDArray[np.float64] | None

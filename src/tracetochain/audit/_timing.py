@@ -1,7 +1,8 @@
 """Layer 1 of the certificate: Kolmogorov–Smirnov on success first-passage times (``paper-spec.md`` §4.1).
 
 The first-passage time (FPT) of a completed trace is its number of steps (the step that enters ⊕ counts), so a
-successful trace of L steps has τ⊕ = L. Two modes:
+successful trace of L steps has τ⊕ = L, and an episode that succeeded before any step has τ⊕ = 0 (the chain's
+f⊕(0) is its start exit s). Two modes:
 
 ``"calibrated"`` (default; ``math.md`` §8.3–8.4)
     Statistic on the integer lattice, D = max_{k=0..kmax} |F_n(k) − F(k)|, with F(d) = R(d)/R∞ from the chain's
@@ -49,7 +50,14 @@ from tracetochain.audit._common import (
     seed_record,
     trace_lengths,
 )
-from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_rows, initial_distribution, outcome_matrix
+from tracetochain.chain import (
+    AbsorbingChain,
+    ChainPrior,
+    estimate_rows,
+    outcome_matrix,
+    start_distribution,
+    zero_step_outcome_codes,
+)
 from tracetochain.exceptions import UndefinedMetricError
 from tracetochain.numerics import SimulatedTraces, simulate_traces
 from tracetochain.numerics.batched import ChainBatch
@@ -204,9 +212,17 @@ class TimingResult:
 
 
 # ------------------------------------------------------------------------------------------------ helpers
+def _episodes(traces: TraceTable) -> tuple[NDArray[np.int64], NDArray[np.int8]]:
+    """Length and outcome of every episode: the traces, then the zero-step episodes (length 0) of the report."""
+    zero = zero_step_outcome_codes(traces.report.zero_step)
+    if not zero.size:
+        return trace_lengths(traces), traces.outcomes()
+    return (np.concatenate([trace_lengths(traces), np.zeros(zero.size, np.int64)]),
+            np.concatenate([traces.outcomes(), zero.astype(np.int8)]))
+
+
 def _data_times(traces: TraceTable, outcome: str) -> tuple[NDArray[np.int64], NDArray[np.int8], int]:
-    lengths = trace_lengths(traces)
-    oc = traces.outcomes()
+    lengths, oc = _episodes(traces)
     n_usable = int(np.count_nonzero(oc != INVALID))
     if outcome == "success":
         return lengths[oc == SUCCESS], oc, n_usable
@@ -214,8 +230,9 @@ def _data_times(traces: TraceTable, outcome: str) -> tuple[NDArray[np.int64], ND
 
 
 def table_histogram(traces: TraceTable) -> NDArray[np.int64]:
-    """Lengths of the usable traces by outcome, (3, L + 1) (success, failure, censored)."""
-    return length_histograms(trace_lengths(traces), traces.outcomes())
+    """Lengths of the usable traces by outcome, (3, L + 1) (success, failure, censored); the zero-step episodes of
+    ``traces.report.zero_step`` at length 0."""
+    return length_histograms(*_episodes(traces))
 
 
 @dataclass(frozen=True)
@@ -225,13 +242,16 @@ class _ReplicateCounts:
     exits_failure: NDArray[np.int64]
     initial: NDArray[np.int64]
     outcomes: NDArray[np.int64]  # (R, 3): success, failure, censored
+    start_exits: NDArray[np.int64]  # (R, 2): episodes that succeeded / failed before any step
 
 
 def replicate_counts(sim: SimulatedTraces, n_per_replicate: int, n_replicates: int, m: int) -> _ReplicateCounts:
     """Counting on simulated paths, for many replicates at once with ``np.bincount``.
 
     Traces ``r·n .. (r+1)·n − 1`` of ``sim`` form replicate r. Transitions are pairs of consecutive steps of one
-    trace; a success/failure trace adds one exit from its last state; a censored one adds none.
+    trace; a success/failure trace adds one exit from its last state; a censored one adds none. A trace of length 0
+    (it drew a start exit, or was cut before its first step) has no state: a success or failure adds a start exit,
+    a censored one nothing — as the zero-step episodes of real data are counted.
     """
     assert sim.states is not None and sim.offsets is not None
     S = sim.states.astype(np.int64)
@@ -243,22 +263,34 @@ def replicate_counts(sim: SimulatedTraces, n_per_replicate: int, n_replicates: i
     rep_pair = rep_of_trace[trace_of_step[:-1][same]]
     idx = (rep_pair * m + S[:-1][same]) * m + S[1:][same]
     trans = np.bincount(idx, minlength=n_replicates * m * m).reshape(n_replicates, m, m)
-    starts = sim.offsets[:-1]
-    last = S[sim.offsets[1:] - 1]
+    stepped = L > 0
     oc = sim.outcome.astype(np.int64)
-    succ, fail = oc == SUCCESS, oc == FAILURE
+    succ, fail = (oc == SUCCESS) & stepped, (oc == FAILURE) & stepped
+    if stepped.all():
+        starts = sim.offsets[:-1]
+        last = S[sim.offsets[1:] - 1]
+        first_rep = rep_of_trace
+    else:
+        starts = sim.offsets[:-1][stepped]
+        last = np.zeros(n_tr, np.int64)
+        last[stepped] = S[sim.offsets[1:][stepped] - 1]
+        first_rep = rep_of_trace[stepped]
     es = np.bincount(rep_of_trace[succ] * m + last[succ], minlength=n_replicates * m).reshape(n_replicates, m)
     ef = np.bincount(rep_of_trace[fail] * m + last[fail], minlength=n_replicates * m).reshape(n_replicates, m)
-    init = np.bincount(rep_of_trace * m + S[starts], minlength=n_replicates * m).reshape(n_replicates, m)
+    init = np.bincount(first_rep * m + S[starts], minlength=n_replicates * m).reshape(n_replicates, m)
     outc = np.bincount(rep_of_trace * 3 + oc, minlength=n_replicates * 3).reshape(n_replicates, 3)
-    return _ReplicateCounts(trans, es, ef, init, outc)
+    zero = ~stepped & (oc <= FAILURE)
+    exits = np.bincount(rep_of_trace[zero] * 2 + oc[zero], minlength=n_replicates * 2).reshape(n_replicates, 2)
+    return _ReplicateCounts(trans, es, ef, init, outc, exits)
 
 
 def _refit_batch(rc: _ReplicateCounts, prior: ChainPrior, policy: str, initial: str) -> ChainBatch:
-    """The chains re-estimated from replicate counts, all at once (the estimator's own row formula)."""
+    """The chains re-estimated from replicate counts, all at once (the estimator's own row formula and start
+    distribution)."""
     m = rc.transitions.shape[-1]
     rows = estimate_rows(outcome_matrix(rc.transitions, rc.exits_success, rc.exits_failure), prior, policy)
-    return ChainBatch(rows[..., :m], rows[..., m], rows[..., m + 1], initial_distribution(rc.initial, initial))
+    pi0, exits = start_distribution(rc.initial, rc.start_exits, initial)
+    return ChainBatch(rows[..., :m], rows[..., m], rows[..., m + 1], pi0, exits)
 
 
 def _observed_cdf(batch: ChainBatch, horizon: int,
@@ -433,7 +465,9 @@ def ks_calibrated_counts(chain: AbsorbingChain, histogram: NDArray[np.int64], *,
         return _with_undefined(base, "no successful trace: there are no success times to test")
     kmax = int(np.flatnonzero(success_hist)[-1])
     success_hist = success_hist[: kmax + 1]
-    ref = ChainBatch(chain.Q[None], chain.R_success[None], chain.R_failure[None], chain.pi0[None])
+    exits = chain.start_exits if chain.start_exits.any() else None
+    ref = ChainBatch(chain.Q[None], chain.R_success[None], chain.R_failure[None], chain.pi0[None],
+                     None if exits is None else exits[None])
     model_cdf, ok = _observed_cdf(ref, kmax, surv_test)
     if not ok[0]:
         return _with_undefined(base, "success is unreachable under the chain (or not observable under the "
@@ -451,7 +485,7 @@ def ks_calibrated_counts(chain: AbsorbingChain, histogram: NDArray[np.int64], *,
                  paths: bool) -> SimulatedTraces:
         caps = draw_caps(surv, block * n_per, rng)
         return simulate_traces(Q, rs, rf, pi0, block * n_per, rng, max_steps=UNCAPPED_SIMULATION_STEPS,
-                               record_paths=paths, caps=caps)
+                               record_paths=paths, caps=caps, start_exits=exits)
 
     for first, count, rng in replicate_blocks(as_seed_sequence(seed), n_bootstrap):
         refitted: ChainBatch | None = None
@@ -471,10 +505,12 @@ def ks_calibrated_counts(chain: AbsorbingChain, histogram: NDArray[np.int64], *,
         survs = [surv_test if max_steps is not None or surv_test is None else censoring_survival(h) for h in hists]
         if refitted is None:
             stack = ChainBatch(np.broadcast_to(Q, (count, m, m)), np.broadcast_to(rs, (count, m)),
-                               np.broadcast_to(rf, (count, m)), np.broadcast_to(pi0, (count, m)))
+                               np.broadcast_to(rf, (count, m)), np.broadcast_to(pi0, (count, m)),
+                               None if exits is None else np.broadcast_to(exits, (count, 2)))
         else:
             stack = ChainBatch(refitted.Q[:count], refitted.r_success[:count], refitted.r_failure[:count],
-                               refitted.pi0[:count])
+                               refitted.pi0[:count],
+                               None if refitted.start_exits is None else refitted.start_exits[:count])
         cdfs, oks = _observed_cdf(stack, max(tops), survs)
         for r in range(count):
             s_hist = hists[r][SUCCESS]

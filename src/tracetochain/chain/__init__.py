@@ -5,10 +5,18 @@ from tracetochain.chain._counts import (
            count_transitions,
            count_transitions_from_codes,
            per_trace_counts,
+           zero_step_counts,
+           zero_step_outcome_codes,
 )
 from tracetochain.chain._estimator import ChainEstimator, estimate_chain
 from tracetochain.chain._model import CHAIN_SCHEMA_VERSION, AbsorbingChain
-from tracetochain.chain._prior import ChainPrior, estimate_rows, initial_distribution, outcome_matrix
+from tracetochain.chain._prior import (
+           ChainPrior,
+           estimate_rows,
+           initial_distribution,
+           outcome_matrix,
+           start_distribution,
+)
 
 __all__ = [
            "CHAIN_SCHEMA_VERSION",
@@ -22,4 +30,7 @@ __all__ = [
            "estimate_rows",
            "initial_distribution",
            "outcome_matrix", "per_trace_counts",
+           "start_distribution",
+           "zero_step_counts",
+           "zero_step_outcome_codes",
 ]

@@ -3,11 +3,17 @@
 One transient→transient count per consecutive pair of steps *inside* a trace (never across trace boundaries);
 one exit count from the last step of each completed (success/failure) trace; censored traces add transitions and
 no exit; invalid traces are excluded and counted.
+
+Episodes that ended before any agent step (``TraceTable.report.zero_step``) are trials too: a zero-step success or
+failure is a direct exit from the start (``start_exits``), so the chain's start distribution sends that share of the
+episodes straight to success or failure and R∞ and the pass rate count them. A zero-step censored episode carries no
+information (it is counted as censored and adds nothing else); an invalid one is counted as invalid.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,7 +21,7 @@ import scipy.sparse
 from numpy.typing import NDArray
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.traces._schema import Outcome
+from tracetochain.traces._schema import OUTCOME_VALUES, Outcome
 from tracetochain.traces._table import TraceTable
 
 _SUCCESS, _FAILURE, _CENSORED, _INVALID = 0, 1, 2, 3
@@ -26,8 +32,9 @@ class TransitionCounts:
     """Sufficient statistics of a first-order absorbing chain.
 
     ``transitions[i, j]``: steps i → j inside traces; ``exits_success[i]`` / ``exits_failure[i]``: completed traces
-    whose last step was in state i; ``initial[i]``: traces that started in i; ``n_traces``: traces per outcome
-    (invalid ones were excluded from every count).
+    whose last step was in state i; ``initial[i]``: traces that started in i; ``start_exits``: episodes that ended
+    before any step, (successes, failures); ``n_traces``: episodes per outcome, zero-step ones included (invalid ones
+    were excluded from every count).
     """
 
     state_names: tuple[str, ...]
@@ -36,6 +43,14 @@ class TransitionCounts:
     exits_failure: NDArray[np.int64]
     initial: NDArray[np.int64]
     n_traces: dict[str, int]
+    start_exits: NDArray[np.int64] = field(default_factory=lambda: np.zeros(2, np.int64))
+
+    def __post_init__(self) -> None:
+        exits = np.asarray(self.start_exits, dtype=np.int64).reshape(-1)
+        if exits.shape != (2,) or (exits < 0).any():
+            raise ValueError(f"start_exits must be two counts >= 0 (zero-step successes, failures), got "
+                             f"{self.start_exits!r}")
+        object.__setattr__(self, "start_exits", exits)
 
     @property
     def n_states(self) -> int:
@@ -52,6 +67,11 @@ class TransitionCounts:
         """Traces that contribute counts (success + failure + censored)."""
         return self.n_traces["success"] + self.n_traces["failure"] + self.n_traces["censored"]
 
+    @property
+    def n_start_exits(self) -> int:
+        """Episodes that ended in success or failure before any step (the start distribution's direct exits)."""
+        return int(self.start_exits.sum())
+
     def unvisited_states(self) -> list[str]:
         """States with no observed outgoing step (e.g. seen only as the last step of censored traces)."""
         return [self.state_names[i] for i in np.flatnonzero(self.row_totals == 0)]
@@ -63,12 +83,43 @@ class TransitionCounts:
             "exits_success": self.exits_success.tolist(),
             "exits_failure": self.exits_failure.tolist(),
             "initial": self.initial.tolist(),
+            "start_exits": self.start_exits.tolist(),
             "n_traces": dict(self.n_traces),
         }
 
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> TransitionCounts:
+        """The counts of :meth:`to_dict` (documents written before zero-step episodes were counted: none)."""
+        names = tuple(str(s) for s in doc["state_names"])
+        m = len(names)
+        return cls(names, np.asarray(doc["transitions"], dtype=np.int64).reshape(m, m),
+                   np.asarray(doc["exits_success"], dtype=np.int64), np.asarray(doc["exits_failure"], dtype=np.int64),
+                   np.asarray(doc["initial"], dtype=np.int64), {str(k): int(v) for k, v in doc["n_traces"].items()},
+                   np.asarray(doc.get("start_exits", (0, 0)), dtype=np.int64))
+
+
+def zero_step_outcome_codes(records: Iterable[Mapping[str, Any]]) -> NDArray[np.int64]:
+    """Outcome codes (0 success, 1 failure, 2 censored, 3 invalid) of zero-step episodes given as their trace-level
+    records (``TraceTable.report.zero_step``; the readers validated every outcome)."""
+    code = {name: i for i, name in enumerate(OUTCOME_VALUES)}
+    out = []
+    for rec in records:
+        value = str(rec.get("outcome"))
+        if value not in code:
+            raise ValueError(f"zero-step episode {rec.get('trace_id')!r} has outcome {value!r}; expected one of "
+                             f"{', '.join(OUTCOME_VALUES)}")
+        out.append(code[value])
+    return np.asarray(out, dtype=np.int64)
+
+
+def _start_exits(zero_outcomes: NDArray[np.int64]) -> NDArray[np.int64]:
+    by = np.bincount(zero_outcomes, minlength=4)
+    return np.array([by[_SUCCESS], by[_FAILURE]], dtype=np.int64)
+
 
 def count_transitions(traces: TraceTable, states: list[str] | tuple[str, ...] | None = None) -> TransitionCounts:
-    """Count transitions, exits and first states of every non-invalid trace.
+    """Count transitions, exits and first states of every non-invalid trace, and the zero-step episodes the reader
+    kept beside the table (``traces.report.zero_step``) as start exits.
 
     ``states`` fixes the state vocabulary and its order (states never observed get empty rows); by default the
     states are the labels seen, in order of first appearance.
@@ -91,7 +142,8 @@ def count_transitions(traces: TraceTable, states: list[str] | tuple[str, ...] | 
         names = vocab
     m = len(names)
     outcome = traces.outcomes().astype(np.int64)
-    n_by_outcome = np.bincount(outcome, minlength=4)
+    zero = zero_step_outcome_codes(traces.report.zero_step)
+    n_by_outcome = np.bincount(outcome, minlength=4) + np.bincount(zero, minlength=4)
     offsets = traces.offsets
     starts, ends = offsets[:-1], offsets[1:] - 1
     valid_trace = outcome != _INVALID
@@ -114,12 +166,14 @@ def count_transitions(traces: TraceTable, states: list[str] | tuple[str, ...] | 
         exits_failure.astype(np.int64),
         initial.astype(np.int64),
         {o.value: int(n_by_outcome[i]) for i, o in enumerate(Outcome)},
+        _start_exits(zero),
     )
 
 
 def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np.integer],
                                  outcomes: NDArray[np.integer],
-                                 state_names: list[str] | tuple[str, ...]) -> TransitionCounts:
+                                 state_names: list[str] | tuple[str, ...], *,
+                                 zero_step_outcomes: NDArray[np.integer] | None = None) -> TransitionCounts:
     """The counts of :func:`count_transitions` from raw arrays, without a :class:`TraceTable`.
 
     Parameters
@@ -132,12 +186,16 @@ def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np
         Outcome per trace: 0 success, 1 failure, 2 censored, 3 invalid (``TraceTable.outcomes()``).
     state_names : sequence of str
         The state vocabulary, in order.
+    zero_step_outcomes : int array, optional
+        Outcome codes of the episodes that ended before any step (:func:`zero_step_outcome_codes`): successes and
+        failures become start exits, and all are counted in ``n_traces``.
 
     The rules are those of ``paper-spec.md`` §2.4: c_ij counts consecutive steps i → j inside a valid trace,
     c_i⊕ / c_i⊖ the last state of each success / failure trace, the initial counts the first state of every valid
     trace; censored traces add transitions and no exit; invalid traces add nothing. Used to count partitions of a
     large corpus (``tracetochain.partitioned``); ``count_transitions(t)`` equals
-    ``count_transitions_from_codes(*t.state_labels()[:1], t.offsets, t.outcomes(), t.state_labels()[1])``.
+    ``count_transitions_from_codes(*t.state_labels()[:1], t.offsets, t.outcomes(), t.state_labels()[1],
+    zero_step_outcomes=zero_step_outcome_codes(t.report.zero_step))``.
 
     >>> import numpy as np
     >>> c = count_transitions_from_codes(np.array([0, 1, 1, 0]), np.array([0, 3, 4]), np.array([0, 1]), ["a", "b"])
@@ -161,7 +219,10 @@ def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np
         raise ValueError(f"state codes must lie in 0..{m - 1}")
     if outcome.size and (outcome.min() < _SUCCESS or outcome.max() > _INVALID):
         raise ValueError("outcome codes must lie in 0..3 (success, failure, censored, invalid)")
-    n_by_outcome = np.bincount(outcome, minlength=4)
+    zero = np.zeros(0, np.int64) if zero_step_outcomes is None else np.asarray(zero_step_outcomes, dtype=np.int64)
+    if zero.size and (zero.min() < _SUCCESS or zero.max() > _INVALID):
+        raise ValueError("zero-step outcome codes must lie in 0..3 (success, failure, censored, invalid)")
+    n_by_outcome = np.bincount(outcome, minlength=4) + np.bincount(zero, minlength=4)
     valid_trace = outcome != _INVALID
     # Transitions: consecutive rows of one valid trace (a pair crosses a boundary where the next row starts a trace).
     same = np.ones(max(codes.size - 1, 0), dtype=bool)
@@ -180,6 +241,7 @@ def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np
         exits_failure.astype(np.int64),
         initial.astype(np.int64),
         {o.value: int(n_by_outcome[i]) for i, o in enumerate(Outcome)},
+        _start_exits(zero),
     )
 
 
@@ -189,7 +251,8 @@ def per_trace_counts(codes: NDArray[np.int64], offsets: NDArray[np.int64], outco
 
     Columns: [0, m²) transitions i → j at i·m + j (consecutive steps of the trace); [m², m² + m) the success exit from
     the last state; [m² + m, m² + 2m) the failure exit; [m² + 2m, m² + 3m) the first state. Censored traces add
-    transitions and the first state, no exit. Summing the rows gives :func:`~tracetochain.count_transitions`'s counts.
+    transitions and the first state, no exit. Summing the rows gives :func:`~tracetochain.count_transitions`'s counts
+    (without the zero-step episodes, which have no row here: :func:`zero_step_counts` gives theirs).
     """
     m = int(n_states)
     n = offsets.size - 1
@@ -205,3 +268,13 @@ def per_trace_counts(codes: NDArray[np.int64], offsets: NDArray[np.int64], outco
     rows = np.concatenate([t_rows, succ, fail, np.arange(n)])
     cols = np.concatenate([t_cols, m * m + last[succ], m * m + m + last[fail], m * m + 2 * m + first])
     return scipy.sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, m * m + 3 * m))
+
+
+def zero_step_counts(zero_outcomes: NDArray[np.integer]) -> scipy.sparse.csr_matrix:
+    """The count contribution of each zero-step episode as a sparse (n × 2) matrix of start exits: column 0 a
+    success, column 1 a failure (censored and invalid episodes contribute an empty row). Appended to the columns of
+    :func:`per_trace_counts`, it gives the count-vector layout m² + 3m + 2 whose last two entries are the start
+    exits."""
+    oc = np.asarray(zero_outcomes, dtype=np.int64)
+    rows = np.flatnonzero(oc <= _FAILURE)
+    return scipy.sparse.csr_matrix((np.ones(rows.size), (rows, oc[rows])), shape=(oc.size, 2))

@@ -5,7 +5,8 @@ state, exits to success and failure), c_i their total and a_i the prior's pseudo
 pseudo-episode for the whole chain (½ success, ½ failure, spread over the states by their observations); a
 ``pseudocount`` α selects the Laplace prior of the TraceToChain paper (α on each of the m + 2 outcomes of every row;
 α = 0 is the plain maximum-likelihood estimate, for which R∞ equals the pass rate exactly when π0 is empirical and
-nothing is censored). π0 is the empirical first-state distribution.
+nothing is censored). π0 is the empirical first-state distribution; episodes that ended before any step are its direct
+exits to success and failure (the start exits), so R∞ counts them and α = 0 still gives the pass rate exactly.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Literal
 
 from tracetochain.chain._counts import TransitionCounts, count_transitions
 from tracetochain.chain._model import AbsorbingChain
-from tracetochain.chain._prior import ChainPrior, estimate_rows, initial_distribution, outcome_matrix
+from tracetochain.chain._prior import ChainPrior, estimate_rows, outcome_matrix, start_distribution
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
 from tracetochain.traces._table import TraceTable
 
@@ -48,8 +49,9 @@ class ChainEstimator:
         probability 1 (conservative; the paper's SS15 convention). "auto" is "prior" when the prior has mass, else
         "failure". The affected states are always listed in the model's metadata.
     initial : {"empirical", "modal"}, default "empirical"
-        π0 as the empirical first-state distribution, or a point mass on the most frequent first state (the
-        artifact's s0, for reproducing SS10–SS12).
+        π0 and the start exits as the empirical distribution of (first state, or outcome of an episode that ended
+        before any step), or a point mass on the most frequent first state and no start exit (the artifact's s0, for
+        reproducing SS10–SS12).
     states : sequence of str, optional
         Fixed state vocabulary (and order). Default: the labels seen, in order of first appearance.
 
@@ -103,9 +105,11 @@ class ChainEstimator:
             raise TypeError(f"fit expects a TraceTable or TransitionCounts, got {type(data).__name__}")
         if counts.n_fitted_traces == 0 or counts.n_states == 0:
             n = counts.n_traces
+            zero = (f"; {counts.n_start_exits} of them ended before any step, and a chain needs at least one episode "
+                    "with a step") if counts.n_start_exits else ""
             raise EmptyTraceSetError(
                 f"no traces to fit{f' in {source}' if source else ''}: {n['invalid']} invalid trace(s) excluded, "
-                f"{sum(n.values()) - n['invalid']} usable. Check the input (and the skipped-record report)."
+                f"{sum(n.values()) - n['invalid']} usable{zero}. Check the input (and the skipped-record report)."
             )
         self.counts_ = counts
         model = estimate_chain(counts, prior=p.prior, unvisited=p.unvisited, initial=p.initial)
@@ -136,7 +140,7 @@ def estimate_chain(counts: TransitionCounts, pseudocount: float | None = None, u
         raise ValueError(f"initial must be 'empirical' or 'modal', got {initial!r}")
     m = counts.n_states
     rows = estimate_rows(outcome_matrix(counts.transitions, counts.exits_success, counts.exits_failure), p, policy)
-    pi0 = initial_distribution(counts.initial, initial)
+    pi0, start_exits = start_distribution(counts.initial, counts.start_exits, initial)
     metadata = {
         "estimator": "ChainEstimator",
         "prior": p.to_dict(),
@@ -148,4 +152,4 @@ def estimate_chain(counts: TransitionCounts, pseudocount: float | None = None, u
         "n_transitions": int(counts.transitions.sum()),
         "counts": counts.to_dict(),
     }
-    return AbsorbingChain(rows[:, :m], rows[:, m], rows[:, m + 1], pi0, counts.state_names, metadata)
+    return AbsorbingChain(rows[:, :m], rows[:, m], rows[:, m + 1], pi0, counts.state_names, metadata, start_exits)

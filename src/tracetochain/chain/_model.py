@@ -1,8 +1,11 @@
 """The fitted object: an absorbing Markov chain over named transient states plus SUCCESS and FAILURE.
 
-M = (S_T, Q, R⊕, R⊖, π0) as in ``paper-spec.md`` §1.1 (π0 generalises the paper's s0). Frozen and serialisable
-to a versioned JSON document (never pickle). Metric methods are one-line delegates to :mod:`tracetochain.numerics`;
-the factorization of I − Q is computed once per chain and cached.
+M = (S_T, Q, R⊕, R⊖, π0) as in ``paper-spec.md`` §1.1 (π0 generalises the paper's s0), plus the start exits
+(s, f): the probabilities that an episode ends in success or failure before any agent step. With them π0 is a
+sub-distribution (π0·1 + s + f = 1) and every quantity counts those episodes: R∞ = s + π0·h, R(0) = s, and they
+take 0 steps. Without them (s = f = 0, the paper's chain) every number is the paper's, bit for bit. Frozen and
+serialisable to a versioned JSON document (never pickle). Metric methods are one-line delegates to
+:mod:`tracetochain.numerics`; the factorization of I − Q is computed once per chain and cached.
 """
 
 from __future__ import annotations
@@ -24,11 +27,16 @@ from tracetochain.exceptions import (
     SchemaVersionError,
     UndefinedMetricError,
 )
-from tracetochain.numerics._checks import as_initial_distribution, clip_probabilities, ensure_chain_arrays
+from tracetochain.numerics._checks import (
+    as_initial_distribution,
+    as_start_exits,
+    clip_probabilities,
+    ensure_chain_arrays,
+)
 
 #: Version of the JSON document written by :meth:`AbsorbingChain.to_dict`. Bump on incompatible change and add
-#: a migration in :meth:`AbsorbingChain.from_dict`.
-CHAIN_SCHEMA_VERSION = 1
+#: a migration in :meth:`AbsorbingChain.from_dict`. Version 2 added ``start_exits`` (version 1 documents have none).
+CHAIN_SCHEMA_VERSION = 2
 CHAIN_DOCUMENT_KIND = "tracetochain.absorbing_chain"
 
 
@@ -50,16 +58,20 @@ class AbsorbingChain:
         One-step exit probabilities into SUCCESS (⊕) and FAILURE (⊖). Every row must satisfy
         Q·1 + R_success + R_failure = 1 (to 1e-9).
     pi0 : (m,) array or int
-        Initial distribution over transient states, or the index of a single start state s0.
+        Initial distribution over transient states, or the index of a single start state s0 (which then takes every
+        episode that takes a step).
     state_names : sequence of str, optional
         Names of the transient states (default ``s0 … s{m-1}``); used in every message and report.
     metadata : dict, optional
         Provenance (estimator settings, data counts). Carried through JSON unchanged.
+    start_exits : (s, f), optional
+        Probabilities that an episode ends in success (s) or failure (f) before any step. Default (0, 0). π0 then
+        holds the rest: π0·1 + s + f = 1.
 
     Raises
     ------
     ChainValidationError
-        Bad shapes, NaN, negative entries, or a row that does not sum to 1.
+        Bad shapes, NaN, negative entries, a row that does not sum to 1, or π0 and the start exits not summing to 1.
     NonAbsorbingError
         Some states can never reach SUCCESS or FAILURE (a closed loop); they are named in the message.
 
@@ -77,6 +89,7 @@ class AbsorbingChain:
     pi0: NDArray[np.float64]
     state_names: tuple[str, ...]
     metadata: dict[str, Any] = field(default_factory=dict)
+    start_exits: NDArray[np.float64] = field(default_factory=lambda: np.zeros(2))
 
     def __init__(
         self,
@@ -86,6 +99,7 @@ class AbsorbingChain:
         pi0: ArrayLike | int = 0,
         state_names: tuple[str, ...] | list[str] | None = None,
         metadata: dict[str, Any] | None = None,
+        start_exits: ArrayLike | None = None,
     ) -> None:
         if np.ndim(Q) != 2 or np.shape(Q)[0] != np.shape(Q)[1]:
             raise ChainValidationError(f"Q must be a square matrix, got shape {np.shape(Q)}")
@@ -96,7 +110,8 @@ class AbsorbingChain:
         if len(set(names)) != len(names):
             raise ChainValidationError("state names must be unique")
         Qa, rs, rf = ensure_chain_arrays(Q, R_success, R_failure, names)
-        p0 = as_initial_distribution(pi0, Qa.shape[0])
+        exits = as_start_exits(start_exits)
+        p0 = as_initial_distribution(pi0, Qa.shape[0], exits)
         can_absorb, _ = nx.absorbing_reachability(Qa, rs, rf)
         if not can_absorb.all():
             stuck = tuple(names[i] for i in np.flatnonzero(~can_absorb))
@@ -113,12 +128,27 @@ class AbsorbingChain:
         object.__setattr__(self, "pi0", _frozen(p0))
         object.__setattr__(self, "state_names", names)
         object.__setattr__(self, "metadata", dict(metadata or {}))
+        object.__setattr__(self, "start_exits", _frozen(exits))
 
     # ------------------------------------------------------------------ basics
     @property
     def n_states(self) -> int:
         """Number of transient states m."""
         return int(self.Q.shape[0])
+
+    @property
+    def start_success(self) -> float:
+        """s: probability that an episode succeeds before any step (a zero-step success)."""
+        return float(self.start_exits[0])
+
+    @property
+    def start_failure(self) -> float:
+        """f: probability that an episode fails before any step (a zero-step failure)."""
+        return float(self.start_exits[1])
+
+    @property
+    def _has_start_exits(self) -> bool:
+        return bool(self.start_exits.any())
 
     def state_index(self, state: str | int) -> int:
         """Index of a state given by name or index."""
@@ -159,35 +189,37 @@ class AbsorbingChain:
 
     @cached_property
     def r_inf(self) -> float:
-        """R∞ = π0 N R⊕ (``paper-spec.md`` Prop. 1): probability of eventual success."""
-        return float(self.pi0 @ self.success_probabilities)
+        """R∞ = s + π0 N R⊕ (``paper-spec.md`` Prop. 1, plus the start exit s): probability of eventual success."""
+        return self.start_success + float(self.pi0 @ self.success_probabilities)
 
     @property
     def failure_probability(self) -> float:
-        """1 − R∞, computed directly as π0 N R⊖."""
-        return float(self.pi0 @ self.failure_probabilities)
+        """1 − R∞, computed directly as f + π0 N R⊖."""
+        return self.start_failure + float(self.pi0 @ self.failure_probabilities)
 
     @cached_property
     def _visits(self) -> NDArray[np.float64]:
         return _frozen(self._solver.solve(self.pi0, transposed=True))
 
     def expected_visits(self) -> NDArray[np.float64]:
-        """z = Nᵀ π0: expected number of visits to each state before absorption."""
+        """z = Nᵀ π0: expected number of visits to each state before absorption (per episode, zero-step ones
+        included)."""
         return np.array(self._visits)
 
     # ------------------------------------------------------------------ horizon
     def sweep(self, horizon: int) -> nx.HorizonSweep:
         """Forward sweep d = 0..horizon: R(d), first-passage PMFs, survival and the exact tail R∞ − R(d)."""
         return nx.forward_sweep(
-            self.Q, self.R_success, self.R_failure, self.pi0, int(horizon), self.success_probabilities
+            self.Q, self.R_success, self.R_failure, self.pi0, int(horizon), self.success_probabilities,
+            self.start_exits if self._has_start_exits else None,
         )
 
     def reliability(self, horizon: int) -> NDArray[np.float64]:
-        """R(d) = Pr[success within d steps] for d = 0..horizon (R(0) = 0)."""
+        """R(d) = Pr[success within d steps] for d = 0..horizon (R(0) = s, the zero-step successes; 0 without)."""
         return self.sweep(horizon).reliability
 
     def success_pmf(self, horizon: int) -> NDArray[np.float64]:
-        """Pr[τ⊕ = d] = π0 Q^{d−1} R⊕ for d = 0..horizon (a defective law: it sums to R∞)."""
+        """Pr[τ⊕ = d] = π0 Q^{d−1} R⊕ for d = 1..horizon and s at d = 0 (a defective law: it sums to R∞)."""
         return self.sweep(horizon).success_pmf
 
     def success_conditional_cdf(self, horizon: int) -> NDArray[np.float64]:
@@ -212,23 +244,24 @@ class AbsorbingChain:
         return _frozen(nx.mean_steps(self._solver))
 
     def mean_steps(self) -> float:
-        """MTTA = π0 N 1: expected steps to absorption (either outcome)."""
+        """MTTA = π0 N 1: expected steps to absorption (either outcome; zero-step episodes take 0 steps)."""
         return float(self.pi0 @ self._t)
 
     def steps_variance(self) -> float:
-        """Var[T] from π0: Σ π0_i (τ₂_i + t_i²) − (π0·t)², with τ₂ = (2N − I)t − t∘t (Kemeny–Snell)."""
+        """Var[T] from π0: Σ π0_i (τ₂_i + t_i²) − (π0·t)², with τ₂ = (2N − I)t − t∘t (Kemeny–Snell); zero-step
+        episodes (T = 0) add nothing to either moment, so the same formula holds with π0 a sub-distribution."""
         t = self._t
         second = nx.steps_variance(self._solver, t) + t * t
         return max(0.0, float(self.pi0 @ second) - float(self.pi0 @ t) ** 2)
 
     def mean_steps_given_success(self) -> float:
-        """E[T | success] = π0 N² R⊕ / R∞ (``math.md`` §3)."""
+        """E[T | success] = π0 N² R⊕ / R∞ (``math.md`` §3; R∞ includes the zero-step successes, which take 0 steps)."""
         if self.r_inf <= 0.0:
             raise UndefinedMetricError(self._no_success_message("E[steps | success]"))
         return nx.conditional_mean_steps(self._visits, self.success_probabilities, self.r_inf)
 
     def mean_steps_given_failure(self) -> float:
-        """E[T | failure] = π0 N² R⊖ / (1 − R∞)."""
+        """E[T | failure] = π0 N² R⊖ / (1 − R∞) (1 − R∞ includes the zero-step failures)."""
         if self.failure_probability <= 0.0:
             raise UndefinedMetricError("failure is unreachable from the initial distribution, so "
                                        "E[steps | failure] is undefined")
@@ -255,8 +288,14 @@ class AbsorbingChain:
         return np.array(self.R_failure)
 
     def failure_attribution(self) -> NDArray[np.float64]:
-        """Share of all failures that leave from each state: z_i R⊖_i / (1 − R∞) (``math.md`` §4)."""
-        return nx.failure_attribution(self._visits, self.R_failure)
+        """Share of all failures that leave from each state: z_i R⊖_i / (1 − R∞) (``math.md`` §4). With zero-step
+        failures the shares sum to 1 − :meth:`start_failure_share`."""
+        return nx.failure_attribution(self._visits, self.R_failure, self.start_failure)
+
+    def start_failure_share(self) -> float:
+        """Share of all failures that happen before any step: f / (1 − R∞) (0 when failure is unreachable)."""
+        total = self.failure_probability
+        return self.start_failure / total if total > 0 else 0.0
 
     def sensitivity_Q(self) -> NDArray[np.float64]:
         """∂R∞/∂Q_ij = z_i h_j, the compensating mass taken from R⊖ (``paper-spec.md`` §3.6; Caswell 2013)."""
@@ -280,11 +319,13 @@ class AbsorbingChain:
         self, n_traces: int, seed: int | np.random.Generator | None = 0, *, max_steps: int = 10_000,
         record_paths: bool = False,
     ) -> nx.SimulatedTraces:
-        """Draw ``n_traces`` traces (seeded). Traces still running after ``max_steps`` steps are censored."""
+        """Draw ``n_traces`` traces (seeded). Traces still running after ``max_steps`` steps are censored; episodes
+        that draw a start exit end before any step (length 0)."""
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         return nx.simulate_traces(
             self.Q, self.R_success, self.R_failure, self.pi0, n_traces, rng,
             max_steps=max_steps, record_paths=record_paths,
+            start_exits=self.start_exits if self._has_start_exits else None,
         )
 
     # ------------------------------------------------------------------ derived chains
@@ -295,8 +336,10 @@ class AbsorbingChain:
         R_success: ArrayLike | None = None,
         R_failure: ArrayLike | None = None,
         pi0: ArrayLike | int | None = None,
+        start_exits: ArrayLike | None = None,
     ) -> AbsorbingChain:
-        """A new chain with some arrays replaced (validated again); names and metadata are kept."""
+        """A new chain with some arrays replaced (validated again); names, metadata and — unless replaced — the start
+        exits are kept (an int ``pi0`` puts the episodes that take a step in that state)."""
         return AbsorbingChain(
             self.Q if Q is None else Q,
             self.R_success if R_success is None else R_success,
@@ -304,12 +347,13 @@ class AbsorbingChain:
             self.pi0 if pi0 is None else pi0,
             self.state_names,
             self.metadata,
+            self.start_exits if start_exits is None else start_exits,
         )
 
     def with_metadata(self, **entries: Any) -> AbsorbingChain:
         """The same chain with extra metadata entries (provenance: states, ingest report, settings)."""
         return AbsorbingChain(self.Q, self.R_success, self.R_failure, self.pi0, self.state_names,
-                              {**self.metadata, **entries})
+                              {**self.metadata, **entries}, self.start_exits)
 
     # ------------------------------------------------------------------ io
     def to_dict(self) -> dict[str, Any]:
@@ -323,26 +367,29 @@ class AbsorbingChain:
             "R_success": self.R_success.tolist(),
             "R_failure": self.R_failure.tolist(),
             "pi0": self.pi0.tolist(),
+            "start_exits": self.start_exits.tolist(),
             "metadata": self.metadata,
         }
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> AbsorbingChain:
-        """Rebuild a chain from :meth:`to_dict` output, checking the document kind and schema version."""
+        """Rebuild a chain from :meth:`to_dict` output, checking the document kind and schema version (version 1
+        documents, written before zero-step episodes were counted, have no start exits)."""
         if not isinstance(doc, dict) or doc.get("kind") != CHAIN_DOCUMENT_KIND:
             raise SchemaVersionError(
                 f"not a tracetochain chain document (expected kind {CHAIN_DOCUMENT_KIND!r}); "
                 "create one with `tracetochain fit TRACES -o chain.json`"
             )
         version = doc.get("schema_version")
-        if version != CHAIN_SCHEMA_VERSION:
+        if isinstance(version, bool) or version not in (1, CHAIN_SCHEMA_VERSION):
             raise SchemaVersionError(
                 f"chain document has schema_version {version!r}; this tracetochain ({__version__}) reads "
-                f"version {CHAIN_SCHEMA_VERSION}. Upgrade tracetochain or refit the chain."
+                f"versions 1 to {CHAIN_SCHEMA_VERSION}. Upgrade tracetochain or refit the chain."
             )
         try:
+            exits = doc["start_exits"] if version >= 2 else None
             return cls(doc["Q"], doc["R_success"], doc["R_failure"], doc["pi0"], doc["state_names"],
-                       doc.get("metadata", {}))
+                       doc.get("metadata", {}), exits)
         except KeyError as exc:
             raise ChainValidationError(f"chain document is missing the field {exc.args[0]!r}") from None
 
@@ -388,6 +435,9 @@ class AbsorbingChain:
         )
         return (
             f"<div><b>AbsorbingChain</b>: {self.n_states} states, R∞ = {self.r_inf:.4f}, "
-            f"MTTA = {self.mean_steps():.2f} steps<table><tr><th>state</th><th>visits</th>"
+            f"MTTA = {self.mean_steps():.2f} steps"
+            + (f", {self.start_success:.3f} success and {self.start_failure:.3f} failure before any step"
+               if self._has_start_exits else "")
+            + "<table><tr><th>state</th><th>visits</th>"
             f"<th>R⊕</th><th>R⊖</th></tr>{rows}</table></div>"
         )

@@ -181,7 +181,9 @@ def estimate_rows(counts: NDArray[np.float64], prior: ChainPrior, unvisited: str
 
 
 def initial_distribution(initial_counts: NDArray[Any], initial: str) -> NDArray[np.float64]:
-    """π0 (…, m) from first-state counts: the empirical distribution or a point mass on the modal first state."""
+    """π0 (…, m) from first-state counts: the empirical distribution or a point mass on the modal first state.
+
+    Ignores the episodes that ended before any step; :func:`start_distribution` counts them."""
     init = np.asarray(initial_counts, dtype=np.float64)
     if initial == "modal":
         out = np.zeros_like(init)
@@ -192,3 +194,27 @@ def initial_distribution(initial_counts: NDArray[Any], initial: str) -> NDArray[
     total = init.sum(axis=-1, keepdims=True)
     res: NDArray[np.float64] = np.divide(init, total, out=np.zeros_like(init), where=total > 0)
     return res
+
+
+def start_distribution(initial_counts: NDArray[Any], start_exit_counts: NDArray[Any] | None, initial: str
+                       ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """π0 (…, m) and the start exits (…, 2) from first-state counts and zero-step (success, failure) counts.
+
+    ``"empirical"``: the empirical distribution of (first state, or zero-step outcome) over the usable episodes —
+    π0_i = n_i / n and (s, f) = (n⊕, n⊖) / n with n = Σ_i n_i + n⊕ + n⊖ (a zero-step censored episode carries no
+    information and is not in n). With no zero-step episode this is :func:`initial_distribution` bit for bit.
+    ``"modal"``: the paper's single start state (a point mass on the modal first state) and no start exits.
+    """
+    init = np.asarray(initial_counts, dtype=np.float64)
+    exits = (np.zeros((*init.shape[:-1], 2)) if start_exit_counts is None
+             else np.asarray(start_exit_counts, dtype=np.float64))
+    if exits.shape != (*init.shape[:-1], 2):
+        raise ValueError(f"start exit counts must have shape {(*init.shape[:-1], 2)}, got {exits.shape}")
+    if initial == "modal" or not exits.any():
+        return initial_distribution(init, initial), np.zeros_like(exits)
+    if initial != "empirical":
+        raise ValueError(f"initial must be 'empirical' or 'modal', got {initial!r}")
+    total = init.sum(axis=-1, keepdims=True) + exits.sum(axis=-1, keepdims=True)
+    pi0: NDArray[np.float64] = np.divide(init, total, out=np.zeros_like(init), where=total > 0)
+    out: NDArray[np.float64] = np.divide(exits, total, out=np.zeros_like(exits), where=total > 0)
+    return pi0, out

@@ -67,7 +67,9 @@ def simulate_traces(chain: AbsorbingChain, n_traces: int, seed: int | np.random.
                     costs: dict[str, tuple[Any, Any]] | None = None) -> TraceTable:
     """Draw ``n_traces`` traces from ``chain`` as a canonical :class:`TraceTable` (state = state name).
 
-    Traces that reach ``max_steps`` steps without absorbing are ``censored``. ``costs`` maps a usage column
+    Traces that reach ``max_steps`` steps without absorbing are ``censored``. Episodes that draw a start exit (the
+    chain's ``start_exits``) end before any step: they are kept as zero-step episodes in ``report.zero_step``, as a
+    reader keeps them. ``costs`` maps a usage column
     (``cost_usd``, ``tokens_in``, ``tokens_out``) to the per-visit (mean, variance) of every state: each step's value
     is drawn from a gamma law with that mean and variance (exactly the mean where the variance is 0; token counts
     rounded to integers), from a stream of its own, so the paths are the same with or without costs.
@@ -105,7 +107,11 @@ def simulate_traces(chain: AbsorbingChain, n_traces: int, seed: int | np.random.
                 table = table.append_column(column, pa.array(x, pa.float64()))
             else:
                 table = table.append_column(column, pa.array(np.rint(x).astype(np.int64), pa.int64()))
-    return TraceTable.from_dataframe(table, source=f"simulated({n_traces} traces)")
+    out = TraceTable.from_dataframe(table, source=f"simulated({n_traces} traces)")
+    zero = np.flatnonzero(lengths == 0)
+    if zero.size:
+        out.report.zero_step = [{"trace_id": f"t{i}", "outcome": str(outcome_names[sim.outcome[i]])} for i in zero]
+    return out
 
 
 def __getattr__(name: str) -> object:

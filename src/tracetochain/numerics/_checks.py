@@ -59,13 +59,36 @@ def ensure_chain_arrays(
     return Qa, rs, rf
 
 
-def as_initial_distribution(pi0: ArrayLike | int, m: int) -> NDArray[np.float64]:
-    """The single s0/π0 helper: an int is a start state (e_{s0}); a vector must be a distribution over m states."""
+def as_start_exits(start_exits: ArrayLike | None) -> NDArray[np.float64]:
+    """The start exits (s, f): the probabilities that an episode ends in success / failure before any step."""
+    if start_exits is None:
+        return np.zeros(2)
+    e = np.array(start_exits, dtype=np.float64).reshape(-1)
+    if e.shape != (2,):
+        raise ChainValidationError(f"start_exits must be two probabilities (success, failure before any step), got "
+                                   f"{e.shape[0]} value(s)")
+    if not np.all(np.isfinite(e)) or e.min() < -ROW_SUM_ATOL:
+        raise ChainValidationError(f"start_exits must be finite and non-negative, got {e.tolist()}")
+    out: NDArray[np.float64] = np.clip(e, 0.0, None)
+    if out.sum() > 1.0 + ROW_SUM_ATOL:
+        raise ChainValidationError(f"start_exits sum to {out.sum():.12g}: at most every episode can end before a "
+                                   "step (the sum must be <= 1)")
+    return out
+
+
+def as_initial_distribution(pi0: ArrayLike | int, m: int,
+                            start_exits: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """The single s0/π0 helper: an int is a start state (e_{s0}); a vector must be a distribution over m states.
+
+    With start exits (s, f) (episodes that end before any step, :func:`as_start_exits`) π0 is a sub-distribution:
+    π0·1 + s + f = 1. An int then puts the remaining mass 1 − s − f on that state.
+    """
+    mass = 1.0 if start_exits is None or not start_exits.any() else 1.0 - float(start_exits.sum())
     if isinstance(pi0, (int, np.integer)):
         if not 0 <= int(pi0) < m:
             raise ChainValidationError(f"start state {pi0} is out of range for {m} states")
         out = np.zeros(m)
-        out[int(pi0)] = 1.0
+        out[int(pi0)] = mass
         return out
     p = np.array(pi0, dtype=np.float64).reshape(-1)
     if p.shape != (m,):
@@ -73,11 +96,24 @@ def as_initial_distribution(pi0: ArrayLike | int, m: int) -> NDArray[np.float64]
     if not np.all(np.isfinite(p)) or p.min() < -ROW_SUM_ATOL:
         raise ChainValidationError("pi0 must be finite and non-negative")
     total = p.sum()
-    if abs(total - 1.0) > ROW_SUM_ATOL:
-        raise ChainValidationError(f"pi0 sums to {total:.12g}, not 1")
-    dist: NDArray[np.float64] = np.clip(p, 0.0, None)
-    # Renormalise only beyond rounding noise, so that saving and reloading a chain keeps π0 bit for bit.
-    return dist if abs(dist.sum() - 1.0) <= 1e-12 else dist / dist.sum()
+    if mass == 1.0:
+        if abs(total - 1.0) > ROW_SUM_ATOL:
+            raise ChainValidationError(f"pi0 sums to {total:.12g}, not 1")
+        dist: NDArray[np.float64] = np.clip(p, 0.0, None)
+        # Renormalise only beyond rounding noise, so that saving and reloading a chain keeps π0 bit for bit.
+        return dist if abs(dist.sum() - 1.0) <= 1e-12 else dist / dist.sum()
+    assert start_exits is not None
+    s, f = (float(x) for x in start_exits)
+    if abs(total + s + f - 1.0) > ROW_SUM_ATOL:
+        raise ChainValidationError(
+            f"pi0 sums to {total:.12g} and the start exits to {s + f:.12g} (success {s:.6g}, failure {f:.6g}): "
+            "together they must be 1 (pi0 holds the episodes that take a first step, the start exits those that end "
+            "before any step)")
+    dist = np.clip(p, 0.0, None)
+    if abs(dist.sum() - mass) <= 1e-12 or dist.sum() <= 0.0:
+        return dist
+    scaled: NDArray[np.float64] = dist * (mass / dist.sum())
+    return scaled
 
 
 def clip_probabilities(x: NDArray[np.float64], what: str, atol: float = 1e-10) -> NDArray[np.float64]:

@@ -114,12 +114,15 @@ def steps_variance(solver: ChainSolver, t: NDArray[np.float64]) -> NDArray[np.fl
 
 
 def conditional_mean_steps(z: NDArray[np.float64], h: NDArray[np.float64], p: float) -> float:
-    """E[T | outcome] = π0 N² r / π0 N r = (z · h) / p, with h = N r, z = Nᵀ π0 and p = π0·h (``math.md`` §3)."""
+    """E[T | outcome] = π0 N² r / p = (z · h) / p, with h = N r, z = Nᵀ π0 and p the outcome's probability
+    (``math.md`` §3): π0·h, plus the start exit to that outcome (episodes that end before any step take 0 steps)."""
     return float(z @ h) / p
 
 
-def failure_attribution(z: NDArray[np.float64], r_failure: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Share of failures that leave from each state: z_i r⊖_i / Σ_j z_j r⊖_j (exact: Σ z_i r⊖_i = 1 − R∞)."""
+def failure_attribution(z: NDArray[np.float64], r_failure: NDArray[np.float64],
+                        start_failure: float = 0.0) -> NDArray[np.float64]:
+    """Share of failures that leave from each state: z_i r⊖_i / (f + Σ_j z_j r⊖_j), with f the start exit to failure
+    (episodes that fail before any step; exact: f + Σ z_i r⊖_i = 1 − R∞). The shares sum to 1 − f / (1 − R∞)."""
     flows = z * r_failure
-    total = flows.sum()
+    total = flows.sum() + start_failure
     return flows / total if total > 0 else np.zeros_like(flows)

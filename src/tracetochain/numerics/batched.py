@@ -1,6 +1,7 @@
 """Batched absorbing-chain numerics over a stack of B chains: the fast path of ``ChainEnsemble.stats``.
 
-Every function takes stacked arrays ``Q`` (B, m, m), ``r_success``/``r_failure`` (B, m), ``pi0`` (B, m) and
+Every function takes stacked arrays ``Q`` (B, m, m), ``r_success``/``r_failure`` (B, m), ``pi0`` (B, m) — and
+optionally the start exits (B, 2) of episodes that end before any step, π0 then being a sub-distribution — and
 computes, for all B chains at once, what :class:`~tracetochain.AbsorbingChain` computes for one (same formulas,
 same conventions — ``tests/uncertainty/test_ensemble.py`` pins each one to the per-chain method):
 
@@ -88,14 +89,23 @@ class ChainBatch:
     """B absorbing chains as stacked arrays, with lazily computed (and cached) batched solves.
 
     ``valid`` marks the draws that are absorbing chains whose solves passed the residual check; every derived
-    quantity is defined only on those (``reasons`` counts the others by cause).
+    quantity is defined only on those (``reasons`` counts the others by cause). ``start_exits`` (B, 2), optional:
+    each draw's (s, f), the probabilities of success and failure before any step (R∞ = s + π0·h, R(0) = s).
     """
 
     Q: NDArray[np.float64]
     r_success: NDArray[np.float64]
     r_failure: NDArray[np.float64]
     pi0: NDArray[np.float64]
+    start_exits: NDArray[np.float64] | None = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.start_exits is not None:
+            exits = np.asarray(self.start_exits, dtype=np.float64)
+            if exits.shape != (self.Q.shape[0], 2):
+                raise ValueError(f"start_exits must have shape ({self.Q.shape[0]}, 2), got {exits.shape}")
+            self.start_exits = exits if exits.any() else None  # all zero: exactly the chain without them
 
     @property
     def size(self) -> int:
@@ -211,15 +221,17 @@ class ChainBatch:
 
     # ------------------------------------------------------------------ scalars
     def r_inf(self) -> NDArray[np.float64]:
-        """R∞ = π0 · h (Prop. 1)."""
-        return _dot(self.pi0, self.h)
+        """R∞ = s + π0 · h (Prop. 1, plus the start exit s)."""
+        r = _dot(self.pi0, self.h)
+        return r if self.start_exits is None else self.start_exits[:, 0] + r
 
     def failure_probability(self) -> NDArray[np.float64]:
-        """1 − R∞ computed directly as π0 · g."""
-        return _dot(self.pi0, self.g)
+        """1 − R∞ computed directly as f + π0 · g."""
+        p = _dot(self.pi0, self.g)
+        return p if self.start_exits is None else self.start_exits[:, 1] + p
 
     def mean_steps(self) -> NDArray[np.float64]:
-        """MTTA = π0 · N 1."""
+        """MTTA = π0 · N 1 (zero-step episodes take 0 steps)."""
         return _dot(self.pi0, self.t)
 
     def steps_variance(self) -> NDArray[np.float64]:
@@ -243,24 +255,28 @@ class ChainBatch:
         return out
 
     def conditional_mean_steps(self, outcome: str) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-        """E[T | outcome] = (z · h) / R∞ or (z · g) / (1 − R∞) (``math.md`` §3); defined where the outcome is
-        reachable from π0 (probability > 0)."""
+        """E[T | outcome] = (z · h) / R∞ or (z · g) / (1 − R∞) (``math.md`` §3; R∞ and 1 − R∞ include the start
+        exits, whose episodes take 0 steps); defined where the outcome is reachable (probability > 0)."""
         vec, p = (self.h, self.r_inf()) if outcome == "success" else (self.g, self.failure_probability())
         defined = p > 0.0
         num = np.einsum("bi,bi->b", self.z, vec)
         return np.divide(num, p, out=np.zeros_like(num), where=defined), defined
 
     def failure_attribution(self) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-        """Share of failures leaving from each state, z_i r⊖_i / Σ_j z_j r⊖_j (``math.md`` §4)."""
+        """Share of failures leaving from each state, z_i r⊖_i / (f + Σ_j z_j r⊖_j) (``math.md`` §4; f the start exit
+        to failure)."""
         flows = self.z * self.r_failure
         total = flows.sum(axis=1)
+        if self.start_exits is not None:
+            total = total + self.start_exits[:, 1]
         defined = total > 0.0
         return np.divide(flows, total[:, None], out=np.zeros_like(flows), where=defined[:, None]), defined
 
     # ------------------------------------------------------------------ horizon
     def sweep(self, horizon: int, *, residual: bool = True) -> dict[str, NDArray[np.float64]]:
         """Batched forward sweep for d = 0..horizon (``math.md`` §2): f⊕(d) = π_{d−1}·r⊕, f⊖(d) = π_{d−1}·r⊖,
-        π_d = π_{d−1} Q; R(d) = Σ_{t≤d} f⊕(t); survival Pr[T > d] = π_d·1; exact tail R∞ − R(d) = π_d·h.
+        π_d = π_{d−1} Q, and f⊕(0), f⊖(0) the start exits; R(d) = Σ_{t≤d} f⊕(t); survival Pr[T > d] = π_d·1; exact
+        tail R∞ − R(d) = π_d·h.
 
         Returns arrays of shape (B, horizon + 1); ``residual=False`` skips the tail (and so the solve for h).
         Cost: ``horizon`` batched (1 × m)·(m × m) products; the projections on [r⊕, r⊖, 1, h] are done in
@@ -292,6 +308,9 @@ class ChainBatch:
         ff = np.zeros((B, n))
         fs[:, 1:] = proj[:, :-1, 0]
         ff[:, 1:] = proj[:, :-1, 1]
+        if self.start_exits is not None:
+            fs[:, 0] = self.start_exits[:, 0]
+            ff[:, 0] = self.start_exits[:, 1]
         out = {"reliability": np.cumsum(fs, axis=1), "success_pmf": fs, "failure_pmf": ff,
                "survival": np.clip(proj[:, :, 2], 0.0, None)}
         if residual:

@@ -1,6 +1,7 @@
 """Horizon reliability R(d), first-passage laws and step budgets by one forward sweep.
 
-R(d) = Pr[τ⊕ ≤ d] = π0 Σ_{t<d} Q^t r⊕ (``paper-spec.md`` §3.1, Prop. 1; R(0) = 0, R(1) = π0·r⊕).
+R(d) = Pr[τ⊕ ≤ d] = s + π0 Σ_{t<d} Q^t r⊕ (``paper-spec.md`` §3.1, Prop. 1; R(0) = s, R(1) = s + π0·r⊕), with s the
+start exit to success (episodes that end before any step; 0 in the paper, and then R(0) = 0).
 The sweep π_d = π_{d−1} Q costs one (sparse) mat-vec per step; the tail R∞ − R(d) = π_d · h is an exact sum of
 non-negative terms (``math.md`` §2), so the reported residual is a rigorous error bound, not an estimate.
 """
@@ -24,7 +25,8 @@ _SPARSE_SWEEP_DENSITY = 0.2
 class HorizonSweep:
     """Result of :func:`forward_sweep` for d = 0..horizon (index = d).
 
-    ``reliability[d]`` = R(d); ``success_pmf[d]`` = Pr[τ⊕ = d] (0 at d = 0); ``failure_pmf[d]`` likewise for ⊖;
+    ``reliability[d]`` = R(d); ``success_pmf[d]`` = Pr[τ⊕ = d] (at d = 0 the start exit s, episodes that end before
+    any step); ``failure_pmf[d]`` likewise for ⊖;
     ``survival[d]`` = Pr[T > d] (still transient after d steps); ``residual[d]`` = R∞ − R(d) computed as π_d·h.
     """
 
@@ -50,10 +52,13 @@ def forward_sweep(
     pi0: NDArray[np.float64],
     horizon: int,
     h: NDArray[np.float64],
+    start_exits: NDArray[np.float64] | None = None,
 ) -> HorizonSweep:
     """Sweep d = 1..horizon: f⊕(d) = π_{d−1}·r⊕, f⊖(d) = π_{d−1}·r⊖, π_d = π_{d−1} Q (``math.md`` §2).
 
     ``h`` is the success-absorption vector N r⊕ (from :class:`ChainSolver`), used for the exact tail.
+    ``start_exits`` (s, f): the episodes that end before any step, f⊕(0) = s and f⊖(0) = f (π0 is then a
+    sub-distribution, π0·1 = 1 − s − f); the tail R∞ − R(d) = π_d·h is unchanged.
     """
     if horizon < 0:
         raise ValueError(f"horizon must be >= 0, got {horizon}")
@@ -61,6 +66,8 @@ def forward_sweep(
     n = horizon + 1
     fs = np.zeros(n)
     ff = np.zeros(n)
+    if start_exits is not None:
+        fs[0], ff[0] = float(start_exits[0]), float(start_exits[1])
     surv = np.empty(n)
     resid = np.empty(n)
     pi = np.asarray(pi0, dtype=np.float64).copy()

@@ -3,6 +3,8 @@
 Convention (no off-by-one, cf. ``paper-spec.md`` §6.1): a trace visits transient states s_1..s_L and then exits
 from s_L; its length is L = the step at which it is absorbed, so Pr[length ≤ d and success] = R(d). With
 ``max_steps`` = D, a trace still transient after D steps is *censored*, and Pr[success observed] = R(D) exactly.
+With start exits (s, f) an episode ends before any step with probability s (success) or f (failure): its length is
+0 and it has no state (R(0) = s).
 """
 
 from __future__ import annotations
@@ -40,12 +42,16 @@ def simulate_traces(
     max_steps: int = 10_000,
     record_paths: bool = False,
     caps: NDArray[np.int64] | None = None,
+    start_exits: NDArray[np.float64] | None = None,
 ) -> SimulatedTraces:
     """Simulate ``n_traces`` independent traces; one vectorised draw per step for all still-running traces.
 
-    ``caps`` (one per trace, each ≥ 1) censors trace i after ``caps[i]`` steps instead of ``max_steps`` — independent
-    censoring at a random time, as a censoring distribution drawn beforehand makes it. With ``caps`` the random stream
-    is consumed exactly as without it until a trace is censored.
+    ``caps`` (one per trace, each ≥ 0) censors trace i after ``caps[i]`` steps instead of ``max_steps`` — independent
+    censoring at a random time, as a censoring distribution drawn beforehand makes it (a cap of 0 censors an episode
+    that would take a first step before it takes it). With ``caps`` the random stream is consumed exactly as without
+    it until a trace is censored. ``start_exits`` (s, f): the start draw is over the m states (π0, a
+    sub-distribution) and the two exits, one uniform per trace as without them; an episode that draws an exit has
+    length 0 (and no path).
     """
     if n_traces < 0:
         raise ValueError(f"n_traces must be >= 0, got {n_traces}")
@@ -53,9 +59,9 @@ def simulate_traces(
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
     if caps is not None:
         caps = np.asarray(caps, dtype=np.int64)
-        if caps.shape != (n_traces,) or (n_traces and caps.min() < 1):
-            raise ValueError("caps needs one cap >= 1 per trace")
-        max_steps = int(min(max_steps, caps.max())) if n_traces else max_steps
+        if caps.shape != (n_traces,) or (n_traces and caps.min() < 0):
+            raise ValueError("caps needs one cap >= 0 per trace")
+        max_steps = int(max(1, min(max_steps, caps.max()))) if n_traces else max_steps
     m = Q.shape[0]
     # Columns 0..m-1 transient, m = success, m + 1 = failure.
     cum = np.cumsum(np.column_stack([Q, r_success, r_failure]), axis=1)
@@ -63,13 +69,20 @@ def simulate_traces(
     width = m + 2
     flat = cum.ravel()
     n_halvings = int(width).bit_length()  # enough halvings to shrink [0, width] to one point
-    cum_pi0 = np.cumsum(pi0)
+    exits = start_exits is not None and bool(np.any(np.asarray(start_exits) > 0))
+    cum_pi0 = np.cumsum(np.concatenate([pi0, np.asarray(start_exits, dtype=np.float64)]) if exits else pi0)
     cum_pi0[-1] = 1.0
 
     state = np.searchsorted(cum_pi0, rng.random(n_traces), side="right").astype(np.int64)
     length = np.zeros(n_traces, dtype=np.int64)
     outcome = np.full(n_traces, CENSORED, dtype=np.int8)
     active = np.arange(n_traces)
+    if exits:  # columns m and m + 1 of the start draw: success or failure before any step
+        outcome[state == m] = SUCCESS
+        outcome[state == m + 1] = FAILURE
+        active = active[state < m]
+    if caps is not None:
+        active = active[caps[active] > 0]
     path_idx: list[NDArray[np.int64]] = []
     path_state: list[NDArray[np.int64]] = []
     for _ in range(max_steps):

@@ -44,6 +44,8 @@ class _Partial:
     problems: tuple[Problem, ...]
     #: Per-state usage statistics (tokens, dollars, seconds) of the partition's usable traces; they add up too.
     costs: CostModel | None = None
+    #: The episodes that ended before any step (their trace-level records), for the merged ingest report.
+    zero_step: tuple[dict[str, Any], ...] = ()
 
 
 def partition_costs(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str, ...]) -> CostModel:
@@ -76,7 +78,8 @@ def _pad_counts(c: TransitionCounts, names: tuple[str, ...]) -> TransitionCounts
         out[idx] = v
         return out
 
-    return TransitionCounts(names, T, vec(c.exits_success), vec(c.exits_failure), vec(c.initial), dict(c.n_traces))
+    return TransitionCounts(names, T, vec(c.exits_success), vec(c.exits_failure), vec(c.initial), dict(c.n_traces),
+                            c.start_exits)
 
 
 def _merge(a: _Partial, b: _Partial) -> _Partial:
@@ -89,14 +92,14 @@ def _merge(a: _Partial, b: _Partial) -> _Partial:
     counts = TransitionCounts(
         names, ca.transitions + cb.transitions, ca.exits_success + cb.exits_success,
         ca.exits_failure + cb.exits_failure, ca.initial + cb.initial,
-        {k: ca.n_traces[k] + cb.n_traces[k] for k in ca.n_traces})
+        {k: ca.n_traces[k] + cb.n_traces[k] for k in ca.n_traces}, ca.start_exits + cb.start_exits)
     reasons = Counter(a.skipped_by_reason)
     reasons.update(b.skipped_by_reason)
     costs = a.costs.merge(b.costs) if a.costs is not None and b.costs is not None else (a.costs or b.costs)
     return _Partial(counts, np.concatenate([a.hashes, b.hashes]), a.spans + b.spans,
                     a.n_records + b.n_records, a.n_records_skipped + b.n_records_skipped,
                     a.n_traces_skipped + b.n_traces_skipped, dict(reasons),
-                    (a.problems + b.problems)[:_MAX_PROBLEMS], costs)
+                    (a.problems + b.problems)[:_MAX_PROBLEMS], costs, a.zero_step + b.zero_step)
 
 
 def _check_unique_traces(partial: _Partial, parts: list[Partition], on_error: OnError) -> None:
@@ -173,10 +176,11 @@ def source_name(source: str | Path | Sequence[str | Path]) -> str:
 
 
 def ingest_report(partial: _Partial, counts: TransitionCounts, source: str, fmt: str) -> IngestReport:
-    """The merged :class:`IngestReport` of all partitions."""
+    """The merged :class:`IngestReport` of all partitions (``n_traces`` counts the traces with steps, as a reader's
+    report does; the zero-step episodes are listed beside them)."""
     return IngestReport(source, fmt, "row" if fmt == "parquet" else "line", n_records=partial.n_records,
                         n_records_skipped=partial.n_records_skipped,
-                        n_traces=sum(counts.n_traces[o.value] for o in Outcome),
+                        n_traces=sum(counts.n_traces[o.value] for o in Outcome) - len(partial.zero_step),
                         n_traces_skipped=partial.n_traces_skipped,
                         skipped_by_reason=dict(sorted(partial.skipped_by_reason.items())),
-                        problems=list(partial.problems))
+                        problems=list(partial.problems), zero_step=[dict(r) for r in partial.zero_step])

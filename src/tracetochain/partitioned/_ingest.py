@@ -315,8 +315,11 @@ def _read_parquet_partition(part: Partition, on_error: OnError) -> TraceTable:
                 g += 1
         table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
     locs = np.concatenate(locations)
-    return TraceTable.from_arrow(table, on_error=on_error, source=part.source, format="parquet", locations=locs,
-                                 location_kind="row")
+    from tracetochain.readers._common import build_table
+
+    # The canonical reader's validation, which also keeps the episodes that ended before any step (report.zero_step).
+    return build_table(table, on_error=on_error, source=part.source, format="parquet", problems=[], locations=locs,
+                       location_kind="row")
 
 
 # ---------------------------------------------------------------------------------------------------- JSONL
@@ -395,8 +398,11 @@ def _read_jsonl_range(part: Partition, on_error: OnError) -> TraceTable:
     records, lines, problems = parse_jsonl_lines(enumerate(data.split(b"\n"), start=part.first_location),
                                                  part.source, on_error)
     del data
-    return TraceTable.from_records(records, on_error=on_error, source=part.source, format="jsonl",
-                                   problems=problems, locations=lines, location_kind="line")
+    from tracetochain.readers._common import build_table, records_to_arrow
+
+    # The canonical reader's validation, which also keeps the episodes that ended before any step (report.zero_step).
+    return build_table(records_to_arrow(records), on_error=on_error, source=part.source, format="jsonl",
+                       problems=problems, locations=lines, location_kind="line")
 
 
 # ---------------------------------------------------------------------------------------------------- hashing

@@ -24,6 +24,12 @@ def _arrays(chain: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
             np.asarray(chain["pi0"], float), [str(n) for n in chain["state_names"]])
 
 
+def _start_exits(chain: dict[str, Any]) -> tuple[float, float]:
+    """(s, f): the episodes that end in success / failure before any step (chain documents of version 2)."""
+    s, f = chain.get("start_exits") or (0.0, 0.0)
+    return float(s), float(f)
+
+
 def layered_layout(chain: dict[str, Any], min_prob: float = 0.05) -> dict[int, tuple[int, int]]:
     """(layer, slot) per state: BFS depth from the start states over edges ≥ ``min_prob``; unreached states last."""
     Q, _, _, pi0, names = _arrays(chain)
@@ -200,13 +206,21 @@ def to_dot(chain: dict[str, Any], min_prob: float = 0.0) -> str:
             lines.append(f'  s{i} -> success [label="{rs[i]:.3f}", color="#1a7f37"];')
         if rf[i] > min_prob:
             lines.append(f'  s{i} -> failure [label="{rf[i]:.3f}", color="#cf222e"];')
+    s0, f0 = _start_exits(chain)
+    if s0 or f0:  # episodes that end before any step: a start node with π0 and its direct exits
+        lines.append('  start [shape=circle, label="start"];')
+        lines += [f'  start -> s{j} [label="{pi0[j]:.3f}", style=dashed];' for j in range(len(names)) if pi0[j] > 0]
+        if s0 > min_prob:
+            lines.append(f'  start -> success [label="{s0:.3f}", color="#1a7f37", style=dashed];')
+        if f0 > min_prob:
+            lines.append(f'  start -> failure [label="{f0:.3f}", color="#cf222e", style=dashed];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
 def to_mermaid(chain: dict[str, Any], min_prob: float = 0.0) -> str:
     """Mermaid flowchart (renders in GitHub Markdown)."""
-    Q, rs, rf, _, names = _arrays(chain)
+    Q, rs, rf, pi0, names = _arrays(chain)
 
     def lab(text: str) -> str:
         return text.replace('"', "#quot;").replace("\n", " ")
@@ -221,6 +235,14 @@ def to_mermaid(chain: dict[str, Any], min_prob: float = 0.0) -> str:
             lines.append(f"  s{i} -->|{rs[i]:.3f}| success")
         if rf[i] > min_prob:
             lines.append(f"  s{i} -->|{rf[i]:.3f}| failure")
+    s0, f0 = _start_exits(chain)
+    if s0 or f0:  # episodes that end before any step: a start node with π0 and its direct exits
+        lines.append("  start((start))")
+        lines += [f"  start -.->|{pi0[j]:.3f}| s{j}" for j in range(len(names)) if pi0[j] > 0]
+        if s0 > min_prob:
+            lines.append(f"  start -.->|{s0:.3f}| success")
+        if f0 > min_prob:
+            lines.append(f"  start -.->|{f0:.3f}| failure")
     return "\n".join(lines) + "\n"
 
 
@@ -228,7 +250,8 @@ def to_prism(chain: dict[str, Any]) -> str:
     """PRISM DTMC model: s = 0..m−1 transient, m = success, m+1 = failure; labels "succ", "fail", "absorb".
 
     The initial distribution becomes a first step from an extra state m+2 (PRISM has one initial state), so
-    properties should be read with one extra step: P=? [F<=d+1 "succ"] equals R(d). Floats are written with
+    properties should be read with one extra step: P=? [F<=d+1 "succ"] equals R(d). Episodes that end before any step
+    (the start exits) go from m+2 straight to m or m+1, so P=? [F<=1 "succ"] equals R(0) = s. Floats are written with
     ``repr(float(x))`` (PRISM rejects numpy reprs, ``math.md`` §10).
     """
     Q, rs, rf, pi0, names = _arrays(chain)
@@ -240,7 +263,8 @@ def to_prism(chain: dict[str, Any]) -> str:
     def update(probs: list[tuple[float, int]]) -> str:
         return " + ".join(f"{float(p)!r}:(s'={t})" for p, t in probs if p > 0)
 
-    start = [(float(pi0[j]), j) for j in range(m)]
+    s0, f0 = _start_exits(chain)
+    start = [(float(pi0[j]), j) for j in range(m)] + [(s0, m), (f0, m + 1)]
     lines.append(f"  [] s={m + 2} -> {update(start)};")
     for i in range(m):
         probs = [(float(Q[i, j]), j) for j in range(m)] + [(float(rs[i]), m), (float(rf[i]), m + 1)]

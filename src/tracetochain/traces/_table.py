@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -685,7 +685,10 @@ class TraceTable:
         return pc.if_else(has_tool, pc.binary_join_element_wise(kind, tool, ":"), kind)
 
     def select_traces(self, traces: NDArray[np.int64] | NDArray[np.bool_]) -> TraceTable:
-        """A new table with only the given traces (indices in table order, or a boolean mask over traces)."""
+        """A new table with only the given traces (indices in table order, or a boolean mask over traces).
+
+        The zero-step episodes of the source (``report.zero_step``) are not among them: the new table's report is a
+        copy without them (otherwise every subset would count them again)."""
         sel = np.asarray(traces)
         if sel.dtype == bool:
             if sel.shape != (self.n_traces,):
@@ -698,7 +701,8 @@ class TraceTable:
         table = self._table.take(pa.array(rows, pa.int64()))
         offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
         trace_index = np.repeat(np.arange(sel.size), lengths).astype(np.int64)
-        return TraceTable(table, self.report, self._trace_ids.take(pa.array(sel, pa.int64())), trace_index, offsets)
+        report = replace(self.report, zero_step=[]) if self.report.zero_step else self.report
+        return TraceTable(table, report, self._trace_ids.take(pa.array(sel, pa.int64())), trace_index, offsets)
 
     def with_states(self, codes: NDArray[np.int64], names: list[str] | tuple[str, ...]) -> TraceTable:
         """A copy whose ``state`` column is ``names[codes]`` (one code per step); nothing is revalidated."""

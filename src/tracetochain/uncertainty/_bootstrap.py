@@ -3,7 +3,9 @@
 Two paths:
 
 * **fast** — states fixed. Every trace's contribution to the sufficient statistics (m² transitions, m success exits,
-  m failure exits, m first states) is one row of a sparse (n_traces × (m² + 3m)) matrix P, built once. A replicate
+  m failure exits, m first states) is one row of a sparse (n_traces × (m² + 3m)) matrix P, built once. Episodes that
+  ended before any step are resampled like any other: each is one more row, whose two extra columns (the layout
+  m² + 3m + 2) hold its start exit to success or failure. A replicate
   is a weight vector w over traces (multinomial counts of a resample, or Poisson(1) weights), its counts are w @ P,
   and its chain is estimated from those counts plus the prior's pseudo-counts, drawn for the replicate
   (``draw_prior``) or at their mean. All replicates are done at once: W @ P as one sparse product,
@@ -39,9 +41,20 @@ import pyarrow.compute as pc
 import scipy.sparse
 from numpy.typing import NDArray
 
-from tracetochain.chain._counts import TransitionCounts, per_trace_counts
+from tracetochain.chain._counts import (
+    TransitionCounts,
+    per_trace_counts,
+    zero_step_counts,
+    zero_step_outcome_codes,
+)
 from tracetochain.chain._model import AbsorbingChain
-from tracetochain.chain._prior import ChainPrior, estimate_rows, initial_distribution, outcome_matrix
+from tracetochain.chain._prior import (
+    ChainPrior,
+    estimate_rows,
+    initial_distribution,
+    outcome_matrix,
+    start_distribution,
+)
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError, TraceValidationError
 from tracetochain.traces._hashing import WeightKind, replicate_weights, unit_hashes
 from tracetochain.traces._table import TraceTable
@@ -64,8 +77,10 @@ _WEIGHT_BLOCK = 32  # replicates per block of hash weights
 def estimate_batch(counts: NDArray[np.float64], n_states: int, prior: ChainPrior, unvisited_policy: str,
                    initial: str, *, prior_draws: NDArray[np.float64] | None = None) -> dict[str, NDArray[np.float64]]:
     """Chains from a stack of count vectors (b × (m² + 3m), the layout of :func:`~tracetochain.chain.
-    per_trace_counts`), with the estimator's own row formula (:func:`~tracetochain.chain.estimate_rows`), so a single
-    vector gives the chain :func:`~tracetochain.estimate_chain` fits.
+    per_trace_counts`, or b × (m² + 3m + 2) whose last two columns are the zero-step (success, failure) counts),
+    with the estimator's own row formula (:func:`~tracetochain.chain.estimate_rows`) and start distribution
+    (:func:`~tracetochain.chain.start_distribution`), so a single vector gives the chain
+    :func:`~tracetochain.estimate_chain` fits. The result has ``start_exits`` (b, 2) with the longer layout.
 
     ``prior_draws`` (b, m, m + 2): the Bayesian bootstrap — the prior enters as random pseudo-counts drawn per
     replicate (Gamma(a) for pseudo-count a) and every row is the replicate's counts plus its draws, normalised; rows
@@ -73,6 +88,9 @@ def estimate_batch(counts: NDArray[np.float64], n_states: int, prior: ChainPrior
     """
     m = int(n_states)
     b = counts.shape[0]
+    K = m * m + 3 * m
+    if counts.shape[1] not in (K, K + 2):
+        raise ValueError(f"count vectors of {m} states have {K} or {K + 2} entries, got {counts.shape[1]}")
     X = outcome_matrix(counts[:, : m * m].reshape(b, m, m), counts[:, m * m: m * m + m],
                        counts[:, m * m + m: m * m + 2 * m])
     if prior_draws is None:
@@ -85,8 +103,12 @@ def estimate_batch(counts: NDArray[np.float64], n_states: int, prior: ChainPrior
         if empty.any():
             fill = estimate_rows(X, prior, unvisited_policy)
             rows[empty] = fill[empty]
-    pi0 = initial_distribution(counts[:, m * m + 2 * m:], initial)
-    return {"Q": rows[..., :m], "R_success": rows[..., m], "R_failure": rows[..., m + 1], "pi0": pi0}
+    out = {"Q": rows[..., :m], "R_success": rows[..., m], "R_failure": rows[..., m + 1]}
+    if counts.shape[1] == K:
+        out["pi0"] = initial_distribution(counts[:, m * m + 2 * m:], initial)
+    else:
+        out["pi0"], out["start_exits"] = start_distribution(counts[:, m * m + 2 * m: K], counts[:, K:], initial)
+    return out
 
 
 def prior_draws(reference: TransitionCounts, prior: ChainPrior, unvisited_policy: str, n: int,
@@ -105,8 +127,8 @@ def prior_draws(reference: TransitionCounts, prior: ChainPrior, unvisited_policy
 
 def weighted_counts(per_trace: scipy.sparse.csr_matrix, unit_hashes: NDArray[np.uint64], seed: int,
                     replicates: range, kind: WeightKind) -> NDArray[np.float64]:
-    """Replicate count vectors Σ_t w_tb · (trace t's counts) for the replicates ``replicates`` (len × (m² + 3m)),
-    with the weights of ``traces._hashing.replicate_weights`` (functions of each unit's id)."""
+    """Replicate count vectors Σ_t w_tb · (trace t's counts) for the replicates ``replicates`` (len × the columns of
+    ``per_trace``), with the weights of ``traces._hashing.replicate_weights`` (functions of each unit's id)."""
     PT = per_trace.T.tocsr()
     out = np.zeros((len(replicates), per_trace.shape[1]))
     for k in range(0, len(replicates), _WEIGHT_BLOCK):
@@ -146,13 +168,24 @@ def group_means(X: NDArray[np.float64], labels: NDArray[np.int64], k: int) -> ND
     return out
 
 
-def _units(traces: TraceTable, by: str) -> tuple[NDArray[np.int64], int, NDArray[np.uint64]]:
-    """Resampling unit of each trace (itself, or its task; traces without a task_id are their own task), the number
-    of units and each unit's id hash (``traces._hashing.unit_hashes``)."""
-    n = traces.n_traces
+def _episode_ids(traces: TraceTable, zero_step: list[dict[str, Any]]) -> tuple[pa.Array, pa.Array | None]:
+    """Trace ids and task ids (None when no episode has a task) of the traces, then of the zero-step episodes."""
     ids = traces.trace_id_array
-    task = traces.trace_column("task_id") if by == "task" and "task_id" in traces.columns else None
-    hashes = unit_hashes(ids, task)
+    has_task = "task_id" in traces.columns or any(r.get("task_id") is not None for r in zero_step)
+    task = traces.trace_column("task_id") if has_task else None
+    if zero_step:
+        ids = pa.concat_arrays([ids.cast(pa.string()), pa.array([str(r["trace_id"]) for r in zero_step], pa.string())])
+        if task is not None:
+            extra = pa.array([None if r.get("task_id") is None else str(r["task_id"]) for r in zero_step], pa.string())
+            task = pa.concat_arrays([task.cast(pa.string()), extra])
+    return ids, task
+
+
+def _units(ids: pa.Array, task: pa.Array | None, by: str) -> tuple[NDArray[np.int64], int, NDArray[np.uint64]]:
+    """Resampling unit of each episode (itself, or its task; episodes without a task_id are their own task), the
+    number of units and each unit's id hash (``traces._hashing.unit_hashes``)."""
+    n = len(ids)
+    hashes = unit_hashes(ids, task if by == "task" else None)
     if by == "trace" or task is None:
         return np.arange(n, dtype=np.int64), n, hashes
     uniq, first, inv = np.unique(hashes, return_index=True, return_inverse=True)
@@ -162,12 +195,17 @@ def _units(traces: TraceTable, by: str) -> tuple[NDArray[np.int64], int, NDArray
     return rank[inv].astype(np.int64), int(uniq.size), uniq[order]
 
 
-def _tasks_repeat(traces: TraceTable) -> bool:
-    """Some task id is carried by two or more traces."""
-    if "task_id" not in traces.columns or traces.n_traces < 2:
+def _task_ids_repeat(task: pa.Array | None) -> bool:
+    """Some task id is carried by two or more episodes."""
+    if task is None or len(task) < 2:
         return False
-    task = traces.trace_column("task_id").drop_null()
+    task = task.drop_null()
     return len(task) > len(pc.unique(task))
+
+
+def _tasks_repeat(traces: TraceTable) -> bool:
+    """Some task id is carried by two or more traces (the zero-step episodes of ``traces.report`` included)."""
+    return _task_ids_repeat(_episode_ids(traces, traces.report.zero_step)[1])
 
 
 class _FrozenFeaturizer:
@@ -251,8 +289,10 @@ class _PlanBase:
         arr = self.replicate_arrays(i)
         if arr.get("dropped") is not None and bool(np.asarray(arr["dropped"])[0]):
             raise EmptyTraceSetError(f"replicate {i} drew no traces (Poisson weights all zero)")
+        exits = arr.get("start_exits")
         return AbsorbingChain(arr["Q"][0], arr["R_success"][0], arr["R_failure"][0], arr["pi0"][0],
-                              self.reference.state_names, {"bootstrap_replicate": i})
+                              self.reference.state_names, {"bootstrap_replicate": i},
+                              None if exits is None else exits[0])
 
     def run(self) -> dict[str, Any]:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -291,9 +331,13 @@ class FastBootstrapPlan(_PlanBase):
 
 @dataclass(frozen=True, eq=False)
 class FullBootstrapPlan(_PlanBase):
-    """States re-discovered per replicate: refit the state estimator on the resample, align, count, estimate."""
+    """States re-discovered per replicate: refit the state estimator on the resample, align, count, estimate.
+
+    The weights cover the traces, then the zero-step episodes (``zero_step``: their start exits, one row each), which
+    need no states: their weighted exits are added to the replicate's counts."""
 
     traces: TraceTable = field(repr=False, default=None)  # type: ignore[assignment]
+    zero_step: scipy.sparse.csr_matrix | None = field(repr=False, default=None)
     estimator: Any = field(repr=False, default=None)
     features: NDArray[np.float64] | None = field(repr=False, default=None)
     reference_centroids: NDArray[np.float64] | None = field(repr=False, default=None)
@@ -302,11 +346,16 @@ class FullBootstrapPlan(_PlanBase):
     def arrays_for_seed(self, seed: np.random.SeedSequence) -> dict[str, Any]:
         """One replicate from its seed: resample, refit the states, align, count, estimate."""
         i = int(seed.spawn_key[-1]) if seed.spawn_key else 0
-        w = self.trace_weights(seed).astype(np.int64)
+        w_all = self.trace_weights(seed).astype(np.int64)
+        n = self.traces.n_traces
+        w = w_all[:n]
         idx = np.repeat(np.arange(w.size), w)
         m = self.n_states
+        extra = (np.zeros(0) if self.zero_step is None
+                 else np.asarray(self.zero_step.T @ w_all[n:].astype(np.float64), dtype=np.float64))
         if idx.size == 0:
-            empty = estimate_batch(np.zeros((1, m * m + 3 * m)), m, self.prior, self.unvisited_policy, self.initial)
+            empty = estimate_batch(np.zeros((1, m * m + 3 * m + extra.size)), m, self.prior, self.unvisited_policy,
+                                   self.initial)
             return {**empty, "dropped": np.array([True]), "diagnostics": [{"replicate": i, "dropped": True}]}
         rep, rows = take_traces(self.traces, idx)
         est = copy.copy(self.estimator)
@@ -335,9 +384,10 @@ class FullBootstrapPlan(_PlanBase):
             mapping, cost = match_by_centroids(self.reference_centroids, cent)
             detail = {"mean_centroid_distance": float(np.sqrt(cost).mean())}
         codes = mapping[labels]
-        counts = per_trace_counts(codes, rep.offsets, outcomes, m).sum(axis=0)
+        counts = np.asarray(per_trace_counts(codes, rep.offsets, outcomes, m).sum(axis=0), dtype=np.float64)
+        counts = np.concatenate([counts.reshape(1, -1), extra[None, :]], axis=1)
         # The same estimate as the fast path: the prior's pseudo-counts drawn for this replicate (draw_prior).
-        arr = self._estimate(np.asarray(counts, dtype=np.float64).reshape(1, -1), range(i, i + 1))
+        arr = self._estimate(counts, range(i, i + 1))
         matched = np.unique(mapping)
         missing = [self.reference.state_names[j] for j in range(m) if j not in set(matched.tolist())]
         arr["dropped"] = np.array([False])
@@ -352,8 +402,9 @@ class FullBootstrapPlan(_PlanBase):
 
 def combine_replicates(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Stack the per-replicate results of ``arrays_for_seed`` (in replicate order) as ``run()`` returns them."""
-    out: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in ("Q", "R_success", "R_failure", "pi0",
-                                                                              "dropped")}
+    keys = ("Q", "R_success", "R_failure", "pi0", "dropped") + (("start_exits",) if parts and "start_exits" in parts[0]
+                                                                 else ())
+    out: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in keys}
     if any("diagnostics" in p for p in parts):
         out["diagnostics"] = [d for p in parts for d in p.get("diagnostics", [])]
     return out
@@ -413,7 +464,9 @@ class TraceBootstrap:
         Where the replicates run (``tracetochain.engines``: anything with ``map_seeds(fn, seed, n)``). Default: this
         process, with the vectorised driver for the fast path. Every engine gives the same numbers.
 
-    Invalid traces are not resampled (they never count). After ``fit``, ``plan_`` holds the replicate plan
+    Invalid traces are not resampled (they never count). Episodes that ended before any step (``traces.report.
+    zero_step``) are resampling units like the others (or part of their task's unit); they enter every replicate as
+    start exits. After ``fit``, ``plan_`` holds the replicate plan
     (``plan_.replicate_arrays(i)``, ``plan_.replicate(i)``, ``plan_.run()``) and ``fetch_model()`` the
     :class:`ChainEnsemble` (method ``"bootstrap"`` or ``"bootstrap-full"``).
 
@@ -544,14 +597,23 @@ class TraceBootstrap:
                                      f"{traces.n_traces} trace(s) are invalid or there are none")
         codes, names, extra = self._label(usable)
         m = len(names)
+        K = m * m + 3 * m
         outcomes = usable.outcomes()
         P = per_trace_counts(codes, usable.offsets, outcomes, m)
+        zero_all = zero_step_outcome_codes(traces.report.zero_step)
+        zero_records = [r for r, o in zip(traces.report.zero_step, zero_all.tolist(), strict=True) if o != _INVALID]
+        zero = zero_all[zero_all != _INVALID]
+        Z = zero_step_counts(zero) if zero.size else None
+        if Z is not None:  # the layout m² + 3m + 2: traces first, then one row per zero-step episode
+            P = scipy.sparse.vstack([scipy.sparse.hstack([P, scipy.sparse.csr_matrix((P.shape[0], 2))]),
+                                     scipy.sparse.hstack([scipy.sparse.csr_matrix((zero.size, K)), Z])]).tocsr()
         total = np.asarray(P.sum(axis=0), dtype=np.float64)
-        n_by = np.bincount(outcomes_all.astype(np.int64), minlength=4)
+        n_by = np.bincount(outcomes_all.astype(np.int64), minlength=4) + np.bincount(zero_all, minlength=4)
         counts = TransitionCounts(
             names, total[0, : m * m].reshape(m, m).astype(np.int64), total[0, m * m: m * m + m].astype(np.int64),
-            total[0, m * m + m: m * m + 2 * m].astype(np.int64), total[0, m * m + 2 * m:].astype(np.int64),
-            {"success": int(n_by[0]), "failure": int(n_by[1]), "censored": int(n_by[2]), "invalid": int(n_by[3])})
+            total[0, m * m + m: m * m + 2 * m].astype(np.int64), total[0, m * m + 2 * m: K].astype(np.int64),
+            {"success": int(n_by[0]), "failure": int(n_by[1]), "censored": int(n_by[2]), "invalid": int(n_by[3])},
+            total[0, K:].astype(np.int64) if Z is not None else np.zeros(2, np.int64))
         from tracetochain.chain._estimator import estimate_chain
 
         reference = estimate_chain(counts, prior=prior, unvisited=policy, initial=self.initial)
@@ -565,9 +627,10 @@ class TraceBootstrap:
             seed_used = int(self.seed)
         seeds = tuple(root.spawn(int(self.n_resamples)))
         by = self.by
+        ids, task = _episode_ids(usable, zero_records)
         if by == "auto":
-            by = "task" if _tasks_repeat(usable) else "trace"
-        unit_of_trace, n_units, unit_hash = _units(usable, by)
+            by = "task" if _task_ids_repeat(task) else "trace"
+        unit_of_trace, n_units, unit_hash = _units(ids, task, by)
         common: dict[str, Any] = {
             "reference": reference, "reference_counts": counts, "seeds": seeds, "seed": seed_used,
             "unit_of_trace": unit_of_trace, "unit_hashes": unit_hash, "n_units": n_units, "weights": self.weights,
@@ -580,7 +643,7 @@ class TraceBootstrap:
         else:
             if align == "auto":
                 align = "centroids" if "features" in extra else "names"
-            plan = FullBootstrapPlan(**common, traces=usable, estimator=extra["estimator"],
+            plan = FullBootstrapPlan(**common, traces=usable, zero_step=Z, estimator=extra["estimator"],
                                      features=extra.get("features"), reference_centroids=extra.get("centroids"),
                                      align=align)
         if self.engine is None:
@@ -593,13 +656,13 @@ class TraceBootstrap:
                                      "'multinomial'")
         info: dict[str, Any] = {
             "path": self.path, "by": by, "weights": self.weights, "n_resamples": int(self.n_resamples),
-            "n_dropped": int((~keep).sum()), "n_traces": usable.n_traces, "n_units": n_units,
+            "n_dropped": int((~keep).sum()), "n_traces": usable.n_traces + int(zero.size), "n_units": n_units,
             "prior": prior.to_dict(), "draw_prior": bool(self.draw_prior), "unvisited_policy": policy,
             "initial": self.initial, "seed": seed_used,
             "relabel": self.relabel if self.states is not None and self.path == "fast" else None,
             "align": align if self.path == "full" else None,
             "point_estimator": (f"ChainEstimator({prior.describe()}, unvisited={policy!r}, initial={self.initial!r}) "
-                                f"on all {usable.n_traces} usable traces"
+                                f"on all {usable.n_traces + int(zero.size)} usable traces"
                                 + (" (nearest-centroid labels)" if self.relabel == "nearest-centroid" else "")),
         }
         if "diagnostics" in out:
@@ -609,10 +672,13 @@ class TraceBootstrap:
             info["n_states_found"] = {str(k): found.count(k) for k in sorted(set(found))}
             info["replicates_missing_states"] = sum(1 for d in diags if d.get("missing_reference_states"))
         self.plan_ = plan
+        arrays = {"Q": out["Q"][keep], "R_success": out["R_success"][keep], "R_failure": out["R_failure"][keep],
+                  "pi0": out["pi0"][keep]}
+        if "start_exits" in out:
+            arrays["start_exits"] = out["start_exits"][keep]
         self._model = ChainEnsemble(
             reference,
-            {"Q": out["Q"][keep], "R_success": out["R_success"][keep], "R_failure": out["R_failure"][keep],
-             "pi0": out["pi0"][keep]},
+            arrays,
             method="bootstrap" if self.path == "fast" else "bootstrap-full", confidence=level, seed=seed_used,
             info=info)
         return self

@@ -12,9 +12,11 @@ prior's pseudo-counts; its mean is exactly the row :class:`~tracetochain.ChainEs
 
 π0 is drawn too (``initial="sample"``, the default): Dir(first-state counts), so the intervals count the noise of the
 start distribution (holding it fixed under-covers when start states differ in their prospects: 80 % instead of 95 %
-in our study). Unvisited rows (no observed outgoing step) follow the estimator's policy: under ``"failure"`` they stay
-absorbing to failure in every draw; under ``"prior"`` they are drawn from the prior's row. Entries with neither counts
-nor pseudo-counts are exactly 0 in every draw (deeptime's sparse-prior convention).
+in our study). Episodes that ended before any step are part of the start distribution: π0 and the two start exits
+are drawn jointly from one Dirichlet of the first-state counts and the zero-step (success, failure) counts.
+Unvisited rows (no observed outgoing step) follow the estimator's policy: under ``"failure"`` they stay absorbing
+to failure in every draw; under ``"prior"`` they are drawn from the prior's row. Entries with neither counts nor
+pseudo-counts are exactly 0 in every draw (deeptime's sparse-prior convention).
 
 **Repeated trials of one task.** Traces of one task are not independent draws: their outcomes correlate. With a
 design effect d ≥ 1 (Kish 1965; estimated from the per-task success counts, :func:`tracetochain.analysis.
@@ -56,14 +58,7 @@ def counts_from_chain(chain: AbsorbingChain) -> TransitionCounts:
     if names != chain.state_names:
         raise ValueError(f"the counts in the chain's metadata are over states {list(names)}, the chain over "
                          f"{list(chain.state_names)}")
-    return TransitionCounts(
-        names,
-        np.asarray(doc["transitions"], dtype=np.int64).reshape(len(names), len(names)),
-        np.asarray(doc["exits_success"], dtype=np.int64),
-        np.asarray(doc["exits_failure"], dtype=np.int64),
-        np.asarray(doc["initial"], dtype=np.int64),
-        {str(k): int(v) for k, v in doc["n_traces"].items()},
-    )
+    return TransitionCounts.from_dict(doc)
 
 
 def outcome_counts(counts: TransitionCounts) -> NDArray[np.float64]:
@@ -207,14 +202,25 @@ class ChainPosterior:
         shape, absorbing = self._shape
         X = sample_rows(shape, n, rng, absorbing)
         Q, rs, rf = X[:, :, :m], X[:, :, m], X[:, :, m + 1]  # the ensemble makes contiguous copies
+        exits = None
         if init == "sample" and self.reference.metadata.get("initial", "empirical") == "empirical":
-            pi = sample_rows(self.counts.initial.astype(np.float64)[None, :] / self.design_effect, n, rng)[:, 0, :]
+            start = self.counts.initial.astype(np.float64)
+            if self.counts.start_exits.any():  # π0 and the start exits from one Dirichlet
+                start = np.concatenate([start, self.counts.start_exits.astype(np.float64)])
+            drawn = sample_rows(start[None, :] / self.design_effect, n, rng)[:, 0, :]
+            pi = drawn[:, :m]
+            if self.counts.start_exits.any():
+                exits = drawn[:, m:]
         else:
             pi = np.broadcast_to(self.reference.pi0, (n, m))
+            exits = np.broadcast_to(self.reference.start_exits, (n, 2))
         info = {**self.info, "prior": self.prior.to_dict(), "unvisited_policy": self.unvisited_policy,
                 "initial": init, "n_samples": n, "design_effect": self.design_effect,
                 "point_estimator": self.info.get("point_estimator")}
-        return ChainEnsemble(self.reference, {"Q": Q, "R_success": rs, "R_failure": rf, "pi0": pi},
+        arrays = {"Q": Q, "R_success": rs, "R_failure": rf, "pi0": pi}
+        if exits is not None:
+            arrays["start_exits"] = exits
+        return ChainEnsemble(self.reference, arrays,
                              method="posterior", confidence=self.confidence,
                              seed=None if isinstance(seed_used, np.random.Generator) else seed_used, info=info)
 
@@ -261,8 +267,9 @@ class DirichletPosterior:
         Rows with no data. "auto" takes the fitted chain's policy (``metadata["unvisited_policy"]``) when given a
         chain, else the estimator's rule.
     initial : {"sample", "fixed"}, default "sample"
-        Draw π0 from Dir(first-state counts) in every draw (its noise counted), or keep it at the point estimate
-        (intervals conditional on the start distribution).
+        Draw π0 (with the start exits of zero-step episodes) from Dir(first-state counts, zero-step success and
+        failure counts) in every draw (its noise counted), or keep it at the point estimate (intervals conditional
+        on the start distribution).
     design_effect : float, default 1.0
         Temper the counts by d ≥ 1 (repeated trials of one task; module docstring).
 

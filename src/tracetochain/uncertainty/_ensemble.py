@@ -93,6 +93,24 @@ def _chain_attribution(c: AbsorbingChain) -> NDArray[np.float64]:
     return c.failure_attribution()
 
 
+def _exits(b: ChainBatch) -> NDArray[np.float64]:
+    return np.zeros((b.size, 2)) if b.start_exits is None else b.start_exits
+
+
+def _start_failure_share(b: ChainBatch) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
+    p = b.failure_probability()
+    ok = p > 0.0
+    f = _exits(b)[:, 1]
+    return np.divide(f, p, out=np.zeros_like(f), where=ok), ok, "failure unreachable from π0"
+
+
+def _chain_start_failure_share(c: AbsorbingChain) -> float:
+    if c.failure_probability <= 0.0:
+        raise UndefinedMetricError("failure is unreachable from the initial distribution, so the share of failures "
+                                   "before any step is undefined")
+    return c.start_failure_share()
+
+
 def _sweep_field(name: str) -> Batched:
     def run(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], None, str]:
         return b.sweep(_check_horizon(kw), residual=name == "residual")[name], None, ""
@@ -197,6 +215,11 @@ BUILTINS: dict[str, _Builtin] = {
     "R_success": _Builtin("R⊕ (m)", lambda b, kw: _all(b.r_success), lambda c, kw: c.R_success, chain_only=False),
     "R_failure": _Builtin("R⊖ (m)", lambda b, kw: _all(b.r_failure), lambda c, kw: c.R_failure, chain_only=False),
     "pi0": _Builtin("π0 (m)", lambda b, kw: _all(b.pi0), lambda c, kw: c.pi0, chain_only=False),
+    "start_exits": _Builtin("(s, f): success and failure before any step", lambda b, kw: _all(_exits(b)),
+                            lambda c, kw: c.start_exits, chain_only=False),
+    "start_failure_share": _Builtin("share of failures that happen before any step, f / (1 − R∞)",
+                                    lambda b, kw: _start_failure_share(b),
+                                    lambda c, kw: _chain_start_failure_share(c)),
 }
 
 
@@ -240,9 +263,10 @@ class ChainEnsemble:
         The point estimate (every :class:`QuantityStats` reports the quantity on it as ``point``).
     samples : list of AbsorbingChain, or a mapping of stacked arrays
         Either chains with the reference's state names, or ``{"Q": (B, m, m), "R_success": (B, m),
-        "R_failure": (B, m), "pi0": (B, m) or (m,)}`` (``pi0`` defaults to the reference's). Every row must sum to
-        1 (to 1e-9); draws need not be absorbing — those that are not are excluded from derived quantities and
-        counted.
+        "R_failure": (B, m), "pi0": (B, m) or (m,), "start_exits": (B, 2) or (2,)}`` (``pi0`` and ``start_exits``
+        default to the reference's; ``start_exits`` to none when ``pi0`` is given). Every row must sum to 1, and π0
+        with the start exits too (to 1e-9); draws need not be absorbing — those that are not are excluded from
+        derived quantities and counted.
     method : str
         How the samples were made ("posterior", "bootstrap", "bootstrap-full", …), printed with every interval.
     confidence : float, default 0.95
@@ -272,6 +296,7 @@ class ChainEnsemble:
     R_success: NDArray[np.float64]
     R_failure: NDArray[np.float64]
     pi0: NDArray[np.float64]
+    start_exits: NDArray[np.float64]
     method: str
     confidence: float
     seed: int | None
@@ -292,6 +317,8 @@ class ChainEnsemble:
                 raise ValueError(f"stacked samples need the key {exc.args[0]!r} (Q, R_success, R_failure and "
                                  "optionally pi0)") from None
             pi = np.asarray(samples.get("pi0", reference.pi0), dtype=np.float64)
+            default_exits = reference.start_exits if "pi0" not in samples else np.zeros(2)
+            exits = np.asarray(samples.get("start_exits", default_exits), dtype=np.float64)
         else:
             chains = list(samples)
             for i, c in enumerate(chains):
@@ -304,6 +331,7 @@ class ChainEnsemble:
             rs = np.stack([c.R_success for c in chains]) if chains else np.zeros((0, m))
             rf = np.stack([c.R_failure for c in chains]) if chains else np.zeros((0, m))
             pi = np.stack([c.pi0 for c in chains]) if chains else np.zeros((0, m))
+            exits = np.stack([c.start_exits for c in chains]) if chains else np.zeros((0, 2))
         B = Q.shape[0] if Q.ndim == 3 else -1
         if Q.shape != (B, m, m) or rs.shape != (B, m) or rf.shape != (B, m):
             raise ChainValidationError(f"stacked samples must have shapes Q (B, {m}, {m}), R_success and R_failure "
@@ -314,12 +342,17 @@ class ChainEnsemble:
             pi = np.broadcast_to(pi, (B, m))
         if pi.shape != (B, m):
             raise ChainValidationError(f"pi0 must have shape ({m},) or ({B}, {m}), got {pi.shape}")
-        _check_stacked(Q, rs, rf, pi)
+        if exits.shape == (2,):
+            exits = np.broadcast_to(exits, (B, 2))
+        if exits.shape != (B, 2):
+            raise ChainValidationError(f"start_exits must have shape (2,) or ({B}, 2), got {exits.shape}")
+        _check_stacked(Q, rs, rf, pi, exits)
         object.__setattr__(self, "reference", reference)
         object.__setattr__(self, "Q", _frozen(Q))
         object.__setattr__(self, "R_success", _frozen(rs))
         object.__setattr__(self, "R_failure", _frozen(rf))
         object.__setattr__(self, "pi0", _frozen(pi))
+        object.__setattr__(self, "start_exits", _frozen(exits))
         object.__setattr__(self, "method", str(method))
         object.__setattr__(self, "confidence", check_confidence(confidence))
         object.__setattr__(self, "seed", seed)
@@ -359,11 +392,12 @@ class ChainEnsemble:
         if not -self.n_samples <= i < self.n_samples:
             raise IndexError(f"draw {i} out of range for {self.n_samples} draws")
         return AbsorbingChain(self.Q[i], self.R_success[i], self.R_failure[i], self.pi0[i], self.state_names,
-                              {"ensemble_method": self.method, "draw": int(i) % self.n_samples})
+                              {"ensemble_method": self.method, "draw": int(i) % self.n_samples}, self.start_exits[i])
 
     @cached_property
     def _batch(self) -> ChainBatch:
-        return ChainBatch(self.Q, self.R_success, self.R_failure, self.pi0)
+        return ChainBatch(self.Q, self.R_success, self.R_failure, self.pi0,
+                          self.start_exits if self.start_exits.any() else None)
 
     @property
     def batch(self) -> ChainBatch:
@@ -505,6 +539,8 @@ class ChainEnsemble:
         if include_samples:
             out["samples"] = {"Q": self.Q.tolist(), "R_success": self.R_success.tolist(),
                               "R_failure": self.R_failure.tolist(), "pi0": self.pi0.tolist()}
+            if self.start_exits.any():
+                out["samples"]["start_exits"] = self.start_exits.tolist()
         return out
 
     def __repr__(self) -> str:
@@ -534,9 +570,10 @@ def _point(compute: Callable[[], Any]) -> tuple[Any, str | None]:
 
 
 def _check_stacked(Q: NDArray[np.float64], rs: NDArray[np.float64], rf: NDArray[np.float64],
-                   pi: NDArray[np.float64]) -> None:
-    """Shapes are checked by the caller; here: finite, non-negative, rows summing to 1 (first offending draw named)."""
-    for arr, what in ((Q, "Q"), (rs, "R_success"), (rf, "R_failure"), (pi, "pi0")):
+                   pi: NDArray[np.float64], exits: NDArray[np.float64]) -> None:
+    """Shapes are checked by the caller; here: finite, non-negative, rows summing to 1, π0 with the start exits
+    summing to 1 (first offending draw named)."""
+    for arr, what in ((Q, "Q"), (rs, "R_success"), (rf, "R_failure"), (pi, "pi0"), (exits, "start_exits")):
         flat = arr.reshape(arr.shape[0], -1)
         bad = ~np.isfinite(flat).all(axis=1) | (flat.min(axis=1) < -ROW_SUM_ATOL)
         if bad.any():
@@ -549,6 +586,14 @@ def _check_stacked(Q: NDArray[np.float64], rs: NDArray[np.float64], rf: NDArray[
         raise ChainValidationError(f"row {i} of draw {b} sums to {rows[b, i]:.12g}, not 1 "
                                    f"({int(off.any(axis=1).sum())} draw(s) affected)")
     total = pi.sum(axis=1)
+    if exits.any():
+        start = exits.sum(axis=1)
+        off_pi = np.abs(total + start - 1.0) > ROW_SUM_ATOL
+        if off_pi.any():
+            b = int(np.flatnonzero(off_pi)[0])
+            raise ChainValidationError(f"pi0 of draw {b} sums to {total[b]:.12g} and its start exits to "
+                                       f"{start[b]:.12g}: together they must be 1")
+        return
     off_pi = np.abs(total - 1.0) > ROW_SUM_ATOL
     if off_pi.any():
         b = int(np.flatnonzero(off_pi)[0])

@@ -194,7 +194,10 @@ Edit = Reroute | SetEdge | ScaleEdge | SetRetry | RemoveState
 
 
 def _remove(chain: AbsorbingChain, P: NDArray[np.float64], pi0: NDArray[np.float64], edit: RemoveState
-            ) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[str, ...]]:
+            ) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[str, ...], NDArray[np.float64]]:
+    """The rows, π0, names and start exits after removing a state. π0 keeps its mass: the start exits (episodes that
+    end before any step) are unchanged, except under ``bypass``, where runs that start in the state and leave it
+    straight to an outcome become such episodes."""
     idx = _states(chain, edit.state) if edit.state != "*" else []
     if len(idx) != 1:
         raise EditError("remove needs one state name")
@@ -206,6 +209,7 @@ def _remove(chain: AbsorbingChain, P: NDArray[np.float64], pi0: NDArray[np.float
     cols = np.r_[keep, m, m + 1]
     incoming = P[:, s].copy()
     start = pi0[s]
+    exits = chain.start_exits.copy()
     if edit.redistribute == "bypass":
         loop = P[s, s]
         if loop >= 1.0:
@@ -215,10 +219,8 @@ def _remove(chain: AbsorbingChain, P: NDArray[np.float64], pi0: NDArray[np.float
         leave /= 1.0 - loop  # where a visit to s finally goes (geometric number of retries summed out)
         newP = P[np.ix_(keep, cols)] + np.outer(incoming[keep], leave[cols])
         new_pi0 = pi0[keep] + start * leave[keep]
-        if start * (leave[m] + leave[m + 1]) > 0:
-            # Runs that start in s and leave it straight to an outcome would have no state left to start from.
-            raise EditError(f"{edit.state} starts {start:.3g} of the runs and exits directly; bypassing it would lose "
-                            "those runs — use redistribute='proportional' or edit its exits instead")
+        # Runs that start in s and leave it straight to an outcome have no state left: they end before any step.
+        exits = exits + start * leave[[m, m + 1]]
     else:
         newP = P[np.ix_(keep, cols)]
         if edit.redistribute in (SUCCESS, FAILURE):
@@ -230,8 +232,10 @@ def _remove(chain: AbsorbingChain, P: NDArray[np.float64], pi0: NDArray[np.float
         if new_pi0.sum() <= 0:
             raise EditError(f"every run starts in {edit.state}; removing it leaves no start state")
         new_pi0 = new_pi0 / new_pi0.sum()
+        if exits.any():  # π0 keeps the mass of the runs that take a step
+            new_pi0 = new_pi0 * pi0.sum()
     names = tuple(chain.state_names[i] for i in keep)
-    return newP, new_pi0, names
+    return newP, new_pi0, names, exits
 
 
 def apply_edits(chain: AbsorbingChain, edits: Sequence[Edit]) -> AbsorbingChain:
@@ -240,9 +244,9 @@ def apply_edits(chain: AbsorbingChain, edits: Sequence[Edit]) -> AbsorbingChain:
     for edit in edits:
         P = _rows(current)
         if isinstance(edit, RemoveState):
-            newP, pi0, names = _remove(current, P, current.pi0.copy(), edit)
+            newP, pi0, names, exits = _remove(current, P, current.pi0.copy(), edit)
             m = len(names)
-            current = AbsorbingChain(newP[:, :m], newP[:, m], newP[:, m + 1], pi0, names, current.metadata)
+            current = AbsorbingChain(newP[:, :m], newP[:, m], newP[:, m + 1], pi0, names, current.metadata, exits)
             continue
         edit.apply(current, P)
         m = current.n_states
