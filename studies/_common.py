@@ -38,10 +38,12 @@ MASTER_SEEDS: dict[str, int] = {
     "SS1": 2026042001, "SS2": 2026042002, "SS3": 2026042003, "SS4": 2026042204, "SS5": 2026042005,
     "SS6": 2026042006, "SS7": 20260420, "SS8": 2026042208, "SS9": 2026042217, "SS10": 20260606,
     "SS11": 20260606, "SS12": 20260606, "SS13": 20260606, "SS14": 20260606, "SS15": 20260606,
+    "FAMILIES": 20260415,
 }
 
 #: Verdicts, from best to worst; the index shows them as given.
-VERDICTS = ("reproduced", "reproduced within tolerance", "differs, explained", "corrected", "partial", "skipped")
+VERDICTS = ("reproduced", "reproduced within tolerance", "differs, explained", "corrected", "acceptance met", "partial",
+            "skipped")
 
 
 # ------------------------------------------------------------------------------------------------ seeds
