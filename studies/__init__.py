@@ -25,4 +25,13 @@ STUDIES: dict[str, str] = {
     "SS13": "studies.ss13_bootstrap_paths",
     "SS14": "studies.ss14_higher_order",
     "SS15": "studies.ss15_tau_bench",
+    # Ours (not the paper's): studies of what the library adds beyond the paper.
+    "FAMILIES": "studies.our_model_families",
 }
+
+
+def study_order(study: str) -> tuple[int, int, str]:
+    """The paper's SS1 … SS15 in number order, then our own studies by name."""
+    if study.startswith("SS") and study[2:].isdigit():
+        return (0, int(study[2:]), "")
+    return (1, 0, study)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from studies import STUDIES
+from studies import STUDIES, study_order
 from studies._common import (
     MASTER_SEEDS,
     QUICK_DIR,
@@ -61,7 +61,7 @@ def _headline(doc: dict[str, Any]) -> str:
 def write_index(results_dir: Path = RESULTS_DIR) -> Path:
     """Regenerate the summary table of ``studies/README.md`` from the archived full results."""
     rows = []
-    for study in sorted(STUDIES, key=lambda s: int(s[2:])):
+    for study in sorted(STUDIES, key=study_order):
         doc = load_result(study, results_dir)
         if doc is None:
             rows.append([study, "—", "not run yet", "—", "—"])
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(write_index())
         return 0
     if "ALL" in names:
-        names = sorted(STUDIES, key=lambda s: int(s[2:]))
+        names = sorted(STUDIES, key=study_order)
     unknown = [s for s in names if s not in STUDIES]
     if unknown:
         parser.error(f"unknown study {', '.join(unknown)}; available: {', '.join(STUDIES)}, all, index")

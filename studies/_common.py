@@ -38,6 +38,7 @@ MASTER_SEEDS: dict[str, int] = {
     "SS1": 2026042001, "SS2": 2026042002, "SS3": 2026042003, "SS4": 2026042204, "SS5": 2026042005,
     "SS6": 2026042006, "SS7": 20260420, "SS8": 2026042208, "SS9": 2026042217, "SS10": 20260606,
     "SS11": 20260606, "SS12": 20260606, "SS13": 20260606, "SS14": 20260606, "SS15": 20260606,
+    "FAMILIES": 20260415,
 }
 
 #: The paper's bootstrap: Laplace α = 1, n of n traces resampled, the prior refitted at its mean (the library's default
@@ -45,7 +46,8 @@ MASTER_SEEDS: dict[str, int] = {
 PAPER_BOOTSTRAP: dict[str, Any] = {"pseudocount": 1.0, "weights": "multinomial", "draw_prior": False, "by": "trace"}
 
 #: Verdicts, from best to worst; the index shows them as given.
-VERDICTS = ("reproduced", "reproduced within tolerance", "differs, explained", "corrected", "partial", "skipped")
+VERDICTS = ("reproduced", "reproduced within tolerance", "differs, explained", "corrected", "acceptance met", "partial",
+            "skipped")
 
 
 # ------------------------------------------------------------------------------------------------ seeds

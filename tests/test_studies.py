@@ -380,3 +380,27 @@ def test_ss8_uq_widths(shared_data: Path, tmp_path: Path) -> None:
     assert 0 < f["median_gap"]["ours"] < 0.03  # the posterior is slightly wider at the median, as in the paper
     assert doc["verdict"] == "reproduced within tolerance"
     assert_close(doc["data"], full["data"])  # quick and full are the same study
+
+
+def test_families_model_choice_on_real_agents(shared_data: Path, tmp_path: Path) -> None:
+    """Ours (issue 15): the quick tier re-runs τ-bench (2 splits, 3 families, the auto choice and its pass^k); the
+    archived full run holds the four corpora and the recovery rates, checked against the acceptance."""
+    doc, full = run_quick("FAMILIES", tmp_path), archived("FAMILIES")
+    f, ff = figs(doc), figs(full)
+    # τ-bench: the chosen model's pass^1..4 inside the per-task task-bootstrap intervals, in both runs
+    for d in (f, ff):
+        assert d["tau/pass_k_inside"]["ours"] == 4
+        for k in range(1, 9):
+            assert d[f"tau/pass^{k}"]["ours"] > d[f"tau/pass^{k}/iid"]["ours"] or k == 1
+    # The quick run repeats the full run's choice and pass^k on the same traces (same seed, same candidates).
+    assert doc["data"]["tau_choice"]["chosen"] == full["data"]["tau_choice"]["chosen"]
+    for k in range(1, 5):
+        assert f[f"tau/pass^{k}"]["ours"] == pytest.approx(ff[f"tau/pass^{k}"]["ours"], abs=1e-9)
+    # Held-out timing: a causal family passes in most of splits 0–4 on at least three corpora (full run)
+    assert ff["timing_corpora"]["ours"] >= 3
+    assert len(full["data"]["heldout"]) == 4
+    # Recovery at 1,000 traces: the plain chain ≥ 90 %, the 2-class mixture and the 3-state HMM ≥ 80 %
+    rec = full["data"]["recovery"]
+    assert rec["first-order"]["rate"] >= 0.9
+    assert rec["2-class mixture"]["rate"] >= 0.8 and rec["3-state HMM"]["rate"] >= 0.8
+    assert full["verdict"] == "acceptance met"
