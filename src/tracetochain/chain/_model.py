@@ -346,11 +346,14 @@ class AbsorbingChain:
         except KeyError as exc:
             raise ChainValidationError(f"chain document is missing the field {exc.args[0]!r}") from None
 
-    def to_json(self, path: str | Path | None = None, *, indent: int | None = 2) -> str:
-        """Serialise to JSON; also write it to ``path`` when given."""
+    def to_json(self, path: str | Path | None = None, *, indent: int | None = 2, overwrite: bool = True) -> str:
+        """Serialise to JSON; also write it to ``path`` when given (through the safe writer: complete or not at all,
+        never through a symbolic link; ``overwrite=False`` refuses an existing file)."""
         text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            from tracetochain._files import write_output
+
+            write_output(path, text + "\n", overwrite=overwrite, what="chain")
         return text
 
     @classmethod

@@ -75,6 +75,25 @@ UncertaintyOpt = Annotated[str, typer.Option(
     help="Intervals: posterior (Dirichlet), bootstrap (traces resampled, states fixed), bootstrap-full "
          "(states re-discovered per replicate) or none.")]
 SamplesOpt = Annotated[int, typer.Option(min=50, help="Posterior draws or bootstrap replicates.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Replace the output file if it exists (an input is never replaced; a symbolic link at the "
+                    "output is replaced, not followed).")]
+
+
+def input_paths(*paths: Path | None, states: str | None = None) -> list[Path]:
+    """The files a command reads, for the output writer's never-replace-an-input check (a milestone file in
+    ``--states milestones:FILE`` included)."""
+    found = [p for p in paths if p is not None]
+    if states is not None and states.startswith("milestones:"):
+        found.append(Path(states.split(":", 1)[1]))
+    return found
+
+
+def check_output(output: Path, force: bool, inputs: list[Path], what: str) -> None:
+    """Refuse a bad output path before any work is done (the writer checks again when it writes)."""
+    from tracetochain._files import check_output_path
+
+    check_output_path(output, overwrite=force, inputs=inputs, what=what)
 
 
 def _intervals(source: Any, method: str, ci: float, samples: int, seed: int, horizon: int,
@@ -127,6 +146,7 @@ def fit(
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     legacy_format: LegacyFormatOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Fit an absorbing Markov chain to agent traces and print its reliability summary with intervals."""
     from tracetochain import summarize
@@ -134,11 +154,14 @@ def fit(
 
     ks = _parse_ks(k)
     reader = reader_name(reader, legacy_format)
+    inputs = input_paths(traces, states=states)
+    if output is not None:
+        check_output(output, force, inputs, "chain")
     if engine is not None:
         refuse_on_engine([traces], reader, option)
         _fit_on_engine(traces, engine, scheduler, output, pseudocount, unvisited.value, initial.value, on_error.value,
                        states, features, vocabulary, k_min, k_max, seed, horizon, ks, ci, uncertainty, samples,
-                       as_json, quiet)
+                       as_json, quiet, force, inputs)
         return
     table = load_traces(traces, reader, option, on_error=on_error.value, announce=as_json and not quiet)
     try:
@@ -153,7 +176,7 @@ def fit(
         raise typer.BadParameter(str(exc)) from None
     chain = result.chain
     if output is not None:
-        _write_chain(chain, output, table.report.to_dict())
+        _write_chain(chain, output, table.report.to_dict(), force, inputs)
     if quiet:
         return
     summary = summarize(chain, horizon=horizon, ks=ks)
@@ -189,7 +212,7 @@ def fit(
 def _fit_on_engine(traces: Path, engine: str, scheduler: str | None, output: Path | None, pseudocount: float,
                    unvisited: str, initial: str, on_error: str, states: str, features: str, vocabulary: str | None,
                    k_min: int, k_max: int, seed: int, horizon: int, ks: tuple[int, ...], ci: float, uncertainty: str,
-                   samples: int, as_json: bool, quiet: bool) -> None:
+                   samples: int, as_json: bool, quiet: bool, force: bool, inputs: list[Path]) -> None:
     """`fit --engine`: partitioned counting (the library decides what, the engine where)."""
     from tracetochain import summarize
     from tracetochain.engines import get_engine
@@ -218,7 +241,7 @@ def _fit_on_engine(traces: Path, engine: str, scheduler: str | None, output: Pat
                                     initial=initial, states=spec, on_error=on_error,  # type: ignore[arg-type]
                                     **options)
     if output is not None:
-        _write_chain(chain, output, {"source": str(traces), "engine": engine})
+        _write_chain(chain, output, {"source": str(traces), "engine": engine}, force, inputs)
     if quiet:
         return
     summary = summarize(chain, horizon=horizon, ks=ks)
@@ -281,13 +304,10 @@ def metrics(
     render_costs(costs)
 
 
-def _write_chain(chain: Any, output: Path, ingest: dict[str, Any]) -> None:
-    from tracetochain.exceptions import TraceToChainError
+def _write_chain(chain: Any, output: Path, ingest: dict[str, Any], force: bool, inputs: list[Path]) -> None:
+    from tracetochain._files import write_output
 
     doc = chain.to_dict()
     doc["metadata"] = {**doc["metadata"], "ingest": ingest}
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise TraceToChainError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_output(output, json.dumps(doc, indent=1, allow_nan=False) + "\n", overwrite=force, inputs=inputs,
+                 what="chain")

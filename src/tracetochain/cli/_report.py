@@ -17,12 +17,15 @@ import typer
 from tracetochain.cli._commands import (
     EngineOpt,
     FeaturesOpt,
+    ForceOpt,
     KMaxOpt,
     KMinOpt,
     SchedulerOpt,
     StatesOpt,
     VocabularyOpt,
     _parse_ks,
+    check_output,
+    input_paths,
 )
 from tracetochain.cli._input import ReaderOpt, ReaderOptionOpt, load_traces, pick_alias, refuse_on_engine
 
@@ -87,6 +90,7 @@ def report(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, only errors and gate results.")] = False,
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Read traces, discover states, fit and audit the chain, attach intervals, and write a report.
 
@@ -105,6 +109,8 @@ def report(
                      if output is not None and output.suffix.lstrip(".").lower() in ("html", "md", "json", "markdown")
                      else OutFormat.html)
     out = output or Path(f"report.{fmt.value}")
+    inputs = input_paths(traces, states=states)
+    check_output(out, force, inputs, "report")
     console = Console(stderr=True, quiet=quiet)
     state_options = _state_options(states, features, vocabulary, k_min, k_max)
     method = None if uncertainty == Uncertainty.none else uncertainty.value
@@ -146,12 +152,9 @@ def report(
         status.update("writing")
         text = {"html": lambda: render_html(doc), "md": lambda: render_markdown(doc),
                 "json": lambda: json.dumps(doc, indent=1, allow_nan=False) + "\n"}[fmt.value]()
-    from tracetochain.exceptions import TraceToChainError
+    from tracetochain._files import write_output
 
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise TraceToChainError(f"cannot write {out}: {exc.strerror or exc}") from None
+    write_output(out, text, overwrite=force, inputs=inputs, what="report")
     cert = doc.get("certificate") or {}
     if not quiet:
         typer.echo(f"{doc['source']['n_traces']} traces → R∞ = {doc['metrics']['r_inf']:.4f}; certificate: "

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tracetochain.cli._commands import EngineOpt, SchedulerOpt
+from tracetochain.cli._commands import EngineOpt, ForceOpt, SchedulerOpt, check_output, input_paths
 from tracetochain.cli._input import STDIN, ReaderOpt, ReaderOptionOpt, load_traces, refuse_on_engine
 
 WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --edge-cost "*->success=0.05" '
@@ -83,22 +83,22 @@ def export(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
     min_prob: Annotated[float, typer.Option("--min-prob", min=0.0, max=1.0,
                                             help="Leave out edges below this probability (dot, mermaid).")] = 0.0,
+    force: ForceOpt = False,
 ) -> None:
     """Write the chain as Graphviz DOT, Mermaid, a PRISM model (check it with PRISM or Storm) or plain JSON."""
     from tracetochain import AbsorbingChain
-    from tracetochain.exceptions import TraceToChainError
+    from tracetochain._files import write_output
     from tracetochain.report import to_dot, to_mermaid, to_prism
 
+    if output is not None:
+        check_output(output, force, [chain_file], "export")
     doc = AbsorbingChain.from_json(chain_file).to_dict()
     text = {"dot": lambda: to_dot(doc, min_prob), "mermaid": lambda: to_mermaid(doc, min_prob),
             "prism": lambda: to_prism(doc), "json": lambda: json.dumps(doc, indent=1) + "\n"}[to.value]()
     if output is None:
         typer.echo(text, nl=False)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise TraceToChainError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_output(output, text, overwrite=force, inputs=[chain_file], what="export")
     typer.echo(f"wrote {output} ({to.value})")
 
 
@@ -191,6 +191,7 @@ def monitor(
     jsonl: Annotated[bool, typer.Option("--jsonl", help="One JSON line per window on stdout.")] = False,
     html_out: Annotated[Path | None, typer.Option("--html", help="Also write an HTML page with the time series.")
                         ] = None,
+    force: ForceOpt = False,
 ) -> None:
     """Track R∞ over windows of traces and alert (exit 3) when a window's transitions depart from the baseline."""
     import sys
@@ -199,6 +200,9 @@ def monitor(
 
     if baseline is not None and str(baseline) == STDIN and str(traces) == STDIN:
         raise typer.BadParameter("only one of TRACES and --baseline can be read from standard input (-)")
+    inputs = input_paths(traces, baseline, states=states)
+    if html_out is not None:
+        check_output(html_out, force, inputs, "monitor page")
     table = load_traces(traces, reader, option)
     base = load_traces(baseline, reader, option) if baseline is not None else None
     try:
@@ -213,8 +217,10 @@ def monitor(
         raise typer.BadParameter(str(exc)) from None
     typer.echo(result.json_lines() if jsonl else str(result), nl=not jsonl)
     if html_out is not None:
+        from tracetochain._files import write_output
         from tracetochain.report._monitor_html import render_monitor_html
 
-        html_out.write_text(render_monitor_html(result.to_dict()), encoding="utf-8")
+        write_output(html_out, render_monitor_html(result.to_dict()), overwrite=force, inputs=inputs,
+                     what="monitor page")
     if result.alerts:
         sys.exit(3)

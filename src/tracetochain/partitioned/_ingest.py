@@ -19,8 +19,9 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from tracetochain.exceptions import TraceValidationError
+from tracetochain.readers._common import build_table, json_loads, records_to_arrow
+from tracetochain.readers.canonical import parse_jsonl_lines
 from tracetochain.traces import TraceTable
-from tracetochain.traces._table import parse_jsonl_lines
 
 PartitionBy = Literal["range", "file"]
 OnError = Literal["raise", "skip"]
@@ -316,8 +317,8 @@ def _read_parquet_partition(part: Partition, on_error: OnError) -> TraceTable:
                 g += 1
         table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
     locs = np.concatenate(locations)
-    return TraceTable.from_arrow(table, on_error=on_error, source=part.source, format="parquet", locations=locs,
-                                 location_kind="row")
+    return build_table(table, on_error=on_error, source=part.source, format="parquet", problems=[], locations=locs,
+                       location_kind="row")
 
 
 # ---------------------------------------------------------------------------------------------------- JSONL
@@ -329,8 +330,8 @@ def _line_trace_id(raw: bytes) -> object:
     if not raw.strip():
         return _UNKNOWN
     try:
-        rec = json.loads(raw.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        rec = json_loads(raw.decode("utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError):  # the read of the partition reports the line
         return _UNKNOWN
     if not isinstance(rec, dict):
         return _UNKNOWN
@@ -396,8 +397,8 @@ def _read_jsonl_range(part: Partition, on_error: OnError) -> TraceTable:
     records, lines, problems = parse_jsonl_lines(enumerate(data.split(b"\n"), start=part.first_location),
                                                  part.source, on_error)
     del data
-    return TraceTable.from_records(records, on_error=on_error, source=part.source, format="jsonl",
-                                   problems=problems, locations=lines, location_kind="line")
+    return build_table(records_to_arrow(records), on_error=on_error, source=part.source, format="jsonl",
+                       problems=problems, locations=lines, location_kind="line")
 
 
 # ---------------------------------------------------------------------------------------------------- hashing

@@ -779,7 +779,7 @@ def _settle_rows(table: pa.Table, locs: NDArray[np.int64], on_error: str, source
                 raise TraceValidationError(message, source=source, line=loc if location_kind == "line" else None,
                                            row=None if location_kind == "line" else loc, field=name,
                                            hint=f"write {name} as true/false")
-            keep, dropped = _drop_traces(table, locs, bad, name, message)
+            keep, dropped = drop_traces(table, locs, bad, name, message)
             problems += dropped
             table, locs = table.filter(pa.array(keep)), locs[keep]
             values = [v for v, k in zip(values, keep, strict=True) if k]
@@ -798,7 +798,7 @@ def _settle_rows(table: pa.Table, locs: NDArray[np.int64], on_error: str, source
     return table, locs, problems
 
 
-def _drop_traces(table: pa.Table, locs: NDArray[np.int64], bad: NDArray[np.bool_], fieldname: str,
+def drop_traces(table: pa.Table, locs: NDArray[np.int64], bad: NDArray[np.bool_], fieldname: str,
                  message: str) -> tuple[NDArray[np.bool_], list[Problem]]:
     """Rows to keep once every trace holding a ``bad`` row is dropped, and one counted problem per dropped row
     (the trace's first bad row carries the whole-trace count; the others say they went with it)."""
