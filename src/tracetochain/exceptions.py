@@ -104,6 +104,14 @@ class OutputFileError(TraceToChainError, OSError):
         return (type(self), (self.args[0],))
 
 
+class ResourceLimitError(TraceToChainError, ValueError):
+    """A run would exceed a resource limit (states, horizon, draws, memory); the message says how to proceed."""
+
+
+class EngineError(TraceToChainError, ValueError):
+    """An engine cannot be used: an unknown name, or a Dask scheduler that cannot be reached."""
+
+
 class TraceToChainWarning(UserWarning):
     """Base class of tracetochain's warnings."""
 

@@ -184,7 +184,7 @@ def _subset(codes: NDArray[np.int64], offsets: NDArray[np.int64],
 
 def _audit_partition(part: Partition, *, on_error: OnError, model: StateModel | None, holdout: bool,
                      test_fraction: float, seed: int, n_resamples: int, include_outcomes: bool) -> _AuditPartial:
-    traces = part.read(on_error=on_error)
+    traces = part.read(on_error=on_error, defer_step_gaps=True)
     codes, names = label_partition(part, traces, model)
     m = len(names)
     offsets, outcomes = traces.offsets, traces.outcomes()
@@ -300,8 +300,7 @@ def summarize_partitions(parts: list[Partition], engine: Engine, *, model: State
                            include_outcomes=include_outcomes)
     acc: _AuditPartial = engine.map_reduce(fn, parts, functools.partial(_merge_audit,
                                                                         include_outcomes=include_outcomes))
-    if check_traces:
-        _check_unique_traces(acc.base, parts, on_error)
+    _check_unique_traces(acc.base, parts, on_error, check_split=check_traces)
     if vocab is not None:
         missing = [s for s in acc.names if s not in set(vocab)]
         if missing:

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from numpy.typing import NDArray
 
+from tracetochain._limits import check_state_count
 from tracetochain.chain import AbsorbingChain, ChainEstimator, TransitionCounts, count_transitions_from_codes
 from tracetochain.costs._model import CostModel, reader_name, trace_totals, usage_arrays
 from tracetochain.engines import Engine, get_engine
@@ -29,6 +31,7 @@ from tracetochain.partitioned._ingest import (
 )
 from tracetochain.states import StateModel
 from tracetochain.traces import IngestReport, Outcome, Problem, TraceTable
+from tracetochain.traces._table import STEP_GAP_HINT
 
 _MAX_PROBLEMS = 50
 _INVALID = 3
@@ -64,11 +67,14 @@ def partition_costs(traces: TraceTable, codes: NDArray[np.int64], names: tuple[s
     values, derivation = usage_arrays(table, usable.offsets)
     return CostModel.from_arrays(kept, usable.offsets, names, values, trace_totals(table, usable.offsets),
                                  source_format=reader_name(traces.report.format), derivation=derivation)
+    #: Traces with missing steps, as (trace-id hash, partition index, trace id, message, location); dropped from the
+    #: counts, and reported once it is known whether their other steps are in another partition.
+    step_gaps: tuple[tuple[int, int, str, str, int], ...] = ()
 
 
 def _count_partition(part: Partition, *, on_error: OnError, model: StateModel | None,
                      check_traces: bool) -> _Partial:
-    traces = part.read(on_error=on_error)
+    traces = part.read(on_error=on_error, defer_step_gaps=True)
     codes, names = label_partition(part, traces, model)
     counts = count_transitions_from_codes(codes, traces.offsets, traces.outcomes(), names)
     hashes = trace_id_hashes(_table_trace_ids(traces)) if check_traces else np.zeros(0, np.uint64)
@@ -80,9 +86,13 @@ def partial_of(part: Partition, traces: TraceTable, counts: TransitionCounts,
     """The :class:`_Partial` of one partition: its counts, trace-id hashes and ingest report (and, given the state
     ``codes`` of its steps, its cost statistics)."""
     r = traces.report
+    late = tuple((int(h), part.index, tid, message, loc) for (tid, message, loc), h in zip(
+        r.step_gaps[:_MAX_PROBLEMS], trace_id_hashes(pa.array([t for t, _, _ in r.step_gaps[:_MAX_PROBLEMS]],
+                                                                pa.string())), strict=True))
     costs = partition_costs(traces, codes, counts.state_names) if codes is not None else None
     return _Partial(counts, hashes, ((part.index, traces.n_traces),), r.n_records, r.n_records_skipped,
-                    r.n_traces_skipped, dict(r.skipped_by_reason), tuple(r.problems[:_MAX_PROBLEMS]), costs)
+                    r.n_traces_skipped, dict(r.skipped_by_reason), tuple(r.problems[:_MAX_PROBLEMS]), costs,
+                    step_gaps=late)
 
 
 def label_partition(part: Partition, traces: TraceTable,
@@ -108,6 +118,7 @@ def _pad_counts(c: TransitionCounts, names: tuple[str, ...]) -> TransitionCounts
     pos = {s: i for i, s in enumerate(names)}
     idx = np.array([pos[s] for s in c.state_names], dtype=np.int64)
     m = len(names)
+    check_state_count(m, "the traces")  # the merged vocabulary, before the m × m matrix is allocated
     T = np.zeros((m, m), np.int64)
     if idx.size:
         T[np.ix_(idx, idx)] = c.transitions
@@ -137,7 +148,8 @@ def _merge(a: _Partial, b: _Partial) -> _Partial:
     return _Partial(counts, np.concatenate([a.hashes, b.hashes]), a.spans + b.spans,
                     a.n_records + b.n_records, a.n_records_skipped + b.n_records_skipped,
                     a.n_traces_skipped + b.n_traces_skipped, dict(reasons),
-                    (a.problems + b.problems)[:_MAX_PROBLEMS], costs)
+                    (a.problems + b.problems)[:_MAX_PROBLEMS], costs,
+                    step_gaps=(a.step_gaps + b.step_gaps)[:_MAX_PROBLEMS])
 
 
 def _with_vocabulary(counts: TransitionCounts, vocab: tuple[str, ...], source: str) -> TransitionCounts:
@@ -154,8 +166,50 @@ def _with_vocabulary(counts: TransitionCounts, vocab: tuple[str, ...], source: s
     return _pad_counts(counts, vocab)
 
 
-def _check_unique_traces(partial: _Partial, parts: list[Partition], on_error: OnError) -> None:
-    """Raise when one trace id was counted in two partitions (its steps were not contiguous)."""
+def _check_unique_traces(partial: _Partial, parts: list[Partition], on_error: OnError, *,
+                         check_split: bool = True) -> None:
+    """Raise when one trace id was counted in two partitions (its steps were not contiguous), then — with
+    ``on_error="raise"`` — for a trace with missing steps (the in-memory read's error, deferred until
+    it is known not to be part of a split trace)."""
+    if check_split:
+        _check_split_traces(partial, parts, on_error)
+    by_index = {p.index: p for p in parts}
+    part_of = _partition_of(partial) if partial.step_gaps and check_split else []
+    for h, index, tid, _step, _loc in partial.step_gaps if check_split else ():
+        for i in np.flatnonzero(partial.hashes == np.uint64(h)):
+            other = by_index[part_of[int(i)]]
+            if other.index != index and tid in _ids_of(other, on_error):
+                first, second = sorted((other, by_index[index]), key=lambda p: p.index)
+                raise _split_error(tid, first, second)
+    if partial.step_gaps and on_error == "raise":
+        _, index, tid, message, loc = partial.step_gaps[0]
+        part = by_index[index]
+        is_line = part.format == "jsonl"
+        raise TraceValidationError(message, source=part.source, line=loc if is_line else None,
+                                   row=None if is_line else loc, field="step_idx", hint=STEP_GAP_HINT)
+
+
+def _ids_of(part: Partition, on_error: OnError, *, ordered: bool = False) -> Any:
+    """The trace ids a partition counts (a set, or a list in table order)."""
+    ids = _table_trace_ids(part.read(on_error=on_error, defer_step_gaps=True)).to_pylist()
+    return ids if ordered else set(ids)
+
+
+def _partition_of(partial: _Partial) -> list[int]:
+    """The partition index of every entry of ``partial.hashes``."""
+    return [index for index, n in partial.spans for _ in range(n)]
+
+
+def _split_error(trace_id: object, first: Partition, second: Partition) -> TraceValidationError:
+    return TraceValidationError(
+        f"trace {trace_id!r} has steps in two places: {first.describe()} and {second.describe()}",
+        source=first.source, field="trace_id",
+        hint="partitioned reading needs the steps of each trace on consecutive rows/lines of one file; "
+             "sort the data by trace_id, or rewrite it with tracetochain.partitioned.repartition_by_trace "
+             "and read the parts with by='file'")
+
+
+def _check_split_traces(partial: _Partial, parts: list[Partition], on_error: OnError) -> None:
     h = partial.hashes
     if h.size < 2:
         return
@@ -175,15 +229,10 @@ def _check_unique_traces(partial: _Partial, parts: list[Partition], on_error: On
             continue
         checked.add(key)
         first, second = by_index[key[0]], by_index[key[1]]
-        ids_a = set(_table_trace_ids(first.read(on_error=on_error)).to_pylist())
-        common = [x for x in _table_trace_ids(second.read(on_error=on_error)).to_pylist() if x in ids_a]
+        ids_a = _ids_of(first, on_error)
+        common = [x for x in _ids_of(second, on_error, ordered=True) if x in ids_a]
         if common:
-            raise TraceValidationError(
-                f"trace {common[0]!r} has steps in two places: {first.describe()} and {second.describe()}",
-                source=first.source, field="trace_id",
-                hint="partitioned reading needs the steps of each trace on consecutive rows/lines of one file; "
-                     "sort the data by trace_id, or rewrite it with tracetochain.partitioned.repartition_by_trace "
-                     "and read the parts with by='file'")
+            raise _split_error(common[0], first, second)
 
 
 @dataclass(frozen=True, eq=False)
@@ -286,8 +335,7 @@ def count_partitioned(source: str | Path | Sequence[str | Path], *, engine: Engi
         if owns:
             eng.close()
     src = source_name(source)
-    if check_traces:
-        _check_unique_traces(partial, parts, on_error)
+    _check_unique_traces(partial, parts, on_error, check_split=check_traces)
     counts = partial.counts
     if vocab is not None:
         counts = _with_vocabulary(counts, vocab, src)

@@ -33,6 +33,8 @@ OnError = Literal["raise", "skip"]
 _FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet",
             ".pq": "parquet"}
 _MAX_PROBLEMS_KEPT = 50
+#: Floating-point columns that must be finite (usage columns have their own check, which also refuses negatives).
+_FINITE_COLUMNS = ("reward", "t_start", "t_end")
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,10 @@ class IngestReport:
     problems: list[Problem] = field(default_factory=list)
     #: What header lines of the source said about the run (e.g. a JSONL ``{"metadata": {...}}`` first line).
     run_metadata: dict[str, Any] = field(default_factory=dict)
+    #: Traces with missing steps (a gap in step_idx, or a first step other than 0), when validation was told to
+    #: defer that check (partitioned reading: the steps may be in another partition — a trace split across
+    #: partitions, reported as such): (trace id, message, line or row). Dropped from the table, counted as skipped.
+    step_gaps: list[tuple[str, str, int]] = field(default_factory=list)
     #: Episodes that ended before any agent step, as their trace-level records (trace_id, outcome, task_id, …):
     #: trials with an outcome that have no step to put in the table (readers keep them here, never drop them).
     zero_step: list[dict[str, Any]] = field(default_factory=list)
@@ -213,9 +219,11 @@ class TraceTable:
 
         The same reader as ``read_traces(path, "canonical")`` (:mod:`tracetochain.readers.canonical`).
         """
+        from tracetochain._limits import check_in_memory_read
         from tracetochain.readers.canonical import CANONICAL
 
         _check_on_error(on_error)
+        check_in_memory_read(path)
         return CANONICAL.read(Path(path), on_error=on_error)
 
     @classmethod
@@ -255,9 +263,14 @@ class TraceTable:
     @classmethod
     def from_arrow(cls, table: pa.Table, *, on_error: OnError = "raise", source: str = "arrow",
                    format: str = "arrow", problems: list[Problem] | None = None,
-                   locations: Any = None, location_kind: str = "row") -> TraceTable:
+                   locations: Any = None, location_kind: str = "row",
+                   defer_step_gaps: bool = False) -> TraceTable:
         """Build from a pyarrow Table whose columns are named as the canonical record (same validation as
         :meth:`from_records`).
+
+        ``defer_step_gaps`` (partitioned reading): a trace with missing steps (a gap in step_idx, or a first step
+        other than 0) is dropped, counted and listed in ``report.step_gaps`` instead of being reported at once —
+        the caller decides, once it knows whether the trace's other steps are elsewhere.
 
         For readers that assemble columns themselves (e.g. streaming ones): ``format`` names the reader,
         ``problems`` are records the reader already skipped (counted in the report), ``locations`` gives each
@@ -278,12 +291,13 @@ class TraceTable:
         locs = np.asarray(locations if locations is not None else np.arange(table.num_rows), dtype=np.int64)
         if locs.shape != (table.num_rows,):
             raise ValueError(f"locations must give one entry per row ({table.num_rows}), got shape {locs.shape}")
-        return cls._build(table, locs, IngestReport(source, format, location_kind), on_error, list(problems or []))
+        return cls._build(table, locs, IngestReport(source, format, location_kind), on_error, list(problems or []),
+                          defer_step_gaps=defer_step_gaps)
 
     # ------------------------------------------------------------------ validation
     @classmethod
     def _build(cls, raw: pa.Table, locs: NDArray[np.int64], report: IngestReport, on_error: OnError,
-               pre_problems: list[Problem]) -> TraceTable:
+               pre_problems: list[Problem], *, defer_step_gaps: bool = False) -> TraceTable:
         n = raw.num_rows
         report.n_records = n + len(pre_problems)
         skipped = Counter[str]()
@@ -399,6 +413,17 @@ class TraceTable:
                     flag(broken, name, f"{name} is {float(values[int(np.flatnonzero(broken)[0])])!r}; usage must be a "
                          "finite number >= 0", "write it as a non-negative number, or leave it out when unknown",
                          reason=f"{name} negative or not finite")
+        for name in _FINITE_COLUMNS:
+            # NaN or ±inf in a score or a time would reach every output (strict JSON cannot even write them).
+            if name in cols and n:
+                values = np.asarray(cols[name].fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
+                broken = ~np.isfinite(values)
+                if broken.any():
+                    example = float(values[int(np.flatnonzero(broken)[0])])
+                    flag(broken, name, f"expected a finite number, got {example!r}",
+                         f"write {name} as a finite number, or leave it out when unknown",
+                         reason=f"{name} not finite")
+                    cols[name] = pc.if_else(pa.array(broken), pa.scalar(None, cols[name].type), cols[name])
 
         # 3. Group by trace (codes in order of first appearance) and sort by (trace, step).
         keep_rows = ~lost
@@ -430,6 +455,34 @@ class TraceTable:
             dup = same & np.r_[False, steps[1:] == steps[:-1]]
             flag(dup, "step_idx", "step_idx repeats within the trace",
                  "each step of a trace needs its own step_idx")
+            # A hole (0, 1, 7) would silently join the steps around it into a transition that never happened, and
+            # a late first step would move where the trace starts.
+            jump = same & np.r_[False, steps[1:] - steps[:-1] > 1]
+            late = np.zeros(n_kept, dtype=bool)
+            late[starts] = steps[starts] > 0
+            ids = table.column("trace_id")
+            if defer_step_gaps and (jump.any() or late.any()):
+                # Partitioned reading: the missing steps may be in another partition (a trace split across
+                # partitions, reported as such by the caller); record the trace, drop it, decide later.
+                gap_rows = np.flatnonzero((jump | late) & ~bad)
+                first_of_trace = gap_rows[np.r_[True, trace_of_row[gap_rows][1:] != trace_of_row[gap_rows][:-1]]]
+                report.step_gaps = [(str(ids[int(i)].as_py()), _gap_message(ids[int(i)].as_py(), steps, int(i),
+                                                                             bool(late[i])), int(locs[i]))
+                                    for i in first_of_trace]
+                problems += [Problem(loc, "step_idx", message)
+                             for _, message, loc in report.step_gaps[: max(0, _MAX_PROBLEMS_KEPT - len(problems))]]
+                reasons.append(STEP_GAP_REASON)
+                row_reason[(jump | late) & (row_reason < 0)] = len(reasons) - 1
+                bad |= jump | late  # the whole trace goes below, as for any bad record
+            else:
+                if jump.any():
+                    first = int(np.flatnonzero(jump)[0])
+                    flag(jump, "step_idx", _gap_message(ids[first].as_py(), steps, first, False), STEP_GAP_HINT,
+                         reason=STEP_GAP_REASON)
+                if late.any():
+                    first = int(np.flatnonzero(late)[0])
+                    flag(late, "step_idx", _gap_message(ids[first].as_py(), steps, first, True), STEP_GAP_HINT,
+                         reason=STEP_GAP_REASON)
             for name in TRACE_LEVEL:
                 if name not in table.column_names:
                     continue
@@ -661,6 +714,17 @@ class TraceTable:
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
+STEP_GAP_REASON = "steps of the trace are missing (step_idx has a gap)"
+STEP_GAP_HINT = ("number the steps of each trace 0, 1, 2, … without gaps (a missing step would join the steps around "
+                 "it into a transition that never happened, or move where the trace starts)")
+
+
+def _gap_message(trace_id: object, steps: NDArray[np.int64], row: int, at_start: bool) -> str:
+    if at_start:
+        return f"trace {trace_id!r} starts at step_idx {int(steps[row])}, not 0"
+    return f"step_idx jumps from {int(steps[row - 1])} to {int(steps[row])} within trace {trace_id!r}"
+
+
 def _refuse_non_finite(table: pa.Table, language: str) -> None:
     """Raise naming the first NaN/±inf of any floating-point column (``language`` cannot carry it)."""
     for name in table.column_names:
