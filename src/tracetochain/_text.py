@@ -59,6 +59,16 @@ def terminal_text(text: str, limit: int | None = DISPLAY_NAME_LIMIT) -> str:
     return shorten(out, limit) if limit is not None else out
 
 
+def terminal_block(text: str, line_limit: int = 2_000) -> str:
+    """A multi-line text safe for a terminal: :func:`terminal_text` line by line, each line cut to ``line_limit``
+    characters (a megabyte-long state name inside a result's text stays a readable line).
+
+    >>> terminal_block("a\\x1b[2J\\nb") == "a\\\\x1b[2J\\nb"
+    True
+    """
+    return "\n".join(terminal_text(line, line_limit) for line in str(text).split("\n"))
+
+
 def one_line(text: str, limit: int | None = DISPLAY_NAME_LIMIT) -> str:
     """:func:`terminal_text` on one line: every control character escaped, newlines and tabs included."""
     out = _CONTROL_ALL.sub(_escape_char, str(text))
@@ -160,4 +170,5 @@ CSV_TRIGGER_PATTERN = _CSV_TRIGGER.pattern
 CSV_NEUTRALISED_PATTERN = _CSV_NEUTRALISED.pattern
 
 __all__ = ["CSV_NEUTRALISED_PATTERN", "CSV_TRIGGER_PATTERN", "DISPLAY_NAME_LIMIT", "csv_cell", "csv_uncell",
-           "dot_label", "markdown_code", "markdown_text", "mermaid_label", "one_line", "shorten", "terminal_text"]
+           "dot_label", "markdown_code", "markdown_text", "mermaid_label", "one_line", "shorten", "terminal_block",
+           "terminal_text"]

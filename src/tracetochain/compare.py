@@ -91,14 +91,17 @@ class Comparison:
         return "\n".join(lines)
 
     def to_markdown(self) -> str:
-        """A pull-request comment: verdict, the R∞ table and the transitions that moved."""
+        """A pull-request comment: verdict, the R∞ table and the transitions that moved.
 
-        def cell(x: str) -> str:
-            return str(x).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+        Names (files, states) are code spans their content cannot break, free text is escaped
+        (:mod:`tracetochain._text`): trace content cannot add links, images, mentions or headings.
+        """
+        from tracetochain._text import markdown_code, markdown_text
 
+        cell = markdown_code
         a, b = (cell(n) for n in self.names)
         lo, hi = self.delta_r_inf_interval
-        lines = [f"### {cell(self.verdict)}", "", f"| | {a} | {b} | Δ ({self.confidence:.0%} interval) |",
+        lines = [f"### {markdown_text(self.verdict)}", "", f"| | {a} | {b} | Δ ({self.confidence:.0%} interval) |",
                  "|---|---|---|---|",
                  f"| R∞ | {self.chain_a.r_inf:.3f} | {self.chain_b.r_inf:.3f} | {self.delta_r_inf:+.3f} "
                  f"[{lo:+.3f}, {hi:+.3f}] |"]
@@ -116,7 +119,7 @@ class Comparison:
                 delta += f" [{iv[0]:+.4g}, {iv[1]:+.4g}]"
             lines.append(f"| {cell(c['metric'])} per success | {fmt_amount(c['a'], u)} | {fmt_amount(c['b'], u)} | "
                          f"{delta} |")
-        lines += ["", cell(str(self.homogeneity)), ""]
+        lines += ["", markdown_text(str(self.homogeneity), limit=2000), ""]
         if self.changed_transitions:
             lines += ["| transition | " + a + " | " + b + " | Δ |", "|---|---|---|---|"]
             lines += [f"| {cell(t['from'])} → {cell(t['to'])} | {t['a']:.3f} | {t['b']:.3f} | {t['delta']:+.3f} |"

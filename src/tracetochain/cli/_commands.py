@@ -17,6 +17,7 @@ from tracetochain.cli._input import (
     reader_name,
     refuse_on_engine,
 )
+from tracetochain.cli._output import echo_text
 
 FIT_EXAMPLE = (
     "Example: tracetochain fit runs.jsonl -o chain.json --pseudocount 1 --horizon 30   "
@@ -51,7 +52,22 @@ def _parse_ks(text: str) -> tuple[int, ...]:
     return ks
 
 
-HorizonOpt = Annotated[int, typer.Option("--horizon", min=0, help="Largest step budget d for R(d).")]
+def horizon_option(value: int) -> int:
+    """``--horizon``: at most ``TRACETOCHAIN_MAX_HORIZON`` (checked while parsing, before any work)."""
+    from tracetochain._limits import check_horizon
+
+    return check_horizon(value)
+
+
+def samples_option(value: int) -> int:
+    """``--samples``: at most ``TRACETOCHAIN_MAX_SAMPLES`` (checked while parsing, before any work)."""
+    from tracetochain._limits import check_samples
+
+    return check_samples(value)
+
+
+HorizonOpt = Annotated[int, typer.Option("--horizon", min=0, callback=horizon_option,
+                                         help="Largest step budget d for R(d).")]
 KOpt = Annotated[str, typer.Option("--k", help="Values of k for pass@k and pass^k, comma-separated.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of tables.")]
 EngineOpt = Annotated[str | None, typer.Option(
@@ -74,7 +90,8 @@ CiOpt = Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval
 UncertaintyOpt = Annotated[str, typer.Option(
     help="Intervals: posterior (Dirichlet), bootstrap (traces resampled, states fixed), bootstrap-full "
          "(states re-discovered per replicate) or none.")]
-SamplesOpt = Annotated[int, typer.Option(min=50, help="Posterior draws or bootstrap replicates.")]
+SamplesOpt = Annotated[int, typer.Option(min=50, callback=samples_option,
+                                         help="Posterior draws or bootstrap replicates.")]
 ForceOpt = Annotated[bool, typer.Option(
     "--force", help="Replace the output file if it exists (an input is never replaced; a symbolic link at the "
                     "output is replaced, not followed).")]
@@ -200,7 +217,7 @@ def fit(
 
     render_ingest(table.report, table.outcome_counts(), detected=reader is None)
     if result.states.method != "categorical" or vocabulary is not None:
-        typer.echo(result.states.describe())
+        echo_text(result.states.describe())
     render_summary(summary, intervals)
     render_costs(costs)
     if output is not None:

@@ -25,9 +25,12 @@ from tracetochain.cli._commands import (
     VocabularyOpt,
     _parse_ks,
     check_output,
+    horizon_option,
     input_paths,
+    samples_option,
 )
 from tracetochain.cli._input import ReaderOpt, ReaderOptionOpt, load_traces, pick_alias, refuse_on_engine
+from tracetochain.cli._output import echo_text
 
 REPORT_EXAMPLE = ('Example: tracetochain report runs.json -o report.html --fail-under "pass^3>=0.6"   '
                   "(τ-bench results; --format md prints a pull-request comment; a Parquet folder of any size: "
@@ -71,14 +74,15 @@ def report(
     k_min: KMinOpt = 2,
     k_max: KMaxOpt = 10,
     pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α per outcome.")] = 1.0,
-    horizon: Annotated[int, typer.Option(min=1, help="Largest step budget d shown.")] = 50,
+    horizon: Annotated[int, typer.Option(min=1, callback=horizon_option, help="Largest step budget d shown.")] = 50,
     k: Annotated[str, typer.Option("--k", help="k for pass@k / pass^k, comma-separated.")] = "1,2,3,4,5",
     no_audit: Annotated[bool, typer.Option("--no-audit", help="Skip the goodness-of-fit audit.")] = False,
     in_sample: Annotated[bool, typer.Option("--in-sample", help="Audit on the fit data (no held-out split).")
                          ] = False,
     ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
     uncertainty: Annotated[Uncertainty, typer.Option(help="How intervals are made.")] = Uncertainty.posterior,
-    samples: Annotated[int, typer.Option(min=50, help="Posterior draws or bootstrap replicates.")] = 1000,
+    samples: Annotated[int, typer.Option(min=50, callback=samples_option,
+                                         help="Posterior draws or bootstrap replicates.")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed for the split, bootstrap and simulation.")] = 0,
     fail_under: Annotated[list[str] | None, typer.Option(
         "--fail-under", help='Gate such as "pass^3>=0.6", "R(20)>=0.5" or "cost_per_success(cost_usd)<=0.8" '
@@ -100,8 +104,10 @@ def report(
     from tracetochain.report import render_html
     from tracetochain.report._markdown import render_markdown
     from tracetochain.report._pipeline import make_report
-    from tracetochain.report.gates import GATE_FAILED_EXIT_CODE, evaluate_gate
+    from tracetochain.report.gates import GATE_FAILED_EXIT_CODE, check_gate, evaluate_gate
 
+    for expression in fail_under or []:
+        check_gate(expression)  # a typo in a gate is reported before the work, not after it
     if gate_on not in ("point", "lower"):
         raise typer.BadParameter("--gate-on must be 'point' or 'lower'")
     ks = _parse_ks(k)
@@ -225,7 +231,7 @@ def audit(
                     n_resamples=max(resamples, 1))
             cert = result.certificate
             if not as_json:
-                typer.echo("\n".join(str(result).splitlines()[:2]))
+                echo_text("\n".join(str(result).splitlines()[:2]))
         else:
             from tracetochain.audit import audit as run_audit
 
@@ -236,6 +242,9 @@ def audit(
         if isinstance(exc, TraceToChainError):
             raise
         raise typer.BadParameter(str(exc)) from None
-    typer.echo(cert.to_json() if as_json else str(cert))
+    if as_json:
+        typer.echo(cert.to_json())
+    else:
+        echo_text(str(cert))
     if fail_on_reject and cert.decision == "reject":
         sys.exit(REJECT_EXIT_CODE)

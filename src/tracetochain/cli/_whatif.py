@@ -9,8 +9,17 @@ from typing import Annotated
 
 import typer
 
-from tracetochain.cli._commands import EngineOpt, ForceOpt, SchedulerOpt, check_output, input_paths
+from tracetochain.cli._commands import (
+    EngineOpt,
+    ForceOpt,
+    SchedulerOpt,
+    check_output,
+    horizon_option,
+    input_paths,
+    samples_option,
+)
 from tracetochain.cli._input import STDIN, ReaderOpt, ReaderOptionOpt, load_traces, refuse_on_engine
+from tracetochain.cli._output import echo_text
 
 WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --edge-cost "*->success=0.05" '
                   "  (a fallback that rescues 10% of every state's failures at $0.05 a use: ΔR∞ and the change in "
@@ -63,11 +72,11 @@ def whatif(
                               indent=2, allow_nan=False))
         return
     if result is not None:
-        typer.echo(str(result))
+        echo_text(str(result))
     else:
         typer.echo("No edits given (see --help); bottlenecks only.")
     typer.echo("")
-    typer.echo(str(ranking))
+    echo_text(str(ranking))
 
 
 class ExportFormat(StrEnum):
@@ -116,8 +125,10 @@ def compare(
     vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
     features: Annotated[str, typer.Option(help="For --states ward: the features.")] = "kind,tool,error",
     pseudocount: Annotated[float, typer.Option(min=0.0, help="Laplace pseudocount α.")] = 1.0,
-    horizon: Annotated[int, typer.Option(min=1, help="Largest step budget for ΔR(d).")] = 50,
-    samples: Annotated[int, typer.Option(min=50, help="Bootstrap replicates per set.")] = 200,
+    horizon: Annotated[int, typer.Option(min=1, callback=horizon_option, help="Largest step budget for ΔR(d).")
+                       ] = 50,
+    samples: Annotated[int, typer.Option(min=50, callback=samples_option, help="Bootstrap replicates per set.")
+                       ] = 200,
     ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
     seed: Annotated[int, typer.Option(help="Seed for the bootstraps and the permutation test.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
@@ -164,7 +175,7 @@ def compare(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
-        typer.echo(result.to_markdown() if markdown else str(result), nl=not markdown)
+        echo_text(result.to_markdown() if markdown else str(result), nl=not markdown)
     if fail_if_worse and result.delta_r_inf_interval[1] < 0:
         sys.exit(3)
 
@@ -215,7 +226,10 @@ def monitor(
         if isinstance(exc, TraceToChainError):
             raise
         raise typer.BadParameter(str(exc)) from None
-    typer.echo(result.json_lines() if jsonl else str(result), nl=not jsonl)
+    if jsonl:
+        typer.echo(result.json_lines(), nl=False)
+    else:
+        echo_text(str(result))
     if html_out is not None:
         from tracetochain._files import write_output
         from tracetochain.report._monitor_html import render_monitor_html

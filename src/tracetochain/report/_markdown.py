@@ -1,8 +1,19 @@
-"""Compact Markdown rendering of the report document, suited to a pull-request comment."""
+"""Compact Markdown rendering of the report document, suited to a pull-request comment.
+
+Trace content (state names, the source path, reasons that quote them) is untrusted: names go into code spans no
+content can break (:func:`tracetochain._text.markdown_code`), other text through
+:func:`tracetochain._text.markdown_text`, so a backtick, ``\r`` or ``@`` in a name cannot add images, links,
+mentions, headings or task lists to the comment; the comment stays under GitHub's 65,536-character limit.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from tracetochain._text import markdown_code, markdown_text
+
+#: GitHub refuses comments longer than 65,536 characters; stay well below.
+MAX_COMMENT_CHARS = 60_000
 
 
 def _f(x: Any, digits: int = 3) -> str:
@@ -10,8 +21,24 @@ def _f(x: Any, digits: int = 3) -> str:
 
 
 def _cell(text: str) -> str:
-    """Table-safe text: no pipes, newlines or raw HTML from trace content."""
-    return (str(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;"))
+    """Free text in a table cell or a quote: Markdown punctuation (| included) escaped, one line."""
+    return markdown_text(text)
+
+
+def _bottleneck_lines(bottlenecks: dict[str, Any]) -> list[str]:
+    """The bottleneck sentences of :meth:`BottleneckReport.sentences`, with each state name as a safe code span."""
+    out = []
+    top = [b for b in bottlenecks.get("by_failure_share", [])[:3] if b.get("failure_share", 0) > 0]
+    if top:
+        out.append("Most failures leave from " + ", ".join(
+            f"{markdown_code(b['state'], in_table=False)} ({b['failure_share']:.0%})" for b in top) + ".")
+    gain = bottlenecks.get("by_gain", [])
+    if gain and gain[0].get("fallback_gain", 0) > 0:
+        b = gain[0]
+        out.append(f"A fallback that rescues {float(bottlenecks.get('fraction', 0.1)):.0%} of "
+                   f"{markdown_code(b['state'], in_table=False)}'s failures would raise R∞ by "
+                   f"{b['fallback_gain']:+.4f} — the largest single-state gain.")
+    return out
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
@@ -27,7 +54,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     timing_ok = doc.get("timing_withheld_reason") is None
     oc = doc["source"]["outcomes"]
     lines = [f"### Agent reliability: **{decision}**", "",
-             f"`{_cell(doc['source']['path'])}` — {doc['source']['n_traces']} traces "
+             f"{markdown_code(doc['source']['path'], in_table=False)} — {doc['source']['n_traces']} traces "
              f"({oc['success']} success, {oc['failure']} failure, {oc['censored']} censored, {oc['invalid']} invalid)",
              "", "| metric | value |", "|---|---|",
              f"| R∞ (eventual success) | {_f(m['r_inf'])}{interval('r_inf')} |",
@@ -44,12 +71,14 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines.append(f"| pass^{k} / pass@{k} | {value} |")
     lines.append("")
     if not timing_ok:
-        lines += [f"> Timing outputs withheld: {_cell(doc.get('timing_withheld_reason') or 'audit rejected timing')}",
-                  ""]
-    for sentence in doc.get("bottlenecks", {}).get("sentences", []):
-        lines.append(_cell(sentence).replace("\\|", "|"))
+        reason = doc.get("timing_withheld_reason") or "audit rejected timing"
+        lines += [f"> Timing outputs withheld: {markdown_text(reason)}", ""]
+    lines += _bottleneck_lines(doc.get("bottlenecks") or {})
     lines += _cost_lines(doc.get("costs"))
-    return "\n".join(lines).rstrip() + "\n"
+    text = "\n".join(lines).rstrip() + "\n"
+    if len(text) > MAX_COMMENT_CHARS:  # cannot happen with names cut to their display length; a last guard
+        text = text[:MAX_COMMENT_CHARS].rsplit("\n", 1)[0] + "\n\n_(cut to fit a pull-request comment)_\n"
+    return text
 
 
 def _cost_lines(costs: dict[str, Any] | None) -> list[str]:
