@@ -217,3 +217,17 @@ def test_permission_errors_are_located(tmp_path: Path) -> None:
             write_output(locked / "r.html", "x")
     finally:
         locked.chmod(0o700)
+
+
+def test_no_named_file_exists_while_writing_on_linux(tmp_path: Path) -> None:
+    """F24: with O_TMPFILE the content has no name until it is complete, so even kill -9 leaves no litter."""
+    if _files._anonymous_file(tmp_path) is None:
+        pytest.skip("this file system has no O_TMPFILE")
+    seen: list[list[str]] = []
+
+    def producer(fh: object) -> None:
+        fh.write(b"x" * 1000)  # type: ignore[attr-defined]
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))
+
+    write_output(tmp_path / "out.jsonl", producer)
+    assert seen == [[]] and sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
