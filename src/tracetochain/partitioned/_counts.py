@@ -53,6 +53,9 @@ class _Partial:
     problems: tuple[Problem, ...]
     #: Per-state usage statistics (tokens, dollars, seconds) of the partition's usable traces; they add up too.
     costs: CostModel | None = None
+    #: Traces with missing steps, as (trace-id hash, partition index, trace id, message, location); dropped from the
+    #: counts, and reported once it is known whether their other steps are in another partition.
+    step_gaps: tuple[tuple[int, int, str, str, int], ...] = ()
 
 
 def partition_costs(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str, ...]) -> CostModel:
@@ -67,9 +70,6 @@ def partition_costs(traces: TraceTable, codes: NDArray[np.int64], names: tuple[s
     values, derivation = usage_arrays(table, usable.offsets)
     return CostModel.from_arrays(kept, usable.offsets, names, values, trace_totals(table, usable.offsets),
                                  source_format=reader_name(traces.report.format), derivation=derivation)
-    #: Traces with missing steps, as (trace-id hash, partition index, trace id, message, location); dropped from the
-    #: counts, and reported once it is known whether their other steps are in another partition.
-    step_gaps: tuple[tuple[int, int, str, str, int], ...] = ()
 
 
 def _count_partition(part: Partition, *, on_error: OnError, model: StateModel | None,

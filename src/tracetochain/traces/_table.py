@@ -676,10 +676,11 @@ class TraceTable:
         """Write the table to a binary stream as ``"jsonl"``, ``"csv"`` or ``"parquet"``.
 
         Episodes that ended before any agent step (``report.zero_step``) are written as one record each, without
-        step fields, so they stay trials when the file is read again. JSONL and CSV cannot carry NaN or infinity (strict JSON has no such tokens; a spreadsheet reads ``nan`` as
-        text): a non-finite number in any column is an error naming the column and the row. In CSV, text cells that
-        a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return) get
-        a leading ``'`` (:func:`tracetochain._text.csv_cell`); :meth:`read` removes it again.
+        step fields, so they stay trials when the file is read again. JSONL and CSV cannot carry NaN or infinity
+        (strict JSON has no such tokens; a spreadsheet reads ``nan`` as text): a non-finite number in any column is
+        an error naming the column and the row. In CSV, text cells that a spreadsheet would run as a formula
+        (starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return) get a leading ``'``
+        (:func:`tracetochain._text.csv_cell`); :meth:`read` removes it again.
         """
         if format not in ("jsonl", "csv", "parquet"):
             raise ValueError(f"format must be 'jsonl', 'csv' or 'parquet', got {format!r}")
