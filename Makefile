@@ -21,9 +21,9 @@ $(STAMP): pyproject.toml | $(PY)
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/tracetochain fit $(DEMO) -o out/demo-chain.json
+	$(VENV)/bin/tracetochain fit $(DEMO) -o out/demo-chain.json --force
 	$(VENV)/bin/tracetochain metrics out/demo-chain.json --horizon 30
-	$(VENV)/bin/tracetochain report $(DEMO) --states ward --vocabulary chat -o out/demo-report.html
+	$(VENV)/bin/tracetochain report $(DEMO) --states ward --vocabulary chat -o out/demo-report.html --force
 
 # The fast tier (what a developer runs; under 5 min on 2 cores), one pytest worker per core (pytest-xdist; each
 # test file stays on one worker). CI runs it, then the slow tier.

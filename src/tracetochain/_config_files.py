@@ -12,6 +12,9 @@ from typing import Any
 
 from tracetochain.exceptions import TraceToChainError
 
+#: Largest milestone or edit file read (they are written by hand; anything bigger is a mistake or an attack).
+MAX_DOCUMENT_BYTES = 16 << 20
+
 
 def file_error(cls: type[TraceToChainError], message: str, path: str | None, line: int | None,
                hint: str | None = None) -> TraceToChainError:
@@ -21,11 +24,23 @@ def file_error(cls: type[TraceToChainError], message: str, path: str | None, lin
 
 def load_document(path: str | Path, cls: type[TraceToChainError]) -> tuple[Any, str]:
     """Parse a .toml (or .yaml/.yml) file → (document, text); syntax errors name the file and line."""
+    from tracetochain._files import input_problem
+
     p = Path(path)
+    problem = input_problem(p)
+    if problem is not None:
+        raise file_error(cls, problem[0], str(p), None, problem[1])
+    if p.stat().st_size > MAX_DOCUMENT_BYTES:
+        raise file_error(cls, f"is larger than {MAX_DOCUMENT_BYTES:,} bytes, too large for a hand-written file",
+                         str(p), None)
     try:
         text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise file_error(cls, "no such file", str(p), None) from None
+    except UnicodeDecodeError as exc:
+        raw = p.read_bytes()
+        raise file_error(cls, f"not UTF-8 text ({exc.reason})", str(p), raw.count(b"\n", 0, exc.start) + 1,
+                         "save the file as UTF-8") from None
+    except OSError as exc:
+        raise file_error(cls, f"cannot read it ({exc.strerror or exc})", str(p), None) from None
     suffix = p.suffix.lower()
     if suffix == ".toml":
         import tomllib

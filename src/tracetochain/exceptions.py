@@ -89,6 +89,29 @@ class SchemaVersionError(TraceToChainError, ValueError):
     """A saved document has a schema version this release cannot read."""
 
 
+class OutputFileError(TraceToChainError, OSError):
+    """An output file cannot or must not be written: it is an input of the command, a symbolic link, a folder, an
+    existing file without ``--force`` / ``overwrite=True``, or the operating system refused (the reason is given).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0],))
+
+
+class ResourceLimitError(TraceToChainError, ValueError):
+    """A run would exceed a resource limit (states, horizon, draws, memory); the message says how to proceed."""
+
+
+class EngineError(TraceToChainError, ValueError):
+    """An engine cannot be used: an unknown name, or a Dask scheduler that cannot be reached."""
+
+
 class TraceToChainWarning(UserWarning):
     """Base class of tracetochain's warnings."""
 

@@ -95,6 +95,9 @@ def summarize(chain: AbsorbingChain, *, horizon: int = 50, ks: tuple[int, ...] =
     """Compute the reported metric set of ``chain`` (R(d) for d = 0..horizon, pass@k/pass^k for ``ks``)."""
     if horizon < 0:
         raise ValueError(f"horizon must be >= 0, got {horizon}")
+    from tracetochain._limits import check_horizon
+
+    check_horizon(horizon)
     undefined: dict[str, str] = {}
 
     def guarded(name: str, fn: Any) -> float | None:

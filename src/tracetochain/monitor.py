@@ -14,6 +14,7 @@ reason names the states whose rows changed.
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -84,6 +85,10 @@ class MonitorResult:
 
 def _windows(traces: TraceTable, by: str, window: float) -> list[tuple[str, np.ndarray]]:
     n = traces.n_traces
+    if isinstance(window, bool) or not isinstance(window, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(window)) or window <= 0:
+        raise ValueError(f"window must be a finite number > 0 (traces per window, or seconds with by='time'), "
+                         f"got {window!r}")
     if by == "order":
         size = int(window)
         if size < 1:

@@ -76,7 +76,7 @@ def nested_verdicts(tmp_path: Path) -> Path:
 
 COMMANDS_READING_TRACES = {
     "fit": ["fit", "{path}", "--json", "--uncertainty", "none"],
-    "report": ["report", "{path}", "-o", "{out}/r.json", "--no-audit", "--uncertainty", "none"],
+    "report": ["report", "{path}", "-o", "{out}/r.json", "--no-audit", "--uncertainty", "none", "--force"],
     "audit": ["audit", "{path}", "--ks-samples", "19", "--json"],
     "compare": ["compare", "{path}", "{path}", "--samples", "50", "--json"],
     "monitor": ["monitor", "{path}", "--window", "20", "--jsonl"],

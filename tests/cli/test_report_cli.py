@@ -41,7 +41,7 @@ def test_report_html_md_json_and_gates(tmp_path: Path) -> None:
     doc = json.loads(js.read_text())
     assert doc["kind"] == "tracetochain.report" and doc["intervals"]["method"] == "bootstrap"
     assert doc["certificate"]["kind"] == "tracetochain.certificate"
-    r = run("report", str(EXAMPLE), "-o", str(md), "--no-audit", "--fail-under", "pass^x>1")
+    r = run("report", str(EXAMPLE), "-o", str(md), "--no-audit", "--fail-under", "pass^x>1", "--force")
     assert r.returncode == 2 and "cannot read the gate" in r.stderr
 
 

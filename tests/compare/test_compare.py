@@ -66,7 +66,10 @@ def test_compare_markdown(tau2: dict[str, tt.TraceTable]) -> None:
     r = compare(tau2["langchain"], tau2["claude"], names=("a|<b>", "claude"), state_options={"vocabulary": "chat"},
                 samples=60)
     md = r.to_markdown()
-    assert md.startswith("### claude is more reliable") and "| R∞ |" in md and "<b>" not in md
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").enable("table").render(md)  # the name is a code span: shown, never markup
+    assert md.startswith("### claude is more reliable") and "| R∞ |" in md and "<b>" not in html
 
 
 def test_a_set_against_itself_with_learned_states() -> None:

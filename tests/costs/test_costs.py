@@ -399,7 +399,7 @@ def test_compare_reports_delta_cost_per_success_with_an_interval() -> None:
     lo, hi = row["delta_interval"]
     assert lo <= truth_b - truth_a <= hi and lo > 0
     assert row["observed_b"] > row["observed_a"]
-    assert "cost_usd per success" in str(r) and "cost_usd per success" in r.to_markdown()
+    assert "cost_usd per success" in str(r) and "`cost_usd` per success" in r.to_markdown()
     json.dumps(r.to_dict(), allow_nan=False)
 
 

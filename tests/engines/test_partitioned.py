@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from cli_runner import run_cli
@@ -90,6 +91,8 @@ def test_counts_and_chain_equal_the_in_memory_path(engine: Engine, corpus: dict[
 def test_traces_spanning_many_row_groups(engine: Engine, tmp_path: Path, corpus: dict[str, Path]) -> None:
     """Row groups of 7 rows: a 60-step trace spans 9 of them; a partition may hold no trace start at all."""
     table = pq.read_table(corpus["parquet"]).slice(0, 3000)
+    cut = table.column("trace_id")[table.num_rows - 1]  # the slice cuts this trace: leave it out whole (a trace
+    table = table.filter(pc.not_equal(table.column("trace_id"), cut))  # with missing steps is refused)
     path = tmp_path / "tiny_groups.parquet"
     pq.write_table(table, path, row_group_size=7)
     assert pq.ParquetFile(path).metadata.num_row_groups > 400
@@ -276,9 +279,13 @@ def test_a_trace_split_across_partitions_is_named(engine: Engine, tmp_path: Path
         # Read in one piece it is one trace (the table groups its steps), and the counts say so.
         single = count_partitioned(path, engine=engine, rows_per_partition=10**9, bytes_per_partition=10**9)
         assert_same_counts(single.counts, tt.count_transitions(tt.TraceTable.read(path)))
-    # Without the check, the split trace would be counted twice: the check is what keeps counts honest.
-    unchecked = count_partitioned(js, bytes_per_partition=2000, check_traces=False)
-    assert sum(unchecked.counts.n_traces.values()) == 41
+    # Without the check, the split trace's tail looks like a trace missing its first steps: an error, or with
+    # on_error="skip" a counted skip — never a second trace in the counts.
+    with pytest.raises(TraceValidationError, match=r"split.jsonl:201: field 'step_idx': trace 't3' starts at "):
+        count_partitioned(js, bytes_per_partition=2000, check_traces=False)
+    unchecked = count_partitioned(js, bytes_per_partition=2000, check_traces=False, on_error="skip")
+    assert sum(unchecked.counts.n_traces.values()) == 40
+    assert unchecked.report.skipped_by_reason == {"steps of the trace are missing (step_idx has a gap)": 1}
 
 
 def test_repartition_by_trace_is_the_fallback(engine: Engine, tmp_path: Path, corpus: dict[str, Path]) -> None:

@@ -54,8 +54,13 @@ def test_untrusted_text_is_escaped_in_html(evil_html: str) -> None:
 
 
 def test_untrusted_text_is_inert_in_markdown() -> None:
+    """Names are code spans (their ``<script>`` is shown, not run): what matters is the rendered comment."""
+    from markdown_it import MarkdownIt
+
     md = render_markdown(build_report(analyze(evil_traces(), n_samples=50, **FAST), horizon=20))
-    assert "<script>" not in md and "<img" not in md
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    assert "<script" not in html and "<img" not in html and "&lt;script&gt;" in html
+    assert "\r" not in md
 
 
 def test_report_document_is_json_and_complete() -> None:

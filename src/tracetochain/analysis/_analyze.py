@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from tracetochain._limits import check_ensemble_size
 from tracetochain.analysis._audit import AuditSettings, audit_summary
 from tracetochain.analysis._intervals import design_effect, summary_ensemble
 from tracetochain.analysis._summary import (
@@ -67,7 +68,7 @@ class MemoryPartition:
     def describe(self) -> str:
         return f"{self.source} (in memory)"
 
-    def read(self, *, on_error: str = "raise") -> TraceTable:
+    def read(self, *, on_error: str = "raise", defer_step_gaps: bool = False) -> TraceTable:
         return self.traces
 
 
@@ -200,8 +201,20 @@ def label_steps(traces: TraceTable, model: Any) -> tuple[NDArray[np.int64], tupl
     return codes, names
 
 
+def _known_state_count(model: Any, vocab: Any, parts: list[Any]) -> int | None:
+    """The number of states before the corpus is summarised, when it is known: the learned or given vocabulary, or
+    the labels of a corpus in memory (a partitioned corpus without a state model learns its labels as it goes)."""
+    if vocab is not None:
+        return len(vocab)
+    if model is not None:
+        return len(model.state_names)
+    if len(parts) == 1 and isinstance(parts[0], MemoryPartition):
+        return len(parts[0].traces.state_labels()[1])
+    return None
+
+
 def _summarize_part(part: Any, *, on_error: str, model: Any, spec: SummarySpec, check_traces: bool) -> CorpusSummary:
-    traces = part.read(on_error=on_error)
+    traces = part.read(on_error=on_error, defer_step_gaps=True)
     codes, names = label_steps(traces, model)
     return summarize_traces(traces, codes, names, spec, partition=part.index, check_traces=check_traces)
 
@@ -217,10 +230,10 @@ def summarize_parts(parts: list[Any], engine: Any, *, on_error: str, model: Any,
             acc = merge_summaries(acc, fn(p))
     else:
         acc = engine.map_reduce(fn, parts, merge_summaries)
-    if check_traces and len(parts) > 1:
-        from tracetochain.partitioned._counts import _check_unique_traces
+    # A trace with missing steps is reported only now: its other steps may lie in another partition (a split trace).
+    from tracetochain.partitioned._counts import _check_unique_traces
 
-        _check_unique_traces(acc.base, parts, on_error)  # type: ignore[arg-type]
+    _check_unique_traces(acc.base, parts, on_error, check_split=check_traces and len(parts) > 1)  # type: ignore[arg-type]
     return acc
 
 
@@ -387,6 +400,10 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     try:
         step("states")
         model, vocab = resolve_states(states, dict(state_options or {}), parts, spec, on_error, state_sample)
+        if intervals is not None:  # refuse draws that cannot fit before the replicates are accumulated
+            known = _known_state_count(model, vocab, parts)
+            if known is not None:
+                check_ensemble_size(n_draws, known)
         t1 = time.perf_counter()
         step("summarising")
         acc = summarize_parts(parts, eng, on_error=on_error, model=model, spec=spec, check_traces=check_traces)
@@ -427,6 +444,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     ensemble = None
     if intervals is not None:
         step(f"intervals ({intervals})")
+        check_ensemble_size(n_draws, chain.n_states)
         ensemble = summary_ensemble(acc, chain, method=intervals, prior=prior_obj, unvisited=policy, initial=initial,
                                     n_samples=n_draws, seed=seed, confidence=confidence)
     t4 = time.perf_counter()

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._limits import check_ensemble_size
 from tracetochain.analysis._analyze import UNSEEN_STATE, MemoryPartition, plan_input, resolve_states, summarize_parts
 from tracetochain.analysis._intervals import summary_ensemble
 from tracetochain.analysis._summary import CorpusSummary, SummarySpec, reindex_summary
@@ -114,10 +115,15 @@ class Comparison:
         return "\n".join(lines)
 
     def to_markdown(self) -> str:
-        """A pull-request comment: verdict, the R∞ table and the transitions that moved."""
-        from tracetochain.report._markdown import _cell as md_text
+        """A pull-request comment: verdict, the R∞ table and the transitions that moved.
 
-        a, b = (md_text(n) for n in self.names)
+        Names (files, states) are code spans their content cannot break, free text is escaped
+        (:mod:`tracetochain._text`): trace content cannot add links, images, mentions or headings.
+        """
+        from tracetochain._text import markdown_code as cell
+        from tracetochain._text import markdown_text as md_text
+
+        a, b = (cell(n) for n in self.names)
         lo, hi = self.delta_r_inf_interval
         lines = [f"### {md_text(self.verdict)}", "", f"| | {a} | {b} | Δ ({self.confidence:.0%} interval) |",
                  "|---|---|---|---|",
@@ -135,12 +141,12 @@ class Comparison:
             delta = "—" if c["delta"] is None else f"{c['delta']:+.4g} {u}"
             if ci[0] is not None:
                 delta += f" [{ci[0]:+.4g}, {ci[1]:+.4g}]"
-            lines.append(f"| {md_text(c['metric'])} per success | {fmt_amount(c['a'], u)} | {fmt_amount(c['b'], u)} "
+            lines.append(f"| {cell(c['metric'])} per success | {fmt_amount(c['a'], u)} | {fmt_amount(c['b'], u)} "
                          f"| {delta} |")
-        lines += ["", md_text(str(self.homogeneity)), ""]
+        lines += ["", md_text(str(self.homogeneity), limit=2000), ""]
         if self.changed_transitions:
             lines += ["| transition | " + a + " | " + b + " | Δ |", "|---|---|---|---|"]
-            lines += [f"| {md_text(t['from'])} → {md_text(t['to'])} | {t['a']:.3f} | {t['b']:.3f} | "
+            lines += [f"| {cell(t['from'])} → {cell(t['to'])} | {t['a']:.3f} | {t['b']:.3f} | "
                       f"{t['delta']:+.3f} |" for t in self.changed_transitions]
         return "\n".join(lines) + "\n"
 
@@ -261,6 +267,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
         union = tuple(model.state_names) + ((UNSEEN_STATE,) if UNSEEN_STATE in seen else ())
     else:
         union = sa.state_names + tuple(s for s in sb.state_names if s not in set(sa.state_names))
+    check_ensemble_size(samples, len(union))  # each side's replicates on the shared vocabulary
     sa, sb = reindex_summary(sa, union), reindex_summary(sb, union)
     for s, src in ((sa, src_a), (sb, src_b)):
         if s.counts.n_fitted_traces == 0:

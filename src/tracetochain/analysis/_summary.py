@@ -87,7 +87,7 @@ class CorpusSummary:
     split_initial: NDArray[np.int64]  # (S, m)
     lengths: NDArray[np.int64]  # (S, 2, 3, L + 1): per split, half (fit, test), outcome
     all_lengths: NDArray[np.int64]  # (3, L + 1)
-    triplets: NDArray[np.int64]  # (m + 1, m, s)
+    triplets: Any  # sparse ((m + 1)·m) × s: audit._order.order_triplets
     tasks: TaskTable | None
     boot: NDArray[np.float64]  # (B, m² + 3m + 2): the last two columns are the zero-step (success, failure) exits
     split_start_exits: NDArray[np.int64] | None = None  # (S, 2): zero-step (success, failure) of each fit half
@@ -144,6 +144,16 @@ class CorpusSummary:
 
 
 # ---------------------------------------------------------------------------------------------------- one piece
+def _step_gaps(report: Any, partition: int) -> tuple[tuple[int, int, str, str, int], ...]:
+    """The traces a deferred read dropped for missing steps, keyed by their id hash (see
+    :func:`tracetochain.partitioned._counts._check_unique_traces`, which reports them)."""
+    gaps = report.step_gaps[:_MAX_PROBLEMS]
+    if not gaps:
+        return ()
+    hashes = fnv1a_hashes(pa.array([tid for tid, _, _ in gaps], pa.string()))
+    return tuple((int(h), partition, tid, message, loc) for (tid, message, loc), h in zip(gaps, hashes, strict=True))
+
+
 def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str, ...], spec: SummarySpec, *,
                      partition: int = 0, check_traces: bool = True) -> CorpusSummary:
     """The summary of ``traces`` whose steps have the state ``codes`` (indices into ``names``), with the zero-step
@@ -162,7 +172,7 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
     base = _Partial(counts, trace_hash if check_traces else np.zeros(0, np.uint64), ((partition, traces.n_traces),),
                     r.n_records, r.n_records_skipped, r.n_traces_skipped, dict(r.skipped_by_reason),
                     tuple(r.problems[:_MAX_PROBLEMS]), partition_costs(traces, codes, names),
-                    tuple(dict(z) for z in r.zero_step))
+                    tuple(dict(z) for z in r.zero_step), _step_gaps(r, partition))
     usable = outcomes != INVALID
     # The usable zero-step episodes: length 0, their ids and tasks (hashed by the same rules as the traces' ids).
     zero_usable = zero_oc != INVALID
@@ -270,14 +280,17 @@ def _remap_rows(x: NDArray[np.int64], idx: NDArray[np.int64], M: int) -> NDArray
     return out
 
 
-def _remap_triplets(t: NDArray[np.int64], idx: NDArray[np.int64], M: int, include_outcomes: bool
-                    ) -> NDArray[np.int64]:
-    """(m + 1, m, s) → (M + 1, M, S): states to their new positions, START and the outcomes to the new ends."""
-    prev = np.append(idx, M)
-    nxt = np.concatenate([idx, [M, M + 1]]) if include_outcomes else idx
-    out = np.zeros((M + 1, M, M + 2 if include_outcomes else M), np.int64)
-    out[prev[:, None, None], idx[None, :, None], nxt[None, None, :]] = t
-    return out
+def _remap_triplets(t: Any, idx: NDArray[np.int64], M: int, include_outcomes: bool) -> Any:
+    """Sparse ((m + 1)·m) × s triplet counts → ((M + 1)·M) × S: states to their new positions, START and the
+    outcomes to the new ends."""
+    from scipy import sparse
+
+    m = idx.size
+    coo = t.tocoo()
+    prev = np.append(idx, M)[coo.row // m] if m else coo.row
+    cur = idx[coo.row % m] if m else coo.row
+    nxt = (np.concatenate([idx, [M, M + 1]]) if include_outcomes else idx)[coo.col]
+    return sparse.csr_array((coo.data, (prev * M + cur, nxt)), shape=((M + 1) * M, M + 2 if include_outcomes else M))
 
 
 def _remap_layout(x: NDArray[np.float64], idx: NDArray[np.int64], M: int) -> NDArray[np.float64]:

@@ -321,11 +321,34 @@ def _artifact(traces: TraceTable, names: tuple[str, ...], criterion: str) -> Ord
                    "delta_bic": "not part of the artifact"})
 
 
-def order_triplets(obs: OrderObservations) -> NDArray[np.int64]:
-    """The observation counts n[prev, cur, next] ((m + 1) × m × s; prev = m is START): all the order test needs."""
+def order_triplets(obs: OrderObservations) -> Any:
+    """The observation counts n[prev, cur, next] — all the order test needs — as a sparse ``scipy.sparse.csr_array``
+    of shape ((m + 1)·m, s): row ``prev·m + cur`` (prev = m is START), column ``next``. Sparse because the dense
+    (m + 1) × m × s cube grows as m³ while the observed triplets are at most the number of steps."""
+    from scipy import sparse
+
     m, s = obs.n_states, obs.n_symbols
-    flat = np.bincount((obs.prev * m + obs.cur) * s + obs.nxt, minlength=(m + 1) * m * s)
-    out: NDArray[np.int64] = flat.reshape(m + 1, m, s).astype(np.int64)
+    rows = np.asarray(obs.prev, np.int64) * m + np.asarray(obs.cur, np.int64)
+    return sparse.csr_array((np.ones(rows.size, np.int64), (rows, np.asarray(obs.nxt, np.int64))),
+                            shape=((m + 1) * m, s))  # duplicate (row, column) pairs are summed
+
+
+def as_triplet_matrix(triplets: Any, m: int, s: int) -> Any:
+    """``triplets`` as the sparse ((m + 1)·m) × s matrix of :func:`order_triplets` (a dense (m + 1, m, s) cube is
+    accepted too), with explicit zeros removed; ValueError on any other shape."""
+    from scipy import sparse
+
+    if sparse.issparse(triplets):
+        if triplets.shape != ((m + 1) * m, s):
+            raise ValueError(f"triplets must have shape ((m + 1)·m, s) = {((m + 1) * m, s)}, got {triplets.shape}")
+        out = sparse.csr_array(triplets, dtype=np.int64)
+    else:
+        dense = np.asarray(triplets, dtype=np.int64)
+        if dense.shape != (m + 1, m, s):
+            raise ValueError(f"triplets must have shape (m + 1, m, s) = {(m + 1, m, s)}, got {dense.shape}")
+        out = sparse.csr_array(dense.reshape((m + 1) * m, s))
+    out.sum_duplicates()
+    out.eliminate_zeros()
     return out
 
 
@@ -350,24 +373,24 @@ def order_test_counts(triplets: NDArray[np.int64], states: Sequence[str], *, n_t
         raise ValueError("criterion='permutation' needs n_permutations >= 1")
     names = tuple(str(x) for x in states)
     m = len(names)
-    n2 = np.asarray(triplets, dtype=np.int64)
     s = m + 2 if include_outcomes else m
-    if n2.shape != (m + 1, m, s):
-        raise ValueError(f"triplets must have shape (m + 1, m, s) = {(m + 1, m, s)}, got {n2.shape}")
-    return _per_trace_counts(n2, names, n_traces, include_outcomes, parameter_count, criterion, level,
-                             n_permutations, seed, permutation="tables")
+    return _per_trace_counts(as_triplet_matrix(triplets, m, s), names, n_traces, include_outcomes, parameter_count,
+                             criterion, level, n_permutations, seed, permutation="tables")
 
 
 def _per_trace(obs: OrderObservations, names: tuple[str, ...], include_outcomes: bool, parameter_count: str,
                criterion: str, level: float, n_permutations: int, seed: Seed) -> OrderResult:
-    return _per_trace_counts(order_triplets(obs), names, obs.n_traces, include_outcomes, parameter_count,
-                             criterion, level, n_permutations, seed, permutation=obs)
+    m, s = obs.n_states, obs.n_symbols
+    return _per_trace_counts(as_triplet_matrix(order_triplets(obs), m, s), names, obs.n_traces, include_outcomes,
+                             parameter_count, criterion, level, n_permutations, seed, permutation=obs)
 
 
-def _per_trace_counts(triplets: NDArray[np.int64], names: tuple[str, ...], n_traces: int, include_outcomes: bool,
+def _per_trace_counts(triplets: Any, names: tuple[str, ...], n_traces: int, include_outcomes: bool,
                       parameter_count: str, criterion: str, level: float, n_permutations: int, seed: Seed,
                       permutation: OrderObservations | Literal["tables"]) -> OrderResult:
-    m, s = triplets.shape[1], triplets.shape[2]
+    """The order test on the sparse triplet counts (:func:`as_triplet_matrix`): rows (prev, cur), columns next."""
+    m = len(names)
+    s = triplets.shape[1]
     n = int(triplets.sum())
     undefined: dict[str, str] = {}
     if n == 0 or m == 0:
@@ -375,20 +398,27 @@ def _per_trace_counts(triplets: NDArray[np.int64], names: tuple[str, ...], n_tra
                            include_outcomes, parameter_count, None, None, None, None, None, None, None,
                            n_permutations=n_permutations, seed=seed_record(seed),
                            undefined={"delta_aic": "no observations (every trace has one step and no outcome)"})
-    n1 = triplets.sum(axis=0)
-    n2 = triplets.reshape((m + 1) * m, s)
+    # Per stored entry: its row (prev·m + cur), its order-1 context cur, and its log-likelihood term under the
+    # order-2 model, n ln(n / n_row).
+    row_sums = np.asarray(triplets.sum(axis=1), np.float64).ravel()
+    nnz_per_row = np.diff(triplets.indptr)
+    row_of = np.repeat(np.arange(triplets.shape[0]), nnz_per_row)
+    cur_of = row_of % m
+    data = triplets.data.astype(np.float64)
+    terms = data * np.log(data / row_sums[row_of])
+    n1 = np.zeros((m, s))
+    np.add.at(n1, (cur_of, triplets.indices), data)
     l1 = float(_loglik(n1))
-    l2 = float(_loglik(n2))
+    l2 = float(terms.sum())
     g2 = max(0.0, 2.0 * (l2 - l1))
     if parameter_count == "full":
         p1, p2 = m * (s - 1), (m + 1) * m * (s - 1)
     else:
-        p1, p2 = _observed_params(n1), _observed_params(n2)
+        p1, p2 = _observed_params(n1), int(np.sum(np.maximum(nnz_per_row - 1, 0)))
     aic1, aic2 = -2.0 * l1 + 2.0 * p1, -2.0 * l2 + 2.0 * p2
     bic1, bic2 = -2.0 * l1 + p1 * math.log(n), -2.0 * l2 + p2 * math.log(n)
     # χ² reference: df = Σ_j (r_j − 1)(c_j − 1) over observed predecessors r_j and successors c_j.
-    n2_by_j = n2.reshape(m + 1, m, s)  # [prev, cur, next]
-    r_j = (n2_by_j.sum(axis=2) > 0).sum(axis=0)
+    r_j = np.bincount(np.flatnonzero(row_sums > 0) % m, minlength=m)
     c_j = (n1 > 0).sum(axis=1)
     df = int(np.sum(np.maximum(r_j - 1, 0) * np.maximum(c_j - 1, 0)))
     p_chi2: float | None
@@ -400,7 +430,7 @@ def _per_trace_counts(triplets: NDArray[np.int64], names: tuple[str, ...], n_tra
         p_chi2 = None
         undefined["p_chi2"] = "df = 0: no context has two predecessors and two successors, nothing to test"
     # Per-state contributions to G² (which states carry memory).
-    l2_by_j = _loglik(np.moveaxis(n2_by_j, 1, 0))  # (m,) over cur
+    l2_by_j = np.bincount(cur_of, weights=terms, minlength=m)
     l1_by_j = _loglik(n1[:, None, :])
     g2_by_state = {names[j]: float(max(0.0, 2.0 * (l2_by_j[j] - l1_by_j[j]))) for j in range(m)
                    if n1[j].sum() > 0}
@@ -408,7 +438,7 @@ def _per_trace_counts(triplets: NDArray[np.int64], names: tuple[str, ...], n_tra
     if n_permutations and isinstance(permutation, OrderObservations):
         p_perm = _permutation_pvalue(permutation, l1, g2, n_permutations, seed)
     elif n_permutations:
-        p_perm = _table_permutation_pvalue(n2_by_j, l1, g2, n_permutations, seed)
+        p_perm = _table_permutation_pvalue(triplets, m, l1, g2, n_permutations, seed)
     if p_perm is None and n_permutations == 0:
         undefined["p_permutation"] = "not computed (n_permutations = 0)"
     d_aic, d_bic = aic1 - aic2, bic1 - bic2
@@ -426,19 +456,19 @@ def _per_trace_counts(triplets: NDArray[np.int64], names: tuple[str, ...], n_tra
         n_permutations, seed_record(seed), g2_by_state, undefined)
 
 
-def _table_permutation_pvalue(n2_by_j: NDArray[np.int64], l1: float, g2: float, n_permutations: int,
+def _table_permutation_pvalue(triplets: Any, m: int, l1: float, g2: float, n_permutations: int,
                               seed: Seed) -> float:
     """The within-context permutation test drawn as random tables with fixed margins (:func:`order_test_counts`).
 
-    ``n2_by_j[prev, cur, next]``; for each order-1 context the prev × next table is redrawn B times by
-    ``scipy.stats.random_table`` (rows and columns with zero margin dropped, tables with one row or column fixed).
+    ``triplets`` as in :func:`as_triplet_matrix`; for each order-1 context the prev × next table is redrawn B times
+    by ``scipy.stats.random_table`` (rows and columns with zero margin dropped, tables with one row or column fixed).
     """
     from scipy.stats import random_table
 
     rng = np.random.default_rng(as_seed_sequence(seed))
     l2_star = np.zeros(n_permutations)
-    for j in range(n2_by_j.shape[1]):
-        table = n2_by_j[:, j, :]
+    for j in range(m):
+        table = triplets[np.arange(m + 1) * m + j].toarray()
         rows, cols = table.sum(axis=1), table.sum(axis=0)
         r, c = rows[rows > 0], cols[cols > 0]
         if r.size < 2 or c.size < 2:

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse
 from numpy.typing import NDArray
 
+from tracetochain._limits import check_state_count
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces._schema import OUTCOME_VALUES, Outcome
 from tracetochain.traces._table import TraceTable
@@ -141,6 +142,7 @@ def count_transitions(traces: TraceTable, states: list[str] | tuple[str, ...] | 
         codes = remap[codes] if codes.size else codes
         names = vocab
     m = len(names)
+    check_state_count(m, "the traces")  # before the m × m count matrix is allocated
     outcome = traces.outcomes().astype(np.int64)
     zero = zero_step_outcome_codes(traces.report.zero_step)
     n_by_outcome = np.bincount(outcome, minlength=4) + np.bincount(zero, minlength=4)
@@ -204,6 +206,7 @@ def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np
     """
     names = tuple(str(s) for s in state_names)
     m = len(names)
+    check_state_count(m, "the traces")  # before the m × m count matrix is allocated
     codes = np.asarray(codes, dtype=np.int64)
     offsets = np.asarray(offsets, dtype=np.int64)
     outcome = np.asarray(outcomes, dtype=np.int64)

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from tracetochain import numerics as nx
+from tracetochain._limits import check_state_count, max_states
 from tracetochain._version import __version__
 from tracetochain.exceptions import (
     ChainValidationError,
@@ -386,37 +387,72 @@ class AbsorbingChain:
                 f"chain document has schema_version {version!r}; this tracetochain ({__version__}) reads "
                 f"versions 1 to {CHAIN_SCHEMA_VERSION}. Upgrade tracetochain or refit the chain."
             )
-        try:
-            exits = doc["start_exits"] if version >= 2 else None
-            return cls(doc["Q"], doc["R_success"], doc["R_failure"], doc["pi0"], doc["state_names"],
-                       doc.get("metadata", {}), exits)
-        except KeyError as exc:
-            raise ChainValidationError(f"chain document is missing the field {exc.args[0]!r}") from None
+        names, metadata = _check_document(doc)
+        if version >= 2 and "start_exits" not in doc:
+            raise ChainValidationError("chain document is missing the field 'start_exits'")
+        exits = _matrix(doc, "start_exits", 2) if version >= 2 else None
+        return cls(_matrix(doc, "Q", len(names), len(names)), _matrix(doc, "R_success", len(names)),
+                   _matrix(doc, "R_failure", len(names)),
+                   doc["pi0"] if isinstance(doc.get("pi0"), int) and not isinstance(doc.get("pi0"), bool)
+                   else _matrix(doc, "pi0", len(names)), names, metadata, exits)
 
-    def to_json(self, path: str | Path | None = None, *, indent: int | None = 2) -> str:
-        """Serialise to JSON; also write it to ``path`` when given."""
+    def to_json(self, path: str | Path | None = None, *, indent: int | None = 2, overwrite: bool = True) -> str:
+        """Serialise to JSON; also write it to ``path`` when given (through the safe writer: complete or not at all,
+        never through a symbolic link; ``overwrite=False`` refuses an existing file)."""
         text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            from tracetochain._files import write_output
+
+            write_output(path, text + "\n", overwrite=overwrite, what="chain")
         return text
 
     @classmethod
     def from_json(cls, source: str | Path) -> AbsorbingChain:
-        """Load from a JSON file path or a JSON string."""
-        text = str(source)
-        if not text.lstrip().startswith("{"):
-            p = Path(source)
-            try:
-                text = p.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                raise ChainValidationError(f"{p}: no such file") from None
-            try:
-                doc = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ChainValidationError(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        """Load from a chain file (a ``Path``, or a ``str`` naming an existing file) or from JSON text.
+
+        A file must be a regular file no larger than :func:`max_document_bytes` (a FIFO or ``/dev/zero`` is
+        refused before it is read); the text must be UTF-8 JSON within the parser's limits. Every problem is a
+        :class:`ChainValidationError` naming the file (and the line, for a syntax error).
+        """
+        import os
+
+        from tracetochain._files import input_problem
+        from tracetochain.readers._common import JSONLimitError, json_loads
+
+        is_text = isinstance(source, str) and source.lstrip().startswith("{") and not os.path.exists(source)
+        where = "chain document" if is_text else str(source)
+        if is_text:
+            raw: str | bytes = str(source)
         else:
-            doc = json.loads(text)
-        return cls.from_dict(doc)
+            p = Path(source)
+            problem = input_problem(p)
+            if problem is not None:
+                raise ChainValidationError(f"{p}: {problem[0]}" + (f" — {problem[1]}" if problem[1] else ""))
+            limit = max_document_bytes()
+            if p.stat().st_size > limit:
+                raise ChainValidationError(
+                    f"{p}: the file is larger than {limit:,} bytes, more than a chain of {max_states():,} states "
+                    "needs — raise the state limit with TRACETOCHAIN_MAX_STATES if it is genuine")
+            try:
+                raw = p.read_bytes()
+            except OSError as exc:
+                raise ChainValidationError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+        try:
+            doc = json_loads(raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw)
+        except UnicodeDecodeError as exc:
+            assert isinstance(raw, bytes)
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise ChainValidationError(f"{where}:{line}: not UTF-8 text ({exc.reason})") from None
+        except JSONLimitError as exc:
+            raise ChainValidationError(f"{where}: not valid JSON ({exc.msg})") from None
+        except json.JSONDecodeError as exc:
+            raise ChainValidationError(f"{where}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        try:
+            return cls.from_dict(doc)
+        except ChainValidationError as exc:
+            if is_text or str(exc).startswith(f"{where}:"):
+                raise
+            raise type(exc)(f"{where}: {exc}", *exc.args[1:]) from None
 
     # ------------------------------------------------------------------ display
     def _no_success_message(self, what: str) -> str:
@@ -441,3 +477,99 @@ class AbsorbingChain:
             + "<table><tr><th>state</th><th>visits</th>"
             f"<th>R⊕</th><th>R⊖</th></tr>{rows}</table></div>"
         )
+
+
+# ---------------------------------------------------------------------------------------------------- documents
+def max_document_bytes() -> int:
+    """Largest chain file read: generous for a chain at the state limit (about 64 bytes per transition entry,
+    counts and indentation included), so that ``/dev/zero``-like or hostile files are refused before parsing."""
+    m = max_states()
+    return 64 * m * m + (16 << 20)
+
+
+def _check_document(doc: dict[str, Any]) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """State names and metadata of an untrusted chain document, checked field by field (ChainValidationError
+    naming the field otherwise); the matrices are checked by :func:`_matrix` and the constructor."""
+    for key in ("Q", "R_success", "R_failure", "pi0", "state_names"):
+        if key not in doc:
+            raise ChainValidationError(f"chain document is missing the field {key!r}")
+    names_raw = doc["state_names"]
+    if not isinstance(names_raw, list) or not all(isinstance(n, str) for n in names_raw):
+        raise ChainValidationError("chain document field 'state_names' must be a list of text")
+    check_state_count(len(names_raw), "the chain document")
+    names = tuple(names_raw)
+    metadata = doc.get("metadata", {})
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        raise ChainValidationError(f"chain document field 'metadata' must be an object, got {type(metadata).__name__}")
+    if metadata.get("pseudocount") is not None:  # None: the episode prior (described under "prior")
+        alpha = metadata["pseudocount"]
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not np.isfinite(alpha) or alpha < 0:
+            raise ChainValidationError(f"chain document field 'metadata.pseudocount' must be a finite number >= 0, "
+                                       f"got {alpha!r}")
+    for key in ("unvisited_states",):
+        if key in metadata and (not isinstance(metadata[key], list)
+                                or not all(isinstance(v, str) for v in metadata[key])):
+            raise ChainValidationError(f"chain document field 'metadata.{key}' must be a list of state names")
+    if "counts" in metadata:
+        _check_counts(metadata["counts"], names)
+    return names, metadata
+
+
+_COUNT_MAX = 2**53  # beyond this a count is not an observation count (and float arithmetic would lose it)
+
+
+def _check_counts(counts: Any, names: tuple[str, ...]) -> None:
+    m = len(names)
+    where = "chain document field 'metadata.counts'"
+    if not isinstance(counts, dict):
+        raise ChainValidationError(f"{where} must be an object")
+    missing = [k for k in ("state_names", "transitions", "exits_success", "exits_failure", "initial", "n_traces")
+               if k not in counts]
+    if missing:
+        raise ChainValidationError(f"{where} is missing {', '.join(repr(k) for k in missing)}")
+    if counts["state_names"] != list(names):
+        raise ChainValidationError("chain document field 'metadata.counts.state_names' differs from the chain's "
+                                   "state names")
+
+    def whole(values: Any, shape: tuple[int, ...], key: str) -> None:
+        field = f"chain document field 'metadata.counts.{key}'"
+        arr = _numbers(values, field, shape)
+        if (arr < 0).any() or (arr > _COUNT_MAX).any() or (arr != np.floor(arr)).any():
+            raise ChainValidationError(f"{field} must hold whole numbers between 0 and 2^53")
+
+    whole(counts["transitions"], (m, m), "transitions")
+    for key in ("exits_success", "exits_failure", "initial"):
+        whole(counts[key], (m,), key)
+    n_traces = counts["n_traces"]
+    if not isinstance(n_traces, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _COUNT_MAX for v in n_traces.values()):
+        raise ChainValidationError("chain document field 'metadata.counts.n_traces' must map each outcome to a "
+                                   "whole number >= 0")
+    if not {"success", "failure", "censored"} <= set(n_traces):
+        raise ChainValidationError("chain document field 'metadata.counts.n_traces' must give success, failure and "
+                                   "censored counts")
+
+
+def _numbers(values: Any, where: str, shape: tuple[int, ...]) -> NDArray[np.float64]:
+    """``values`` as a float array of exactly ``shape`` (a ragged list, text, booleans or objects refused)."""
+    def ok(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    if len(shape) == 1:
+        good = isinstance(values, list) and len(values) == shape[0] and all(ok(v) for v in values)
+    else:
+        good = isinstance(values, list) and len(values) == shape[0] and all(
+            isinstance(row, list) and len(row) == shape[1] and all(ok(v) for v in row) for row in values)
+    if not good:
+        dims = " × ".join(str(d) for d in shape)
+        raise ChainValidationError(f"{where} must be {'a list' if len(shape) == 1 else 'a matrix'} of {dims} numbers")
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        raise ChainValidationError(f"{where} holds a number too large for a float") from None
+
+
+def _matrix(doc: dict[str, Any], key: str, *shape: int) -> NDArray[np.float64]:
+    return _numbers(doc[key], f"chain document field {key!r}", tuple(shape))

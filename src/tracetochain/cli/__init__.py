@@ -58,6 +58,7 @@ def _root(
 
 def main() -> None:
     """Console entry point: library errors become one clear line and exit code 2."""
+    from tracetochain._text import terminal_block
     from tracetochain.exceptions import TraceToChainError
 
     try:
@@ -65,7 +66,25 @@ def main() -> None:
     except TraceToChainError as exc:
         if os.environ.get("TRACETOCHAIN_DEBUG"):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        # Messages quote trace content (names, file names, parser excerpts): no escape sequence reaches the terminal.
+        print(f"error: {terminal_block(str(exc))}", file=sys.stderr)
+        sys.exit(2)
+    except BrokenPipeError:  # the reader of our output went away (e.g. `| head`): stop quietly, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(141)
+    except OSError as exc:  # a file the operating system would not let us read or write
+        if os.environ.get("TRACETOCHAIN_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {terminal_block(where)}{exc.strerror or terminal_block(str(exc))}", file=sys.stderr)
+        sys.exit(2)
+    except MemoryError:
+        if os.environ.get("TRACETOCHAIN_DEBUG"):
+            raise
+        print("error: ran out of memory — for a large corpus use --engine local (it reads partition by partition); "
+              "with many distinct states group them with --states categorical or ward; see docs/safety.md",
+              file=sys.stderr)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -80,8 +99,8 @@ def main() -> None:
             sys.exit(code)
         if os.environ.get("TRACETOCHAIN_DEBUG"):
             raise
-        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback, and please "
-              "report it)", file=sys.stderr)
+        print(f"internal error: {type(exc).__name__}: {terminal_block(str(exc))} (rerun with --debug for the "
+              "traceback, and please report it)", file=sys.stderr)
         sys.exit(1)
 
 

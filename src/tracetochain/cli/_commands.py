@@ -17,6 +17,7 @@ from tracetochain.cli._input import (
     load_traces,
     reader_name,
 )
+from tracetochain.cli._output import echo_text
 
 FIT_EXAMPLE = (
     "Example: tracetochain fit runs.jsonl -o chain.json --horizon 30   "
@@ -51,7 +52,22 @@ def _parse_ks(text: str) -> tuple[int, ...]:
     return ks
 
 
-HorizonOpt = Annotated[int, typer.Option("--horizon", min=0, help="Largest step budget d for R(d).")]
+def horizon_option(value: int) -> int:
+    """``--horizon``: at most ``TRACETOCHAIN_MAX_HORIZON`` (checked while parsing, before any work)."""
+    from tracetochain._limits import check_horizon
+
+    return check_horizon(value)
+
+
+def samples_option(value: int) -> int:
+    """``--samples``: at most ``TRACETOCHAIN_MAX_SAMPLES`` (checked while parsing, before any work)."""
+    from tracetochain._limits import check_samples
+
+    return check_samples(value)
+
+
+HorizonOpt = Annotated[int, typer.Option("--horizon", min=0, callback=horizon_option,
+                                         help="Largest step budget d for R(d).")]
 KOpt = Annotated[str, typer.Option("--k", help="Values of k for pass@k and pass^k, comma-separated.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of tables.")]
 EngineOpt = Annotated[str | None, typer.Option(
@@ -75,7 +91,27 @@ CiOpt = Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval
 UncertaintyOpt = Annotated[str, typer.Option(
     help="Intervals: posterior (Dirichlet), bootstrap (traces resampled, states fixed), bootstrap-full "
          "(states re-discovered per replicate) or none.")]
-SamplesOpt = Annotated[int, typer.Option(min=50, help="Posterior draws or bootstrap replicates.")]
+SamplesOpt = Annotated[int, typer.Option(min=50, callback=samples_option,
+                                         help="Posterior draws or bootstrap replicates.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Replace the output file if it exists (an input is never replaced; a symbolic link at the "
+                    "output is replaced, not followed).")]
+
+
+def input_paths(*paths: Path | None, states: str | None = None) -> list[Path]:
+    """The files a command reads, for the output writer's never-replace-an-input check (a milestone file in
+    ``--states milestones:FILE`` included)."""
+    found = [p for p in paths if p is not None]
+    if states is not None and states.startswith("milestones:"):
+        found.append(Path(states.split(":", 1)[1]))
+    return found
+
+
+def check_output(output: Path, force: bool, inputs: list[Path], what: str) -> None:
+    """Refuse a bad output path before any work is done (the writer checks again when it writes)."""
+    from tracetochain._files import check_output_path
+
+    check_output_path(output, overwrite=force, inputs=inputs, what=what)
 
 
 def _intervals(source: Any, method: str, ci: float, samples: int, seed: int, horizon: int,
@@ -175,6 +211,7 @@ def fit(
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     legacy_format: LegacyFormatOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Fit an absorbing Markov chain to agent traces and print its reliability summary with intervals.
 
@@ -187,6 +224,13 @@ def fit(
         raise typer.BadParameter(f"--uncertainty must be posterior, bootstrap or none, got {uncertainty!r} "
                                  "(bootstrap-full is a library option: TraceBootstrap(path='full'))")
     method = None if uncertainty == "none" else uncertainty
+    if method is not None:  # the draws × horizon band must fit before any draw is made
+        from tracetochain._limits import check_samples
+
+        check_samples(samples, horizon)
+    inputs = input_paths(traces, states=states)
+    if output is not None:
+        check_output(output, force, inputs, "chain")
     # The terminal summary names a detected reader itself; JSON output names it on stderr.
     source = analysis_input(traces, reader, option, on_error.value, engine, announce=as_json and not quiet)
     result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
@@ -195,7 +239,7 @@ def fit(
                           intervals=method, n_samples=samples, confidence=ci, seed=seed)
     chain = result.chain
     if output is not None:
-        _write_chain(chain, output, result.ingest.to_dict())
+        _write_chain(chain, output, result.ingest.to_dict(), force, inputs)
     if quiet:
         return
     summary = summarize(chain, horizon=horizon, ks=ks)
@@ -217,7 +261,7 @@ def fit(
 
     render_ingest(result.ingest, dict(result.summary.counts.n_traces), detected=reader is None)
     if result.state_model is not None and (result.state_model.method != "categorical" or vocabulary is not None):
-        typer.echo(result.state_model.describe())
+        echo_text(result.state_model.describe())
     render_summary(summary, intervals, pass_k_note=trials["note"])
     render_costs(costs)
     if output is not None:
@@ -284,13 +328,10 @@ def metrics(
     render_costs(costs)
 
 
-def _write_chain(chain: Any, output: Path, ingest: dict[str, Any]) -> None:
-    from tracetochain.exceptions import TraceToChainError
+def _write_chain(chain: Any, output: Path, ingest: dict[str, Any], force: bool, inputs: list[Path]) -> None:
+    from tracetochain._files import write_output
 
     doc = chain.to_dict()
     doc["metadata"] = {**doc["metadata"], "ingest": ingest}
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise TraceToChainError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_output(output, json.dumps(doc, indent=1, allow_nan=False) + "\n", overwrite=force, inputs=inputs,
+                 what="chain")

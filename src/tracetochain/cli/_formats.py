@@ -7,13 +7,12 @@ this module parses options, guards the output file and renders.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from tracetochain.cli._commands import JsonOpt, OnErrorChoice
+from tracetochain.cli._commands import ForceOpt, JsonOpt, OnErrorChoice, check_output
 from tracetochain.cli._input import (
     LegacyFormatOpt,
     ReaderOpt,
@@ -43,27 +42,23 @@ def convert(
         "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
         OnErrorChoice.raise_),
     option: ReaderOptionOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite OUTPUT if it exists.")] = False,
+    force: ForceOpt = False,
     as_json: JsonOpt = False,
     legacy_format: LegacyFormatOpt = None,
 ) -> None:
     """Read traces in any supported format and write the canonical long table (one row per step)."""
-    from tracetochain.exceptions import TraceToChainError, TraceValidationError
+    from tracetochain._files import write_output
+    from tracetochain.exceptions import TraceValidationError
 
     reader = reader_name(reader, legacy_format)
     suffix = output.suffix.lower()
     if suffix not in OUTPUT_TYPES:
         raise TraceValidationError(f"cannot write {suffix or 'a file without an extension'}", source=str(output),
                                    hint="name the output .jsonl, .csv or .parquet")
-    if output.exists() or output.is_symlink():
-        if output.is_dir():
-            raise TraceToChainError(f"{output} is a folder; name the file to write")
-        if source.exists() and _same_file(source, output):
-            raise TraceToChainError(f"{output} is the input file; write the converted table elsewhere")
-        if not force:
-            raise TraceToChainError(f"{output} already exists; pass --force to overwrite it")
+    check_output(output, force, [source], "table")
     table = load_traces(source, reader, option, on_error=on_error.value, announce=as_json)
-    _write_atomically(table, output)
+    kind = {"JSON Lines": "jsonl", "CSV": "csv", "Parquet": "parquet"}[OUTPUT_TYPES[suffix]]
+    write_output(output, lambda fh: table.write_to(fh, kind), overwrite=force, inputs=[source], what="table")
     report = table.report
     if as_json:
         doc = {"output": str(output), "output_type": OUTPUT_TYPES[suffix], "format": report.format,
@@ -92,66 +87,6 @@ def formats(as_json: JsonOpt = False) -> None:
     from tracetochain.cli._render import render_formats
 
     render_formats(rows)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def _append_zero_step(path: Path, table: Any) -> None:
-    """Add the episodes that ended before any agent step to a written canonical file, one record each with its
-    trace-level fields and no step fields (``step_idx`` null), so they stay trials when the file is read again.
-
-    The step table cannot hold them yet (they travel in ``report.zero_step``), hence this second write.
-    """
-    import pyarrow as pa
-
-    zero = table.report.zero_step
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        with path.open("a", encoding="utf-8") as fh:
-            for z in zero:
-                fh.write(json.dumps({**z, "step_idx": None}, ensure_ascii=False, allow_nan=False) + "\n")
-        return
-    steps = table.to_arrow()
-    names = list(dict.fromkeys([*steps.column_names, *(k for z in zero for k in z), "step_idx"]))
-    extra = pa.Table.from_pylist([{n: z.get(n) for n in names} for z in zero])
-    extra = pa.table({n: extra.column(n).cast(steps.schema.field(n).type)
-                      if n in steps.column_names and not pa.types.is_null(steps.schema.field(n).type)
-                      else extra.column(n) for n in names})
-    combined = pa.concat_tables([steps, extra], promote_options="default")
-    if suffix == ".csv":
-        import pyarrow.csv as pacsv
-
-        pacsv.write_csv(combined, path)
-    else:
-        import pyarrow.parquet as pq
-
-        from tracetochain.traces._schema import TRACE_SCHEMA_VERSION
-
-        meta = {b"tracetochain.trace_schema_version": str(TRACE_SCHEMA_VERSION).encode()}
-        pq.write_table(combined.replace_schema_metadata(meta), path)
-
-
-def _write_atomically(table: Any, output: Path) -> None:
-    """Write beside OUTPUT and rename, so a failed write never leaves half a file (or destroys the old one)."""
-    from tracetochain.exceptions import TraceToChainError
-
-    tmp = output.with_name(f".{output.stem}.partial-{os.getpid()}{output.suffix}")
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        table.write(tmp)
-        if table.report.zero_step:
-            _append_zero_step(tmp, table)
-        os.replace(tmp, output)
-    except OSError as exc:
-        raise TraceToChainError(f"cannot write {output}: {exc.strerror or exc}") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 __all__ = ["convert", "formats", "parse_reader_options"]

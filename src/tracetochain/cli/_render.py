@@ -8,8 +8,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tracetochain._text import terminal_text
 from tracetochain.metrics import ReliabilitySummary
 from tracetochain.traces import IngestReport
+
+
+def _safe(text: object) -> str:
+    """Trace content for a rich console: control characters (ESC sequences, BEL) made visible, long text cut,
+    rich markup escaped."""
+    return escape(terminal_text(str(text), 300))
+
 
 _console = Console(highlight=False, soft_wrap=True)
 
@@ -18,16 +26,16 @@ def render_ingest(report: IngestReport, outcomes: dict[str, int], *, detected: b
     """What was read and skipped; ``detected`` adds a line naming the reader that sniffing chose."""
     oc = ", ".join(f"{v} {k}" for k, v in outcomes.items() if v)
     if detected:
-        _console.print(f"reader: {escape(report.format)} (detected; choose another with --reader NAME)")
-    _console.print(f"[bold]{escape(report.source)}[/] ({escape(report.format)}): {report.n_traces} traces ({oc})")
+        _console.print(f"reader: {_safe(report.format)} (detected; choose another with --reader NAME)")
+    _console.print(f"[bold]{_safe(report.source)}[/] ({_safe(report.format)}): {report.n_traces} traces ({oc})")
     if report.n_records_skipped:
         _console.print(f"[yellow]skipped {report.n_records_skipped} records "
                        f"({report.n_traces_skipped} traces dropped whole):[/]")
         for reason, n in sorted(report.skipped_by_reason.items(), key=lambda kv: -kv[1]):
-            _console.print(f"  {n:>6}  {escape(reason)}")
+            _console.print(f"  {n:>6}  {_safe(reason)}")
         for p in report.problems[:5]:
             where = f"{report.location_kind} {p.location}, " if p.location is not None else ""
-            _console.print(f"         e.g. {where}field {escape(p.field or '-')}: {escape(p.message)}")
+            _console.print(f"         e.g. {where}field {_safe(p.field or '-')}: {_safe(p.message)}")
     if report.zero_step:
         zc = ", ".join(f"{v} {k}" for k, v in report.zero_step_outcomes().items() if v)
         _console.print(f"{report.n_zero_step} episodes ended before any agent step ({zc}): kept as trials, "
@@ -43,8 +51,8 @@ def render_formats(rows: list[dict[str, Any]]) -> None:
     table.add_column("reads")
     table.add_column("needs")
     for row in rows:
-        name = escape(row["name"]) + ("" if row["builtin"] else " [dim](plug-in)[/]")
-        table.add_row(name, escape(row["description"]), escape(row["needs"]))
+        name = _safe(row["name"]) + ("" if row["builtin"] else " [dim](plug-in)[/]")
+        table.add_row(name, _safe(row["description"]), _safe(row["needs"]))
     _console.print(table)
     _console.print(FORMATS_FOOTER)
 
@@ -89,7 +97,7 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     if md.get("unvisited_states"):
         names = ", ".join(md["unvisited_states"][:5])
         _console.print(f"[yellow]states with no outgoing data ({md.get('unvisited_policy')} row): "
-                       f"{escape(names)}[/]")
+                       f"{_safe(names)}[/]")
     if intervals:
         _console.print(f"  [dim]intervals: {intervals.get('confidence', 0.95):.0%} {intervals.get('method')}, "
                        f"{intervals.get('n_draws', intervals.get('samples'))} draws, seed {intervals.get('seed')}[/]")
@@ -106,7 +114,7 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
         if s.step_budget_bound is not None and s.step_budget_kappa is not None else ""
     _console.print(f"  steps to within {s.step_budget_delta:g} of R∞  {budget}{bound};  ρ(Q) = {s.spectral_radius:.4f}")
     for name, reason in s.undefined.items():
-        _console.print(f"  [dim]{name}: {escape(reason)}[/]")
+        _console.print(f"  [dim]{name}: {_safe(reason)}[/]")
 
     curve = Table(title="R(d): success within d steps", title_justify="left")
     picks = sorted({d for d in (1, 2, 5, 10, 20, 30, 50, 100, s.horizon) if d <= s.horizon})
@@ -141,12 +149,12 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     for col in ("failures", "P(→fail)", "P(→succ)", "visits"):
         worst.add_column(col, justify="right")
     for st in s.worst_states(5):
-        worst.add_row(escape(st.name), f"{st.failure_share:.1%}", f"{st.r_failure:.3f}", f"{st.r_success:.3f}",
+        worst.add_row(_safe(st.name), f"{st.failure_share:.1%}", f"{st.r_failure:.3f}", f"{st.r_success:.3f}",
                       f"{st.expected_visits:.2f}")
     _console.print(worst)
     top = s.worst_states(1)
     if top and top[0].failure_share > 0:
-        _console.print(f"Most failures leave from [bold]{escape(top[0].name)}[/] ({top[0].failure_share:.0%}).")
+        _console.print(f"Most failures leave from [bold]{_safe(top[0].name)}[/] ({top[0].failure_share:.0%}).")
 
 
 def _amount(x: float | None) -> str:
@@ -162,7 +170,7 @@ def render_costs(doc: dict[str, Any] | None) -> None:
     if not doc:
         return
     if not doc.get("available"):
-        _console.print(f"[dim]costs: {escape(str(doc.get('reason')))}[/]")
+        _console.print(f"[dim]costs: {_safe(str(doc.get('reason')))}[/]")
         return
     observed = any("observed" in e for e in doc["metrics"].values())
     table = Table(title="What reliability costs (per success: failed attempts retried)", title_justify="left")
@@ -174,19 +182,19 @@ def render_costs(doc: dict[str, Any] | None) -> None:
         band = f"[dim]{_amount(iv['lower'])}–{_amount(iv['upper'])}[/]" if iv.get("lower") is not None else ""
         obs = [_amount((entry.get("observed") or {}).get("per_success"))] if observed else []
         share = s.get("failed_share")
-        table.add_row(escape(metric), _amount(s["mean"]), _amount(s["per_success"]), band, *obs,
+        table.add_row(_safe(metric), _amount(s["mean"]), _amount(s["per_success"]), band, *obs,
                       f"{share:.0%}" if share is not None else "—")
     _console.print(table)
     primary = doc["metrics"][doc["primary"]]
     for sentence in primary["summary"].get("sentences", []):
-        _console.print(escape(sentence))
+        _console.print(_safe(sentence))
     budget = primary.get("budget")
     if budget:
-        _console.print(f"  [dim]R within a {escape(doc['primary'])} budget: lattice step {budget['step']:.3g} "
-                       f"{escape(budget['unit'])}, discretisation error ≤ {budget['error_bound']:.2g}[/]")
+        _console.print(f"  [dim]R within a {_safe(doc['primary'])} budget: lattice step {budget['step']:.3g} "
+                       f"{_safe(budget['unit'])}, discretisation error ≤ {budget['error_bound']:.2g}[/]")
     cert = doc.get("certification") or {}
     if cert.get("status") == "withheld":
-        _console.print(f"[yellow]cost figures withheld by the audit: {escape(str(cert.get('reason')))}[/]")
+        _console.print(f"[yellow]cost figures withheld by the audit: {_safe(str(cert.get('reason')))}[/]")
     for metric, reason in (doc.get("absent") or {}).items():
         if metric in ("cost_usd", "tokens", "seconds"):
-            _console.print(f"  [dim]{escape(metric)}: {escape(reason)}[/]")
+            _console.print(f"  [dim]{_safe(metric)}: {_safe(reason)}[/]")

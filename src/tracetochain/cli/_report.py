@@ -17,6 +17,7 @@ import typer
 from tracetochain.cli._commands import (
     EngineOpt,
     FeaturesOpt,
+    ForceOpt,
     KMaxOpt,
     KMinOpt,
     OnErrorChoice,
@@ -26,10 +27,15 @@ from tracetochain.cli._commands import (
     VocabularyOpt,
     _parse_ks,
     analysis_input,
+    check_output,
+    horizon_option,
+    input_paths,
     run_analysis,
+    samples_option,
     state_options,
 )
 from tracetochain.cli._input import ReaderOpt, ReaderOptionOpt, pick_alias
+from tracetochain.cli._output import echo_text
 
 REPORT_EXAMPLE = ('Example: tracetochain report runs.json -o report.html --fail-under "pass^3>=0.6"   '
                   "(τ-bench results; --format md prints a pull-request comment; a Parquet folder of any size: "
@@ -74,7 +80,7 @@ def report(
     k_min: KMinOpt = 2,
     k_max: KMaxOpt = 10,
     pseudocount: PseudocountOpt = None,
-    horizon: Annotated[int, typer.Option(min=1, help="Largest step budget d shown.")] = 50,
+    horizon: Annotated[int, typer.Option(min=1, callback=horizon_option, help="Largest step budget d shown.")] = 50,
     k: Annotated[str, typer.Option("--k", help="k for pass@k / pass^k, comma-separated.")] = "1,2,3,4,5",
     no_audit: Annotated[bool, typer.Option("--no-audit", help="Skip the goodness-of-fit audit.")] = False,
     in_sample: Annotated[bool, typer.Option("--in-sample", help="Audit on the fit data (no held-out splits).")
@@ -83,7 +89,8 @@ def report(
     level: LevelOpt = 0.05,
     ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
     uncertainty: Annotated[Uncertainty, typer.Option(help="How intervals are made.")] = Uncertainty.posterior,
-    samples: Annotated[int, typer.Option(min=50, help="Posterior draws or bootstrap replicates.")] = 1000,
+    samples: Annotated[int, typer.Option(min=50, callback=samples_option,
+                                         help="Posterior draws or bootstrap replicates.")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed for the splits, bootstrap and simulation.")] = 0,
     on_error: Annotated[OnErrorChoice, typer.Option(
         "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
@@ -98,6 +105,7 @@ def report(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, only errors and gate results.")] = False,
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Read traces, discover states, fit and audit the chain, attach intervals, and write a report.
 
@@ -106,8 +114,10 @@ def report(
 
     from tracetochain.report import build_report, render_html
     from tracetochain.report._markdown import render_markdown
-    from tracetochain.report.gates import GATE_FAILED_EXIT_CODE, evaluate_gate
+    from tracetochain.report.gates import GATE_FAILED_EXIT_CODE, check_gate, evaluate_gate
 
+    for expression in fail_under or []:
+        check_gate(expression)  # a typo in a gate is reported before the work, not after it
     if gate_on not in ("point", "lower"):
         raise typer.BadParameter("--gate-on must be 'point' or 'lower'")
     ks = _parse_ks(k)
@@ -115,11 +125,17 @@ def report(
                      if output is not None and output.suffix.lstrip(".").lower() in ("html", "md", "json", "markdown")
                      else OutFormat.html)
     out = output or Path(f"report.{fmt.value}")
+    inputs = input_paths(traces, states=states)
+    check_output(out, force, inputs, "report")
     console = Console(stderr=True, quiet=quiet)
     if uncertainty == Uncertainty.bootstrap_full:
         raise typer.BadParameter("--uncertainty bootstrap-full is a library option (TraceBootstrap(path='full')); "
                                  "use posterior or bootstrap")
     method = None if uncertainty == Uncertainty.none else uncertainty.value
+    if method is not None:  # the draws × horizon band must fit before any draw is made
+        from tracetochain._limits import check_samples
+
+        check_samples(samples, horizon)
     source = analysis_input(traces, reader, option, on_error.value, engine, announce=not quiet)
     with console.status("reading traces") as status:
 
@@ -135,12 +151,9 @@ def report(
         doc = build_report(result, horizon=horizon, ks=ks)
         text = {"html": lambda: render_html(doc), "md": lambda: render_markdown(doc),
                 "json": lambda: json.dumps(doc, indent=1, allow_nan=False) + "\n"}[fmt.value]()
-    from tracetochain.exceptions import TraceToChainError
+    from tracetochain._files import write_output
 
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise TraceToChainError(f"cannot write {out}: {exc.strerror or exc}") from None
+    write_output(out, text, overwrite=force, inputs=inputs, what="report")
     cert = doc.get("certificate") or {}
     if not quiet:
         typer.echo(f"{doc['source']['n_traces']} traces → R∞ = {doc['metrics']['r_inf']:.4f}; certificate: "
@@ -212,7 +225,7 @@ def audit(
     if as_json:
         typer.echo(cert.to_json())
     else:
-        typer.echo("\n".join(str(result).splitlines()[:2]))
-        typer.echo(str(cert))
+        echo_text("\n".join(str(result).splitlines()[:2]))
+        echo_text(str(cert))
     if fail_on_reject and cert.decision == "reject":
         sys.exit(REJECT_EXIT_CODE)

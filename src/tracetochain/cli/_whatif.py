@@ -9,8 +9,17 @@ from typing import Annotated, Any
 
 import typer
 
-from tracetochain.cli._commands import EngineOpt, SchedulerOpt
+from tracetochain.cli._commands import (
+    EngineOpt,
+    ForceOpt,
+    SchedulerOpt,
+    check_output,
+    horizon_option,
+    input_paths,
+    samples_option,
+)
 from tracetochain.cli._input import STDIN, ReaderOpt, ReaderOptionOpt, load_traces
+from tracetochain.cli._output import echo_text
 
 WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --edge-cost "*->success=0.05" '
                   "  (a fallback that rescues 10% of every state's failures at $0.05 a use: ΔR∞ and the change in "
@@ -63,11 +72,11 @@ def whatif(
                               indent=2, allow_nan=False))
         return
     if result is not None:
-        typer.echo(str(result))
+        echo_text(str(result))
     else:
         typer.echo("No edits given (see --help); bottlenecks only.")
     typer.echo("")
-    typer.echo(str(ranking))
+    echo_text(str(ranking))
 
 
 class ExportFormat(StrEnum):
@@ -83,22 +92,22 @@ def export(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
     min_prob: Annotated[float, typer.Option("--min-prob", min=0.0, max=1.0,
                                             help="Leave out edges below this probability (dot, mermaid).")] = 0.0,
+    force: ForceOpt = False,
 ) -> None:
     """Write the chain as Graphviz DOT, Mermaid, a PRISM model (check it with PRISM or Storm) or plain JSON."""
     from tracetochain import AbsorbingChain
-    from tracetochain.exceptions import TraceToChainError
+    from tracetochain._files import write_output
     from tracetochain.report import to_dot, to_mermaid, to_prism
 
+    if output is not None:
+        check_output(output, force, [chain_file], "export")
     doc = AbsorbingChain.from_json(chain_file).to_dict()
     text = {"dot": lambda: to_dot(doc, min_prob), "mermaid": lambda: to_mermaid(doc, min_prob),
             "prism": lambda: to_prism(doc), "json": lambda: json.dumps(doc, indent=1) + "\n"}[to.value]()
     if output is None:
         typer.echo(text, nl=False)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise TraceToChainError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_output(output, text, overwrite=force, inputs=[chain_file], what="export")
     typer.echo(f"wrote {output} ({to.value})")
 
 
@@ -117,8 +126,10 @@ def compare(
     features: Annotated[str, typer.Option(help="For --states ward: the features.")] = "kind,tool,error",
     pseudocount: Annotated[float | None, typer.Option(
         min=0.0, help="Laplace pseudocount α (default: the episode prior).")] = None,
-    horizon: Annotated[int, typer.Option(min=1, help="Largest step budget for ΔR(d).")] = 50,
-    samples: Annotated[int, typer.Option(min=50, help="Bootstrap replicates per set.")] = 200,
+    horizon: Annotated[int, typer.Option(min=1, callback=horizon_option, help="Largest step budget for ΔR(d).")
+                       ] = 50,
+    samples: Annotated[int, typer.Option(min=50, callback=samples_option, help="Bootstrap replicates per set.")
+                       ] = 200,
     ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
     seed: Annotated[int, typer.Option(help="Seed for the bootstraps and the permutation test.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
@@ -164,7 +175,7 @@ def compare(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
-        typer.echo(result.to_markdown() if markdown else str(result), nl=not markdown)
+        echo_text(result.to_markdown() if markdown else str(result), nl=not markdown)
     if fail_if_worse and result.direction == "worse":
         sys.exit(3)
 
@@ -191,6 +202,7 @@ def monitor(
     jsonl: Annotated[bool, typer.Option("--jsonl", help="One JSON line per window on stdout.")] = False,
     html_out: Annotated[Path | None, typer.Option("--html", help="Also write an HTML page with the time series.")
                         ] = None,
+    force: ForceOpt = False,
 ) -> None:
     """Track R∞ over windows of traces and alert (exit 3) when a window's transitions depart from the baseline."""
     import sys
@@ -199,6 +211,9 @@ def monitor(
 
     if baseline is not None and str(baseline) == STDIN and str(traces) == STDIN:
         raise typer.BadParameter("only one of TRACES and --baseline can be read from standard input (-)")
+    inputs = input_paths(traces, baseline, states=states)
+    if html_out is not None:
+        check_output(html_out, force, inputs, "monitor page")
     table = load_traces(traces, reader, option)
     base = load_traces(baseline, reader, option) if baseline is not None else None
     try:
@@ -211,10 +226,15 @@ def monitor(
         if isinstance(exc, TraceToChainError):
             raise
         raise typer.BadParameter(str(exc)) from None
-    typer.echo(result.json_lines() if jsonl else str(result), nl=not jsonl)
+    if jsonl:
+        typer.echo(result.json_lines(), nl=False)
+    else:
+        echo_text(str(result))
     if html_out is not None:
+        from tracetochain._files import write_output
         from tracetochain.report._monitor_html import render_monitor_html
 
-        html_out.write_text(render_monitor_html(result.to_dict()), encoding="utf-8")
+        write_output(html_out, render_monitor_html(result.to_dict()), overwrite=force, inputs=inputs,
+                     what="monitor page")
     if result.alerts:
         sys.exit(3)

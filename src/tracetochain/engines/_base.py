@@ -23,6 +23,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from tracetochain.exceptions import EngineError
+
 P = TypeVar("P")
 R = TypeVar("R")
 T = TypeVar("T")
@@ -144,7 +146,7 @@ def get_engine(engine: str | Engine | None = None, *, scheduler: str | None = No
     """
     if engine is None or engine == "local":
         if scheduler is not None:
-            raise ValueError("--scheduler needs --engine dask")
+            raise EngineError("--scheduler needs --engine dask")
         from tracetochain.engines.local import LocalEngine
 
         return LocalEngine()
@@ -153,7 +155,7 @@ def get_engine(engine: str | Engine | None = None, *, scheduler: str | None = No
 
         return DaskEngine(scheduler, **options)
     if isinstance(engine, str):
-        raise ValueError(f"unknown engine {engine!r}; use 'local' or 'dask'")
+        raise EngineError(f"unknown engine {engine[:80]!r}; use --engine local or --engine dask")
     if not isinstance(engine, Engine):
         raise TypeError(f"expected an engine name or an Engine, got {type(engine).__name__}")
     return engine

@@ -50,6 +50,10 @@ def _distributed() -> Any:
     return distributed
 
 
+#: How long to wait for a remote scheduler before saying it cannot be reached.
+_CONNECT_TIMEOUT = "10s"
+
+
 def _warm_up() -> None:
     import tracetochain.partitioned  # noqa: F401  (numpy, pyarrow and the counting code)
 
@@ -124,7 +128,15 @@ class DaskEngine:
             self._owns_client = True
             self._client.run(_warm_up)  # import the numerics once per worker, at start-up rather than in a task
         elif isinstance(self.scheduler, str):
-            self._client = distributed.Client(self.scheduler)
+            try:
+                self._client = distributed.Client(self.scheduler, timeout=_CONNECT_TIMEOUT)
+            except (OSError, TimeoutError, ValueError) as exc:
+                from tracetochain.exceptions import EngineError
+
+                raise EngineError(
+                    f"cannot reach the Dask scheduler at {self.scheduler} ({type(exc).__name__}: {exc}); start one "
+                    "with `dask scheduler`, check the address (e.g. tcp://10.0.0.5:8786), or drop --scheduler to "
+                    "run a local cluster") from None
             self._owns_client = True
         elif isinstance(self.scheduler, distributed.Client):
             self._client = self.scheduler

@@ -19,6 +19,9 @@ from numpy.typing import NDArray
 #: Dense Q with at least this many states and at most this density is swept as a CSR matrix.
 _SPARSE_SWEEP_STATES = 128
 _SPARSE_SWEEP_DENSITY = 0.2
+#: Most multiply-adds one step-budget sweep may spend (about ten seconds), and the fewest steps it always tries.
+_SWEEP_WORK = 20_000_000_000
+_MIN_BUDGET_SWEEP = 1_000
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ class StepBudget:
     ``exact`` comes from the forward sweep's exact residual π_d·h (assumption-free). ``bound`` is Prop. 8's
     d*(δ) = ⌈log(κ∞(V) ‖N r⊕‖∞ / δ) / (−log ρ)⌉ with κ∞(V) = ‖V‖∞‖V⁻¹‖∞ *computed* from the eigenvectors (the
     artifact silently takes κ = 1, valid only for normal Q); it is ``None`` when Q is numerically not
-    diagonalizable (then only ``exact`` is meaningful). ``exact`` is ``None`` if not reached within ``max_horizon``.
+    diagonalizable (then only ``exact`` is meaningful). ``exact`` is ``None`` if not reached within ``max_horizon``
+    steps — capped at 2·10¹⁰ / nnz(Q) steps (at least 1,000), so the sweep's work stays bounded.
     """
 
     delta: float
@@ -122,6 +126,10 @@ def step_budget(
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
     rho = spectral_radius(Q)
+    # The sweep costs one mat-vec (nnz(Q) multiply-adds) per step: cap the steps so that a large, slowly mixing
+    # chain (thousands of states, ρ near 1) answers "not reached" in seconds instead of sweeping for minutes.
+    nnz = int(np.count_nonzero(Q)) if Q.size else 0
+    max_horizon = min(max_horizon, max(_MIN_BUDGET_SWEEP, _SWEEP_WORK // max(nnz, 1)))
     # Exact: sweep in growing blocks until the residual falls below delta.
     exact: int | None = None
     horizon = 64

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._limits import check_state_count
 from tracetochain.chain import TransitionCounts
 from tracetochain.costs._model import CostModel, reader_name, trace_totals, usage_arrays
 from tracetochain.exceptions import TraceValidationError
@@ -23,6 +24,7 @@ from tracetochain.partitioned._ingest import (
 )
 from tracetochain.states import StateModel
 from tracetochain.traces import IngestReport, Outcome, Problem, TraceTable
+from tracetochain.traces._table import STEP_GAP_HINT
 
 _MAX_PROBLEMS = 50
 _INVALID = 3
@@ -46,6 +48,9 @@ class _Partial:
     costs: CostModel | None = None
     #: The episodes that ended before any step (their trace-level records), for the merged ingest report.
     zero_step: tuple[dict[str, Any], ...] = ()
+    #: Traces with missing steps, as (trace-id hash, partition index, trace id, message, location); dropped from the
+    #: counts, and reported once it is known whether their other steps are in another partition.
+    step_gaps: tuple[tuple[int, int, str, str, int], ...] = ()
 
 
 def partition_costs(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str, ...]) -> CostModel:
@@ -69,6 +74,7 @@ def _pad_counts(c: TransitionCounts, names: tuple[str, ...]) -> TransitionCounts
     pos = {s: i for i, s in enumerate(names)}
     idx = np.array([pos[s] for s in c.state_names], dtype=np.int64)
     m = len(names)
+    check_state_count(m, "the traces")  # the merged vocabulary, before the m × m matrix is allocated
     T = np.zeros((m, m), np.int64)
     if idx.size:
         T[np.ix_(idx, idx)] = c.transitions
@@ -99,11 +105,54 @@ def _merge(a: _Partial, b: _Partial) -> _Partial:
     return _Partial(counts, np.concatenate([a.hashes, b.hashes]), a.spans + b.spans,
                     a.n_records + b.n_records, a.n_records_skipped + b.n_records_skipped,
                     a.n_traces_skipped + b.n_traces_skipped, dict(reasons),
-                    (a.problems + b.problems)[:_MAX_PROBLEMS], costs, a.zero_step + b.zero_step)
+                    (a.problems + b.problems)[:_MAX_PROBLEMS], costs, a.zero_step + b.zero_step,
+                    (a.step_gaps + b.step_gaps)[:_MAX_PROBLEMS])
 
 
-def _check_unique_traces(partial: _Partial, parts: list[Partition], on_error: OnError) -> None:
-    """Raise when one trace id was counted in two partitions (its steps were not contiguous)."""
+def _check_unique_traces(partial: _Partial, parts: list[Partition], on_error: OnError, *,
+                         check_split: bool = True) -> None:
+    """Raise when one trace id was counted in two partitions (its steps were not contiguous), then — with
+    ``on_error="raise"`` — for a trace with missing steps (the in-memory read's error, deferred until
+    it is known not to be part of a split trace)."""
+    if check_split:
+        _check_split_traces(partial, parts, on_error)
+    by_index = {p.index: p for p in parts}
+    part_of = _partition_of(partial) if partial.step_gaps and check_split else []
+    for h, index, tid, _step, _loc in partial.step_gaps if check_split else ():
+        for i in np.flatnonzero(partial.hashes == np.uint64(h)):
+            other = by_index[part_of[int(i)]]
+            if other.index != index and tid in _ids_of(other, on_error):
+                first, second = sorted((other, by_index[index]), key=lambda p: p.index)
+                raise _split_error(tid, first, second)
+    if partial.step_gaps and on_error == "raise":
+        _, index, tid, message, loc = partial.step_gaps[0]
+        part = by_index[index]
+        is_line = part.format == "jsonl"
+        raise TraceValidationError(message, source=part.source, line=loc if is_line else None,
+                                   row=None if is_line else loc, field="step_idx", hint=STEP_GAP_HINT)
+
+
+def _ids_of(part: Partition, on_error: OnError, *, ordered: bool = False) -> Any:
+    """The trace ids a partition counts (a set, or a list in table order)."""
+    ids = _table_trace_ids(part.read(on_error=on_error, defer_step_gaps=True)).to_pylist()
+    return ids if ordered else set(ids)
+
+
+def _partition_of(partial: _Partial) -> list[int]:
+    """The partition index of every entry of ``partial.hashes``."""
+    return [index for index, n in partial.spans for _ in range(n)]
+
+
+def _split_error(trace_id: object, first: Partition, second: Partition) -> TraceValidationError:
+    return TraceValidationError(
+        f"trace {trace_id!r} has steps in two places: {first.describe()} and {second.describe()}",
+        source=first.source, field="trace_id",
+        hint="partitioned reading needs the steps of each trace on consecutive rows/lines of one file; "
+             "sort the data by trace_id, or rewrite it with tracetochain.partitioned.repartition_by_trace "
+             "and read the parts with by='file'")
+
+
+def _check_split_traces(partial: _Partial, parts: list[Partition], on_error: OnError) -> None:
     h = partial.hashes
     if h.size < 2:
         return
@@ -123,15 +172,10 @@ def _check_unique_traces(partial: _Partial, parts: list[Partition], on_error: On
             continue
         checked.add(key)
         first, second = by_index[key[0]], by_index[key[1]]
-        ids_a = set(_table_trace_ids(first.read(on_error=on_error)).to_pylist())
-        common = [x for x in _table_trace_ids(second.read(on_error=on_error)).to_pylist() if x in ids_a]
+        ids_a = _ids_of(first, on_error)
+        common = [x for x in _ids_of(second, on_error, ordered=True) if x in ids_a]
         if common:
-            raise TraceValidationError(
-                f"trace {common[0]!r} has steps in two places: {first.describe()} and {second.describe()}",
-                source=first.source, field="trace_id",
-                hint="partitioned reading needs the steps of each trace on consecutive rows/lines of one file; "
-                     "sort the data by trace_id, or rewrite it with tracetochain.partitioned.repartition_by_trace "
-                     "and read the parts with by='file'")
+            raise _split_error(common[0], first, second)
 
 
 @dataclass(frozen=True, eq=False)

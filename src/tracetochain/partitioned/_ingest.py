@@ -18,10 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from tracetochain._files import check_input_file
 from tracetochain.exceptions import TraceValidationError
+from tracetochain.readers._common import build_table, json_loads, records_to_arrow
+from tracetochain.readers.canonical import parse_jsonl_lines
 from tracetochain.traces import TraceTable
 from tracetochain.traces._hashing import fnv1a_hashes
-from tracetochain.traces._table import parse_jsonl_lines
 
 PartitionBy = Literal["range", "file"]
 OnError = Literal["raise", "skip"]
@@ -63,13 +65,18 @@ class Partition:
             return f"{self.source} row groups {self.start}–{self.stop - 1} (from row {self.first_location})"
         return f"{self.source} from line {self.first_location} (bytes {self.start}–{self.stop})"
 
-    def read(self, *, on_error: OnError = "raise") -> TraceTable:
-        """The partition as a validated :class:`TraceTable` (the same checks and messages as a whole-file read)."""
+    def read(self, *, on_error: OnError = "raise", defer_step_gaps: bool = False) -> TraceTable:
+        """The partition as a validated :class:`TraceTable` (the same checks and messages as a whole-file read).
+
+        ``defer_step_gaps``: a trace that does not start at step 0 — perhaps the tail of a trace whose first steps
+        lie in another partition — is dropped and listed in ``report.step_gaps`` rather than reported at once
+        (counting reports it after checking that no trace is split across partitions).
+        """
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         if self.format == "jsonl":
-            return _read_jsonl_range(self, on_error)
-        return _read_parquet_partition(self, on_error)
+            return _read_jsonl_range(self, on_error, defer_step_gaps)
+        return _read_parquet_partition(self, on_error, defer_step_gaps)
 
 
 def plan_partitions(source: str | Path | Sequence[str | Path], *, format: str | None = None,
@@ -138,8 +145,11 @@ def _list_files(source: str | Path | Sequence[str | Path], format: str | None) -
             out.extend(_list_uri(name, format))
             continue
         p = Path(name)
+        check_input_file(p, allow_folder=True)  # a FIFO or a device would block or never end
         if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.is_file() and _format_of(f.name, format) is not None)
+            found = sorted(f for f in p.iterdir() if _format_of(f.name, format) is not None)
+            for f in found:  # a trace file that is a FIFO, a device or a folder is named, not silently left out
+                check_input_file(f)
             if not found:
                 raise TraceValidationError(
                     "the directory holds no trace files", source=name,
@@ -280,7 +290,7 @@ def _run_into(pf: Any, group: int, value: pa.Scalar) -> tuple[int, bool]:
     return k, True
 
 
-def _read_parquet_partition(part: Partition, on_error: OnError) -> TraceTable:
+def _read_parquet_partition(part: Partition, on_error: OnError, defer_step_gaps: bool = False) -> TraceTable:
     pf = _parquet_file(part.source)
     md = pf.metadata
     try:
@@ -315,11 +325,9 @@ def _read_parquet_partition(part: Partition, on_error: OnError) -> TraceTable:
                 g += 1
         table = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
     locs = np.concatenate(locations)
-    from tracetochain.readers._common import build_table
-
     # The canonical reader's validation, which also keeps the episodes that ended before any step (report.zero_step).
     return build_table(table, on_error=on_error, source=part.source, format="parquet", problems=[], locations=locs,
-                       location_kind="row")
+                       location_kind="row", defer_step_gaps=defer_step_gaps)
 
 
 # ---------------------------------------------------------------------------------------------------- JSONL
@@ -331,8 +339,8 @@ def _line_trace_id(raw: bytes) -> object:
     if not raw.strip():
         return _UNKNOWN
     try:
-        rec = json.loads(raw.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        rec = json_loads(raw.decode("utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError):  # the read of the partition reports the line
         return _UNKNOWN
     if not isinstance(rec, dict):
         return _UNKNOWN
@@ -390,7 +398,7 @@ def _plan_jsonl(source: str, by: PartitionBy, bytes_per_partition: int, index0: 
             for i, (a, b, line) in enumerate(zip(cuts[:-1], cuts[1:], first_lines, strict=True))]
 
 
-def _read_jsonl_range(part: Partition, on_error: OnError) -> TraceTable:
+def _read_jsonl_range(part: Partition, on_error: OnError, defer_step_gaps: bool = False) -> TraceTable:
     """Parse lines exactly as ``TraceTable.read`` does (blank lines skipped; bad JSON named by its line)."""
     with open(part.source, "rb") as fh:
         fh.seek(part.start)
@@ -398,11 +406,9 @@ def _read_jsonl_range(part: Partition, on_error: OnError) -> TraceTable:
     records, lines, problems = parse_jsonl_lines(enumerate(data.split(b"\n"), start=part.first_location),
                                                  part.source, on_error)
     del data
-    from tracetochain.readers._common import build_table, records_to_arrow
-
     # The canonical reader's validation, which also keeps the episodes that ended before any step (report.zero_step).
     return build_table(records_to_arrow(records), on_error=on_error, source=part.source, format="jsonl",
-                       problems=problems, locations=lines, location_kind="line")
+                       problems=problems, locations=lines, location_kind="line", defer_step_gaps=defer_step_gaps)
 
 
 # ---------------------------------------------------------------------------------------------------- hashing

@@ -82,10 +82,19 @@ def json_raw_decode(decoder: json.JSONDecoder, text: str, idx: int) -> tuple[Any
 
 def load_json(path: Path, *, max_bytes: int | None = None) -> Any:
     """Parse a whole JSON file; an error names the file and, for a syntax error or bad UTF-8, the line."""
+    from tracetochain._files import input_problem
+
+    problem = input_problem(path)
+    if problem is not None:
+        raise TraceValidationError(problem[0], source=str(path), hint=problem[1])
     if max_bytes is not None and path.stat().st_size > max_bytes:
         raise TraceValidationError(f"file is larger than the {max_bytes:,}-byte limit for this format",
                                    source=str(path))
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceValidationError(f"cannot read it ({exc.strerror or type(exc).__name__})", source=str(path),
+                                   hint="make the file readable") from None
     try:
         text = raw.decode("utf-8-sig")  # a byte-order mark (Windows tools write one) is not part of the JSON
     except UnicodeDecodeError as exc:
@@ -102,9 +111,10 @@ def load_json(path: Path, *, max_bytes: int | None = None) -> Any:
 
 
 def head_text(path: Path, n_bytes: int = 65_536) -> str:
-    """The first bytes of a file as text, for cheap sniffing."""
+    """The first bytes of a file as text, for cheap sniffing (a UTF-8 byte-order mark removed: Windows tools write
+    one, and it is not part of the content)."""
     with path.open("rb") as fh:
-        return fh.read(n_bytes).decode("utf-8", errors="replace")
+        return fh.read(n_bytes).decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
 # ================================================================================================ sniffing
@@ -649,7 +659,8 @@ def arrow_column(values: list[Any], typ: pa.DataType) -> pa.Array:
 
 
 def build_table(table: pa.Table, *, on_error: str, source: str, format: str, problems: list[Problem],
-                locations: Any, location_kind: str, zero_step: bool = False) -> TraceTable:
+                locations: Any, location_kind: str, zero_step: bool = False,
+                defer_step_gaps: bool = False) -> TraceTable:
     """Validate a reader's Arrow table into a :class:`TraceTable` (:meth:`TraceTable.from_arrow`).
 
     Two kinds of rows are settled here first, because the shared validation does not handle them yet (see
@@ -672,7 +683,7 @@ def build_table(table: pa.Table, *, on_error: str, source: str, format: str, pro
         table = table.append_column("state", pa.nulls(0, pa.string()))  # only zero-step episodes: no steps at all
     result = TraceTable.from_arrow(table, on_error=on_error,  # type: ignore[arg-type]
                                    source=source, format=format, problems=[*problems, *settled], locations=locs,
-                                   location_kind=location_kind)
+                                   location_kind=location_kind, defer_step_gaps=defer_step_gaps)
     if zero_rows is not None:
         _add_zero_step(result, zero_rows, zero_locs, on_error, source, format, location_kind)
     return result
@@ -779,7 +790,7 @@ def _settle_rows(table: pa.Table, locs: NDArray[np.int64], on_error: str, source
                 raise TraceValidationError(message, source=source, line=loc if location_kind == "line" else None,
                                            row=None if location_kind == "line" else loc, field=name,
                                            hint=f"write {name} as true/false")
-            keep, dropped = _drop_traces(table, locs, bad, name, message)
+            keep, dropped = drop_traces(table, locs, bad, name, message)
             problems += dropped
             table, locs = table.filter(pa.array(keep)), locs[keep]
             values = [v for v, k in zip(values, keep, strict=True) if k]
@@ -798,7 +809,7 @@ def _settle_rows(table: pa.Table, locs: NDArray[np.int64], on_error: str, source
     return table, locs, problems
 
 
-def _drop_traces(table: pa.Table, locs: NDArray[np.int64], bad: NDArray[np.bool_], fieldname: str,
+def drop_traces(table: pa.Table, locs: NDArray[np.int64], bad: NDArray[np.bool_], fieldname: str,
                  message: str) -> tuple[NDArray[np.bool_], list[Problem]]:
     """Rows to keep once every trace holding a ``bad`` row is dropped, and one counted problem per dropped row
     (the trace's first bad row carries the whole-trace count; the others say they went with it)."""

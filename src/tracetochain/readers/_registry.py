@@ -147,6 +147,9 @@ def detect_format(path: str | Path) -> str:
     p = Path(path)
     if not p.exists():
         raise TraceValidationError("no such file or folder", source=str(p))
+    from tracetochain._files import check_input_file
+
+    check_input_file(p, allow_folder=True)  # a FIFO or a device: refused before any reader opens it
     answers = sniff_all(p, stop_at_first=True)
     if answers and answers[-1].accepted:
         return answers[-1].reader
@@ -201,4 +204,14 @@ def read_traces(path: str | Path, format: str | None = None, *, on_error: str = 
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     name = format or detect_format(path)
-    return get_reader(name).read(Path(path), on_error=on_error, **options)
+    from tracetochain._files import check_input_file
+    from tracetochain._limits import check_in_memory_read
+
+    check_input_file(path, allow_folder=True)
+    check_in_memory_read(path)  # a corpus larger than memory is pointed to the partitioned path, not OOM-killed
+    try:
+        return get_reader(name).read(Path(path), on_error=on_error, **options)
+    except OSError as exc:  # a file inside a folder that cannot be read, a read error: one located line
+        where = exc.filename if isinstance(exc.filename, str) else str(path)
+        raise TraceValidationError(f"cannot read it ({exc.strerror or type(exc).__name__})", source=where,
+                                   hint="make it readable, or leave it out of the input") from None

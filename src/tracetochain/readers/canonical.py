@@ -14,6 +14,7 @@ same as every other reader). ``table.report.format`` is ``"canonical"``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,15 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from tracetochain._files import check_input_file
+from tracetochain._text import CSV_NEUTRALISED_PATTERN, one_line
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
+    JSONLimitError,
     Refusal,
     Sniffed,
     build_table,
+    drop_traces,
     is_header_record,
     json_loads,
     jsonl_head_records,
@@ -70,8 +75,7 @@ class CanonicalReader:
         if suffix not in _EXTENSIONS:
             raise TraceValidationError(f"unknown file extension {p.suffix!r}", source=str(p),
                                        hint=f"use one of {', '.join(sorted(_EXTENSIONS))}")
-        if not p.is_file():
-            raise TraceValidationError("no such file", source=str(p))
+        check_input_file(p)
         problems: list[Problem] = []
         header: dict[str, Any] = {}
         if suffix in (".jsonl", ".ndjson"):
@@ -81,7 +85,7 @@ class CanonicalReader:
             table, locs = _read_json_array(p)
             kind = "row"
         elif suffix == ".csv":
-            table, locs = _read_csv(p)
+            table, locs, problems = _read_csv(p, on_error)
             kind = "line"
         else:
             table, locs = _read_parquet(p)
@@ -123,41 +127,59 @@ def first_record_fields(path: Path) -> set[str] | None:
     return set(rec) if isinstance(rec, dict) else None
 
 
-def _read_jsonl(path: Path, on_error: str, header: dict[str, Any]
-                ) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
+def parse_jsonl_lines(lines: Iterable[tuple[int, bytes | str]], source: str, on_error: str,
+                      header: dict[str, Any] | None = None,
+                      ) -> tuple[list[dict[str, Any]], list[int], list[Problem]]:
+    """Parse (line number, raw line) pairs of a canonical JSONL source into records, their line numbers and the
+    lines skipped.
+
+    The one JSONL line parser of the canonical table, in memory and partitioned (``--engine``) alike: blank lines
+    are skipped; a byte-order mark on line 1 is dropped; a line that is not UTF-8, not JSON, nested too deeply,
+    holds a number too long to read, or is not an object raises a :class:`TraceValidationError` naming ``source``
+    and the line — or, with ``on_error="skip"``, becomes a counted :class:`Problem`. Header lines describing the
+    run, before the first step, are merged into ``header`` (when given) instead of being read as steps.
+    """
     records: list[dict[str, Any]] = []
-    lines: list[int] = []
+    locations: list[int] = []
     problems: list[Problem] = []
 
     def bad(lineno: int, message: str, hint: str) -> None:
         if on_error == "raise":
-            raise TraceValidationError(message, source=str(path), line=lineno, hint=hint)
+            raise TraceValidationError(message, source=source, line=lineno, hint=hint)
         problems.append(Problem(lineno, None, message))
 
+    for lineno, raw in lines:
+        if lineno == 1:  # a byte-order mark is not part of the first record
+            raw = raw[3:] if isinstance(raw, bytes) and raw.startswith(b"\xef\xbb\xbf") else \
+                raw[1:] if isinstance(raw, str) and raw.startswith("\ufeff") else raw
+        if not raw.strip():
+            continue
+        try:
+            rec = json_loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+        except UnicodeDecodeError as exc:
+            bad(lineno, f"not UTF-8 text ({exc.reason})", "save the file as UTF-8")
+            continue
+        except json.JSONDecodeError as exc:
+            where = "" if isinstance(exc, JSONLimitError) else f" at column {exc.colno}"
+            bad(lineno, f"not valid JSON ({exc.msg}{where})", _LINE_HINT)
+            continue
+        if not isinstance(rec, dict):
+            bad(lineno, f"expected a JSON object, got {type(rec).__name__}",
+                'each line must be one step record such as {"trace_id": "t1", "step_idx": 0, "state": "plan", '
+                '"outcome": "success"}')
+            continue
+        if header is not None and not records and "trace_id" not in rec and is_header_record(rec):
+            merge_header(header, rec)  # a header line describing the run, before the first step
+            continue
+        records.append(rec)
+        locations.append(lineno)
+    return records, locations, problems
+
+
+def _read_jsonl(path: Path, on_error: str, header: dict[str, Any]
+                ) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
     with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]  # a byte-order mark is not part of the first record
-            if not raw.strip():
-                continue
-            try:
-                rec = json_loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                bad(lineno, f"not UTF-8 text ({exc.reason})", "save the file as UTF-8")
-                continue
-            except json.JSONDecodeError as exc:
-                bad(lineno, f"not valid JSON ({exc.msg} at column {exc.colno})", _LINE_HINT)
-                continue
-            if not isinstance(rec, dict):
-                bad(lineno, f"expected a JSON object, got {type(rec).__name__}",
-                    'each line must be one step record such as {"trace_id": "t1", "step_idx": 0, "state": "plan", '
-                    '"outcome": "success"}')
-                continue
-            if not records and "trace_id" not in rec and is_header_record(rec):
-                merge_header(header, rec)  # a header line describing the run, before the first step
-                continue
-            records.append(rec)
-            lines.append(lineno)
+        records, lines, problems = parse_jsonl_lines(enumerate(fh, start=1), str(path), on_error, header)
     return records_to_arrow(records), np.asarray(lines, dtype=np.int64), problems
 
 
@@ -172,14 +194,14 @@ def _read_json_array(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
     return records_to_arrow(data), np.arange(len(data), dtype=np.int64)
 
 
-def _read_csv(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
+def _read_csv(path: Path, on_error: str) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
     import pyarrow.csv as pacsv
 
     try:
         table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
         table.column_names  # noqa: B018 — Arrow decodes the header names only when asked
     except (pa.ArrowException, OSError) as exc:
-        raise TraceValidationError(f"cannot parse CSV ({exc})", source=str(path)) from None
+        raise TraceValidationError(f"cannot parse CSV ({one_line(str(exc), 300)})", source=str(path)) from None
     except UnicodeDecodeError as exc:
         raise TraceValidationError(f"cannot parse CSV (the header is not UTF-8 text: {exc.reason})",
                                    source=str(path), line=1) from None
@@ -189,7 +211,61 @@ def _read_csv(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
         raise TraceValidationError(f"column {twice!r} appears twice", source=str(path), line=1, field=twice,
                                    hint="give every column its own name")
     # Header is line 1; assumes no quoted field spans several lines (true of canonical files we write).
-    return table, np.arange(2, table.num_rows + 2, dtype=np.int64)
+    locs = np.arange(2, table.num_rows + 2, dtype=np.int64)
+    table, locs, problems = _decode_text_cells(table, locs, str(path), on_error)
+    return _restore_formulas(table), locs, problems
+
+
+def _decode_text_cells(table: pa.Table, locs: NDArray[np.int64], source: str, on_error: str
+                       ) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
+    """Columns Arrow read as bytes (some cell is not UTF-8) back to text, with the bad cells named by their line.
+
+    One bad byte makes Arrow type the whole column as binary, which validation would blame on the column's first
+    row; here the bad cells themselves raise (``on_error="raise"``) or drop their traces (``"skip"``, counted).
+    """
+    problems: list[Problem] = []
+    for name in list(table.column_names):
+        col = table.column(name)
+        if not (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)):
+            continue
+        values: list[str | None] = []
+        bad = np.zeros(table.num_rows, dtype=bool)
+        reason = ""
+        for i, raw in enumerate(col.to_pylist()):
+            try:
+                values.append(None if raw is None else raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                values.append(None)
+                bad[i] = True
+                reason = reason or exc.reason
+        table = table.set_column(table.column_names.index(name), name, pa.array(values, pa.string()))
+        if not bad.any():
+            continue
+        message = f"not UTF-8 text ({reason})"
+        if on_error == "raise":
+            raise TraceValidationError(message, source=source, line=int(locs[int(np.flatnonzero(bad)[0])]),
+                                       field=name, hint="save the file as UTF-8")
+        if "trace_id" in table.column_names:
+            keep, dropped = drop_traces(table, locs, bad, name, message)
+        else:
+            keep, dropped = ~bad, [Problem(int(locs[i]), name, message) for i in np.flatnonzero(bad)]
+        problems += dropped
+        table, locs = table.filter(pa.array(keep)), locs[keep]
+    return table, locs, problems
+
+
+def _restore_formulas(table: pa.Table) -> pa.Table:
+    """Undo the spreadsheet-formula neutralisation of :meth:`TraceTable.write_to` (a leading ``'``)."""
+    import pyarrow.compute as pc
+
+    for i, name in enumerate(table.column_names):
+        col = table.column(i)
+        if not pa.types.is_string(col.type):
+            continue
+        hit = pc.match_substring_regex(col, CSV_NEUTRALISED_PATTERN)
+        if pc.any(hit).as_py():
+            table = table.set_column(i, name, pc.if_else(hit, pc.utf8_slice_codeunits(col, 1), col))
+    return table
 
 
 def _read_parquet(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:

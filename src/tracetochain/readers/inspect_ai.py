@@ -64,8 +64,10 @@ they are kept as zero-step episodes (``table.report.zero_step``) and reported, n
 Safety: ``.eval`` archives are untrusted. Nothing is extracted to disk; every member name is checked (absolute
 paths, ``..`` components, drive letters and NUL bytes reject the archive); members are decompressed by streaming
 with a running byte count that stops at the caps whatever the archive declares (``max_member_bytes`` per member,
-``max_decompressed_bytes`` for the whole log, which also caps the size of a ``.json`` log). Hitting a cap raises
-:class:`TraceValidationError` naming the archive and member, whatever ``on_error`` says.
+which also caps the size of a ``.json`` log, parsed in one piece; ``max_decompressed_bytes`` for the whole log;
+``max_compression_ratio`` for a member beyond 16 MiB, so a 1 MB archive cannot make the reader hold gigabytes).
+The defaults fit a 2-core / 4 GB CI runner: parsing a JSON member takes about three times its size. Hitting a cap
+raises :class:`TraceValidationError` naming the archive and member, whatever ``on_error`` says.
 
 Sniffing: a ``.eval`` file whose zip directory lists ``header.json``, ``_journal/start.json``, ``start.json`` or
 ``samples/…``; a ``.json`` file whose first key is ``version`` (or ``status``/``eval``) and whose first 64 KB show
@@ -73,7 +75,7 @@ Sniffing: a ``.eval`` file whose zip directory lists ``header.json``, ``_journal
 and canonical tables are not claimed); a folder holding such files (not searched recursively).
 
 Options: ``scorer`` (None), ``success_threshold`` (1 − 1e−6), ``include_user`` (False),
-``max_decompressed_bytes`` (2 GiB), ``max_member_bytes`` (1 GiB).
+``max_decompressed_bytes`` (1 GiB), ``max_member_bytes`` (256 MiB), ``max_compression_ratio`` (100).
 """
 
 from __future__ import annotations
@@ -108,12 +110,18 @@ from tracetochain.readers._common import (
 )
 from tracetochain.traces._table import Problem, TraceTable
 
-__all__ = ["DEFAULT_MAX_DECOMPRESSED_BYTES", "DEFAULT_MAX_MEMBER_BYTES", "INSPECT_AI", "InspectAIReader"]
+__all__ = ["DEFAULT_MAX_COMPRESSION_RATIO", "DEFAULT_MAX_DECOMPRESSED_BYTES", "DEFAULT_MAX_MEMBER_BYTES", "INSPECT_AI",
+           "InspectAIReader"]
 
-#: Default cap on the bytes decompressed (or parsed, for ``.json``) from one log.
-DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
-#: Default cap on the decompressed size of one ``.eval`` member.
-DEFAULT_MAX_MEMBER_BYTES = 1024**3
+#: Default cap on the bytes decompressed from one ``.eval`` log (members are parsed one at a time).
+DEFAULT_MAX_DECOMPRESSED_BYTES = 1024**3
+#: Default cap on the decompressed size of one ``.eval`` member, and on the size of a ``.json`` log (each is parsed
+#: in one piece, at about three times its size in memory).
+DEFAULT_MAX_MEMBER_BYTES = 256 * 1024**2
+#: Default cap on decompressed / compressed size of a member, checked once it has produced 16 MiB: JSON logs
+#: compress 5–30×; a zip bomb compresses thousands of times.
+DEFAULT_MAX_COMPRESSION_RATIO = 100
+_RATIO_FLOOR = 16 * 1024**2
 
 _CHUNK = 1 << 20
 _NO_DECLARED_LIMIT = 1 << 62
@@ -167,11 +175,13 @@ def _unsafe_member_name(name: str) -> bool:
 class _Archive:
     """Read JSON members of an untrusted zip: checked names, streamed decompression, per-member and total caps."""
 
-    def __init__(self, path: Path, zf: zipfile.ZipFile, max_total: int, max_member: int) -> None:
+    def __init__(self, path: Path, zf: zipfile.ZipFile, max_total: int, max_member: int,
+                 max_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO) -> None:
         self.path = path
         self.zf = zf
         self.max_total = max_total
         self.max_member = max_member
+        self.max_ratio = max_ratio
         self.total = 0
         members: dict[str, zipfile.ZipInfo] = {}
         for info in zf.infolist():
@@ -212,6 +222,11 @@ class _Archive:
                     if not chunk:
                         break
                     buf += chunk
+                    if len(buf) > _RATIO_FLOOR and len(buf) > self.max_ratio * max(info.compress_size, 1):
+                        raise TraceValidationError(
+                            f"archive member {name!r} decompresses to more than {self.max_ratio:g} times its "
+                            f"{info.compress_size:,} compressed bytes (a zip bomb?)", source=self.where(name),
+                            hint="raise max_compression_ratio= if this log is trusted")
                     if len(buf) > limit:
                         if len(buf) > self.max_member:
                             raise self._cap(name, "decompresses to more than", self.max_member,
@@ -666,7 +681,10 @@ def _is_log_file(path: Path) -> bool:
     return False
 
 
-def _folder_logs(path: Path, limit: int | None = None) -> list[Path]:
+def _folder_logs(path: Path, limit: int | None = None,
+                 unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """The inspect_ai logs in a folder; a ``.eval``/``.json`` file that cannot be opened goes to ``unreadable``
+    (with the reason) when the caller collects them, so a reader names it instead of leaving it out silently."""
     found: list[Path] = []
     with os.scandir(path) as it:
         entries = sorted(it, key=lambda e: e.name)
@@ -678,7 +696,10 @@ def _folder_logs(path: Path, limit: int | None = None) -> list[Path]:
             try:
                 if _is_log_file(p):
                     found.append(p)
-            except (OSError, UnicodeDecodeError):
+            except (OSError, UnicodeDecodeError) as exc:
+                if unreadable is not None:
+                    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+                    unreadable.append((p, reason))
                 continue
     return found
 
@@ -703,7 +724,8 @@ def _open_json_log(path: Path, max_total: int) -> Iterator[_Log]:
 
 
 @contextmanager
-def _open_eval_log(path: Path, max_total: int, max_member: int) -> Iterator[_Log]:
+def _open_eval_log(path: Path, max_total: int, max_member: int,
+                   max_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO) -> Iterator[_Log]:
     """The archive stays open while its samples are read, one member at a time."""
     try:
         zf = zipfile.ZipFile(path)
@@ -712,7 +734,7 @@ def _open_eval_log(path: Path, max_total: int, max_member: int) -> Iterator[_Log
                                    hint="a .eval log is a zip written by inspect_ai; re-copy or re-export it"
                                    ) from None
     with zf:
-        archive = _Archive(path, zf, max_total, max_member)
+        archive = _Archive(path, zf, max_total, max_member, max_ratio)
         header: dict[str, Any] = {}
         for name in _HEADER_MEMBERS:
             if name in archive.members:
@@ -732,10 +754,11 @@ def _open_eval_log(path: Path, max_total: int, max_member: int) -> Iterator[_Log
                    ((archive.read_json(n), archive.where(n), i, "") for i, n in enumerate(names)))
 
 
-def _open_log(path: Path, max_total: int, max_member: int) -> AbstractContextManager[_Log]:
+def _open_log(path: Path, max_total: int, max_member: int,
+              max_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO) -> AbstractContextManager[_Log]:
     if path.suffix.lower() == ".eval":
-        return _open_eval_log(path, max_total, max_member)
-    return _open_json_log(path, max_total)
+        return _open_eval_log(path, max_total, max_member, max_ratio)
+    return _open_json_log(path, min(max_total, max_member))
 
 
 def _log_key(log: _Log) -> str:
@@ -773,7 +796,8 @@ class InspectAIReader:
     def read(self, path: Path, *, on_error: str = "raise", scorer: str | None = None,
              success_threshold: float = DEFAULT_SUCCESS_THRESHOLD, include_user: bool = False,
              max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-             max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES) -> TraceTable:
+             max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+             max_compression_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO) -> TraceTable:
         """Read one inspect_ai log or a folder of them (options: see the module docstring)."""
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -785,10 +809,14 @@ class InspectAIReader:
         for opt, val in (("max_decompressed_bytes", max_decompressed_bytes), ("max_member_bytes", max_member_bytes)):
             if isinstance(val, bool) or not isinstance(val, int) or val <= 0:
                 raise TypeError(f"{opt} must be a positive integer, got {val!r}")
+        if isinstance(max_compression_ratio, bool) or not isinstance(max_compression_ratio, (int, float)) \
+                or not math.isfinite(max_compression_ratio) or max_compression_ratio < 1:
+            raise TypeError(f"max_compression_ratio must be a number >= 1, got {max_compression_ratio!r}")
         path = Path(path)
+        unreadable: list[tuple[Path, str]] = []
         if path.is_dir():
-            files = _folder_logs(path)
-            if not files:
+            files = _folder_logs(path, unreadable=unreadable)
+            if not files and not unreadable:
                 raise TraceValidationError("folder holds no inspect_ai log (.eval or .json)", source=str(path),
                                            hint="point at a log directory written by inspect eval, or one log file")
         elif path.is_file():
@@ -797,8 +825,13 @@ class InspectAIReader:
             raise TraceValidationError("no such file or folder", source=str(path))
 
         builder = TraceBuilder(str(path), self.name, on_error, "row")
+        for log, reason in unreadable:  # never a silent gap: name the log, or count it
+            if on_error == "raise":
+                raise TraceValidationError(f"cannot read this log ({reason})", source=str(log),
+                                           hint="make it readable, or pass --on-error skip to count it and go on")
+            builder.problems.append(Problem(None, None, f"log could not be read ({log.name}: {reason})"))
         samples, tasks = self._parse_all(files, builder, bool(include_user), max_decompressed_bytes,
-                                         max_member_bytes)
+                                         max_member_bytes, float(max_compression_ratio))
         chosen = self._choose_scorer(samples, scorer, path)
         self._emit(samples, builder, chosen, float(success_threshold), several_tasks=len(tasks) > 1,
                    several_logs=len(files) > 1)
@@ -814,14 +847,15 @@ class InspectAIReader:
                                         whole_trace=True))
 
     def _parse_all(self, files: list[Path], builder: TraceBuilder, include_user: bool, max_total: int,
-                   max_member: int) -> tuple[list[tuple[_Sample, int]], set[str | None]]:
+                   max_member: int, max_ratio: float = DEFAULT_MAX_COMPRESSION_RATIO
+                   ) -> tuple[list[tuple[_Sample, int]], set[str | None]]:
         """Every sample of every log as steps plus what decides its outcome; also the set of task names seen."""
         keys: set[str] = set()
         tasks: set[str | None] = set()
         out: list[tuple[_Sample, int]] = []
         location = 0
         for f in files:
-            with _open_log(f, max_total, max_member) as log:
+            with _open_log(f, max_total, max_member, max_ratio) as log:
                 if not log.n_samples:
                     message = "the log holds no samples (was it written with log_samples=False?)"
                     if builder.on_error == "raise":

@@ -292,39 +292,56 @@ def _tool_calls(msg: Mapping[str, Any], where: str) -> list[tuple[str | None, st
     return calls
 
 
-def _seconds(value: Any) -> float | None:
-    """Epoch seconds from a number or an ISO-8601 string (naive means UTC); None when absent or unreadable."""
-    if isinstance(value, bool) or value is None:
+_TIME_HINT = "write timestamps as ISO-8601 text (e.g. 2026-01-01T12:00:00Z) or epoch seconds, or leave them out"
+
+
+def _seconds(value: Any, where: str) -> float | None:
+    """Epoch seconds from a number or an ISO-8601 string (naive means UTC); None when absent. A timestamp that is
+    present but unreadable (not a time, NaN, infinite, out of range) is an error naming it: dropping it silently
+    would leave a step without its time and nobody told."""
+    if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise EpisodeFormatError(f"expected a time, got {_short(value)}", where, _TIME_HINT)
     if isinstance(value, (int, float)):
-        return finite_float(value)
-    if isinstance(value, str):
-        try:
-            stamp = datetime.fromisoformat(value.strip())
-        except ValueError:
-            return None
+        seconds = finite_float(value)
+        if seconds is None:
+            raise EpisodeFormatError(f"expected a finite time, got {_short(value)}", where, _TIME_HINT)
+        return seconds
+    try:
+        stamp = datetime.fromisoformat(value.strip())
         return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
-    return None
+    except (ValueError, OverflowError, OSError):
+        raise EpisodeFormatError(f"expected an ISO-8601 time, got {_short(value)}", where, _TIME_HINT) from None
 
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else None
 
 
-def _usage(msg: Mapping[str, Any]) -> dict[str, Any]:
-    """Tokens and cost of one turn, when the message records them (optional metadata: unreadable → absent)."""
+def _usage(msg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Tokens and cost of one turn, when the message records them. A value that is present but not a count (a
+    negative, fractional or infinite token count) or not a finite non-negative cost is an error naming it, not a
+    value dropped in silence."""
     out: dict[str, Any] = {}
     usage = msg.get("usage")
     if isinstance(usage, dict):
-        tin = _count(usage.get("prompt_tokens", usage.get("input_tokens")))
-        tout = _count(usage.get("completion_tokens", usage.get("output_tokens")))
-        if tin is not None:
-            out["tokens_in"] = tin
-        if tout is not None:
-            out["tokens_out"] = tout
+        for key, column in (("prompt_tokens", "tokens_in"), ("input_tokens", "tokens_in"),
+                            ("completion_tokens", "tokens_out"), ("output_tokens", "tokens_out")):
+            if column in out or usage.get(key) is None:
+                continue
+            count = _count(usage[key])
+            if count is None:
+                raise EpisodeFormatError(f"expected a token count (a whole number >= 0), got {_short(usage[key])}",
+                                         f"{where}.usage.{key}", "write token counts as whole numbers, or leave "
+                                         "them out")
+            out[column] = count
     cost = msg.get("cost")
-    cost_usd = finite_float(cost) if isinstance(cost, (int, float)) else None
-    if cost_usd is not None:
+    if cost is not None:
+        cost_usd = finite_float(cost) if isinstance(cost, (int, float)) else None
+        if cost_usd is None or cost_usd < 0:
+            raise EpisodeFormatError(f"expected a cost in USD (a finite number >= 0), got {_short(cost)}",
+                                     f"{where}.cost", "write the cost as a number, or leave it out")
         out["cost_usd"] = cost_usd
     return out
 
@@ -391,7 +408,7 @@ def steps_from_messages(messages: Any, *, include_user: bool = False,
                             steps[target]["error_message"] = verdict.message
                     else:
                         steps[target]["error"] = bool(verdict)
-                    t_end = _seconds(reply.get("timestamp"))
+                    t_end = _seconds(reply.get("timestamp"), f"{rwhere}.timestamp")
                     if t_end is not None:
                         steps[target]["t_end"] = t_end
             continue
@@ -402,8 +419,8 @@ def steps_from_messages(messages: Any, *, include_user: bool = False,
         else:  # system, developer and anything else: context, not a step
             continue
         calls = _tool_calls(msg, where)
-        t_start = _seconds(msg.get("timestamp"))
-        usage = _usage(msg)
+        t_start = _seconds(msg.get("timestamp"), f"{where}.timestamp")
+        usage = _usage(msg, where)
         if calls:
             for k, (call_id, name, args) in enumerate(calls):
                 idx: int | None = None

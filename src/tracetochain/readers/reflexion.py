@@ -110,7 +110,7 @@ def _parse_logs(path: Path) -> tuple[list[_Log], list[tuple[int, str]]]:
     section: str | None = None
     current: _Log | None = None
     in_reflections = False
-    with path.open("r", encoding="utf-8", errors="strict") as fh:
+    with path.open("r", encoding="utf-8-sig", errors="strict") as fh:  # a byte-order mark is not a line
         for lineno, raw in enumerate(fh, start=1):
             line = raw.rstrip("\n").rstrip("\r")
             m = _TRIAL.match(line)

@@ -467,8 +467,15 @@ def _classify_data(data: Any) -> str | None:
     return None
 
 
-def _walk_trajectories(root: Path, limit: int | None = None, max_entries: int = 200_000) -> list[Path]:
-    """Trajectory files under ``root`` in sorted, depth-first order (stops after ``limit`` files)."""
+def _walk_trajectories(root: Path, limit: int | None = None, max_entries: int | None = None,
+                       unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Trajectory files under ``root`` in sorted, depth-first order.
+
+    Sniffing passes ``limit`` (stop after that many files) and ``max_entries`` (stop after that many directory
+    entries, to stay cheap). Reading passes neither, so every entry is looked at, and ``unreadable``, which
+    collects the folders that could not be listed (with the reason) so the reader can name them instead of
+    leaving their trajectories out without a word.
+    """
     found: list[Path] = []
     seen = 0
     stack = [root]
@@ -476,12 +483,14 @@ def _walk_trajectories(root: Path, limit: int | None = None, max_entries: int = 
         folder = stack.pop()
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
+        except OSError as exc:
+            if unreadable is not None:
+                unreadable.append((folder, exc.strerror or type(exc).__name__))
             continue
         subdirs: list[Path] = []
         for entry in entries:
             seen += 1
-            if seen > max_entries:
+            if max_entries is not None and seen > max_entries:
                 return found
             if entry.name.startswith("."):
                 continue
@@ -786,8 +795,14 @@ class _TrajectoryReader:
         explicit = _coerce_verdicts(verdicts)
         builder = TraceBuilder(source=str(path), format=self.name, on_error=on_error, location_kind="row")
         root = path if path.is_dir() else path.parent
-        files = _walk_trajectories(path) if path.is_dir() else [path]
-        if not files:
+        unreadable: list[tuple[Path, str]] = []
+        files = _walk_trajectories(path, unreadable=unreadable) if path.is_dir() else [path]
+        for folder, reason in unreadable:  # never a silent gap: name the folder, or count it
+            if on_error == "raise":
+                raise TraceValidationError(f"cannot read this folder ({reason})", source=str(folder),
+                                           hint="make it readable, or pass --on-error skip to count it and go on")
+            builder.problems.append(Problem(None, None, f"folder could not be read ({_rel(folder, root)}: {reason})"))
+        if not files and not unreadable:
             raise TraceValidationError(
                 "no trajectory files (*.traj, *.traj.json) in this folder", source=str(path),
                 hint="pass the run folder that holds <instance_id>/<instance_id>.traj(.json) files",
@@ -807,9 +822,9 @@ class _TrajectoryReader:
             except TraceValidationError as exc:
                 if on_error == "raise":
                     raise
-                builder.problems.append(Problem(index, None, f"not a valid JSON file ({_rel(file, root)})",
-                                                whole_trace=True))
-                del exc
+                what = "file could not be read" if str(exc).startswith(f"{file}: cannot read it") else \
+                    "not a valid JSON file"
+                builder.problems.append(Problem(index, None, f"{what} ({_rel(file, root)})", whole_trace=True))
                 continue
             kind = _classify_data(data)
             if kind != self.kind:

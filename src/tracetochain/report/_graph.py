@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from tracetochain._text import dot_label, mermaid_label, one_line, shorten
+
 SUCCESS_COLOR = "#1a7f37"
 FAILURE_COLOR = "#cf222e"
 STATE_COLOR = "#0969da"
@@ -116,6 +118,7 @@ def chain_svg(chain: dict[str, Any], visits: list[float] | None = None, *, min_p
     """
     chain, visits, _ = collapse_rare_states(chain, visits, max_states)
     Q, rs, rf, _, names = _arrays(chain)
+    names = [shorten(n) for n in names]  # a name is repeated on every edge: keep the page size bounded
     m = len(names)
     pos = layered_layout(chain, min_prob)
     # Columns: each layer in order, a layer of many states wrapped into columns of at most MAX_PER_COLUMN.
@@ -186,7 +189,7 @@ def chain_svg(chain: dict[str, Any], visits: list[float] | None = None, *, min_p
 
 
 def _dot_label(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+    return dot_label(text)
 
 
 def to_dot(chain: dict[str, Any], min_prob: float = 0.0) -> str:
@@ -223,7 +226,7 @@ def to_mermaid(chain: dict[str, Any], min_prob: float = 0.0) -> str:
     Q, rs, rf, pi0, names = _arrays(chain)
 
     def lab(text: str) -> str:
-        return text.replace('"', "#quot;").replace("\n", " ")
+        return mermaid_label(text)
 
     lines = ["flowchart LR", '  success(["success"])', '  failure(["failure"])']
     lines += [f'  s{i}["{lab(n)}"]' for i, n in enumerate(names)]
@@ -257,7 +260,7 @@ def to_prism(chain: dict[str, Any]) -> str:
     Q, rs, rf, pi0, names = _arrays(chain)
     m = len(names)
     lines = ["// tracetochain absorbing chain; states:"]
-    lines += [f"//   {i}: {' '.join(n.split())}" for i, n in enumerate(names)]
+    lines += [f"//   {i}: {one_line(' '.join(n.split()))}" for i, n in enumerate(names)]
     lines += ["dtmc", "", "module agent", f"  s : [0..{m + 2}] init {m + 2};"]
 
     def update(probs: list[tuple[float, int]]) -> str:

@@ -11,6 +11,7 @@ import re
 from importlib import resources
 from typing import Any
 
+from tracetochain._text import DISPLAY_NAME_LIMIT, shorten
 from tracetochain.report._graph import chain_svg, graph_note
 from tracetochain.report._plots import fpt_svg, reliability_svg
 
@@ -140,6 +141,7 @@ def render_html(doc: dict[str, Any]) -> str:
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["basename"] = lambda p: os.path.basename(str(p))
     env.filters["code"] = _code_spans
+    env.filters["name"] = shorten  # trace content shown at a bounded length (the JSON report keeps it whole)
     template = env.get_template("report.html.j2")
     return template.render(
         doc=doc, m=m, oc=doc["source"]["outcomes"], cert=cert, timing_ok=timing_ok, verdict_text=verdict_text,
@@ -152,7 +154,8 @@ def render_html(doc: dict[str, Any]) -> str:
         band_text=band_text, level_text=f"{float(level):.0%}" if level else "", picks=picks, rd_svg=rd,
         fpt_svg=fpt, graph_svg=graph, graph_note=graph_note(doc["chain"]), transitions=transitions,
         emp_pass=emp_pass, settings=settings,
-        bottleneck_sentences=doc.get("bottlenecks", {}).get("sentences", []), costs=costs_view)
+        bottleneck_sentences=[shorten(s, 4 * DISPLAY_NAME_LIMIT)
+                              for s in doc.get("bottlenecks", {}).get("sentences", [])], costs=costs_view)
 
 
 def transition_rows(chain: dict[str, Any], visits: list[float], min_prob: float = 0.01) -> list[tuple[str, str, str,

@@ -1,8 +1,19 @@
-"""Compact Markdown rendering of the report document, suited to a pull-request comment."""
+"""Compact Markdown rendering of the report document, suited to a pull-request comment.
+
+Trace content (state names, the source path, reasons that quote them) is untrusted: names go into code spans no
+content can break (:func:`tracetochain._text.markdown_code`), other text through
+:func:`tracetochain._text.markdown_text`, so a backtick, ``\r`` or ``@`` in a name cannot add images, links,
+mentions, headings or task lists to the comment; the comment stays under GitHub's 65,536-character limit.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from tracetochain._text import markdown_code, markdown_text
+
+#: GitHub refuses comments longer than 65,536 characters; stay well below.
+MAX_COMMENT_CHARS = 60_000
 
 
 def _f(x: Any, digits: int = 3) -> str:
@@ -10,8 +21,24 @@ def _f(x: Any, digits: int = 3) -> str:
 
 
 def _cell(text: str) -> str:
-    """Table-safe text: no pipes, newlines or raw HTML from trace content."""
-    return (str(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;"))
+    """Free text in a table cell or a quote: Markdown punctuation (| included) escaped, one line."""
+    return markdown_text(text)
+
+
+def _bottleneck_lines(bottlenecks: dict[str, Any]) -> list[str]:
+    """The bottleneck sentences of :meth:`BottleneckReport.sentences`, with each state name as a safe code span."""
+    out = []
+    top = [b for b in bottlenecks.get("by_failure_share", [])[:3] if b.get("failure_share", 0) > 0]
+    if top:
+        out.append("Most failures leave from " + ", ".join(
+            f"{markdown_code(b['state'], in_table=False)} ({b['failure_share']:.0%})" for b in top) + ".")
+    gain = bottlenecks.get("by_gain", [])
+    if gain and gain[0].get("fallback_gain", 0) > 0:
+        b = gain[0]
+        out.append(f"A fallback that rescues {float(bottlenecks.get('fraction', 0.1)):.0%} of "
+                   f"{markdown_code(b['state'], in_table=False)}'s failures would raise R∞ by "
+                   f"{b['fallback_gain']:+.4f} — the largest single-state gain.")
+    return out
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
@@ -30,7 +57,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     pass_k = status.get("pass^k", "not audited")
     oc = doc["source"]["outcomes"]
     lines = [f"### Agent reliability: **{decision}**", "",
-             f"`{_cell(doc['source']['path'])}` — {doc['source']['n_traces']} traces "
+             f"{markdown_code(doc['source']['path'], in_table=False)} — {doc['source']['n_traces']} traces "
              f"({oc['success']} success, {oc['failure']} failure, {oc['censored']} censored, {oc['invalid']} invalid)",
              "", "| metric | value |", "|---|---|",
              f"| R∞ (eventual success) | {_f(m['r_inf'])}{interval('r_inf')} |",
@@ -51,17 +78,19 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines.append(f"| pass^{k} / pass@{k} | {value} |")
     lines.append("")
     if not timing_ok:
-        lines += [f"> Timing outputs withheld: {_cell(doc.get('timing_withheld_reason') or 'audit rejected timing')}",
-                  ""]
+        reason = doc.get("timing_withheld_reason") or "audit rejected timing"
+        lines += [f"> Timing outputs withheld: {markdown_text(reason)}", ""]
     if cert and cert.get("layers"):
         lines += ["| audit layer | status | p |", "|---|---|---|"]
         for name, layer in cert["layers"].items():
             lines.append(f"| {_cell(name)} | {_cell(layer['status'].replace('_', ' '))} | {_f(layer.get('p_value'))} |")
         lines.append("")
-    for sentence in doc.get("bottlenecks", {}).get("sentences", []):
-        lines.append(_cell(sentence).replace("\\|", "|"))
+    lines += _bottleneck_lines(doc.get("bottlenecks") or {})
     lines += _cost_lines(doc.get("costs"))
-    return "\n".join(lines).rstrip() + "\n"
+    text = "\n".join(lines).rstrip() + "\n"
+    if len(text) > MAX_COMMENT_CHARS:  # cannot happen with names cut to their display length; a last guard
+        text = text[:MAX_COMMENT_CHARS].rsplit("\n", 1)[0] + "\n\n_(cut to fit a pull-request comment)_\n"
+    return text
 
 
 def _cost_lines(costs: dict[str, Any] | None) -> list[str]:
@@ -79,7 +108,7 @@ def _cost_lines(costs: dict[str, Any] | None) -> list[str]:
         if withheld:
             obs = (entry.get("observed") or {}).get("per_success")
             unit = entry["summary"]["unit"]
-            out.append(f"| {_cell(metric)} | withheld | withheld | "
+            out.append(f"| {markdown_code(metric)} | withheld | withheld | "
                        f"{fmt_amount(obs, unit) if obs is not None else '—'} | withheld |")
             continue
         s = entry["summary"]
@@ -88,7 +117,7 @@ def _cost_lines(costs: dict[str, Any] | None) -> list[str]:
         iv = f" [{fmt_amount(q['lower'], u)}, {fmt_amount(q['upper'], u)}]" if q.get("lower") is not None else ""
         obs = (entry.get("observed") or {}).get("per_success")
         share = "—" if s["failed_share"] is None else f"{100 * s['failed_share']:.0f}%"
-        out.append(f"| {_cell(metric)} | {fmt_amount(s['mean'], u)} | {fmt_amount(s['per_success'], u)}{iv} | "
+        out.append(f"| {markdown_code(metric)} | {fmt_amount(s['mean'], u)} | {fmt_amount(s['per_success'], u)}{iv} | "
                    f"{fmt_amount(obs, u) if obs is not None else '—'} | {share} |")
     if (costs.get("certification") or {}).get("status") == "withheld":
         out.append(f"> Cost figures withheld: {_cell(costs['certification'].get('reason') or '')}")

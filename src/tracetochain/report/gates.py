@@ -20,8 +20,9 @@ from tracetochain.exceptions import TraceToChainError
 
 GATE_FAILED_EXIT_CODE = 3
 _OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
-_GATE = re.compile(r"^\s*(?P<metric>r_inf|R∞|Rinf|pass_rate|R\((?P<d>\d+)\)|pass\^(?P<hk>\d+)|pass@(?P<ak>\d+)|"
-                   r"(?P<cost>cost_per_success)(?:\((?P<cm>[a-z_]+)\))?)\s*"
+# Step budgets and k are at most 9 digits (a 5,000-digit number is not a budget, and int() would refuse it).
+_GATE = re.compile(r"^\s*(?P<metric>r_inf|R∞|Rinf|pass_rate|R\((?P<d>\d{1,9})\)|pass\^(?P<hk>\d{1,9})"
+                   r"|pass@(?P<ak>\d{1,9})|(?P<cost>cost_per_success)(?:\((?P<cm>[a-z_]+)\))?)\s*"
                    r"(?P<op>>=|<=|>|<)\s*(?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
 
 
@@ -37,10 +38,17 @@ class GateResult:
     message: str
 
 
-def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point", "lower"] = "point") -> GateResult:
-    match = _GATE.match(expression)
+def check_gate(expression: str) -> re.Match[str]:
+    """The parsed gate, or a :class:`GateError` saying how to write one (commands check gates before any work)."""
+    match = _GATE.match(expression) if len(expression) <= 200 else None
     if not match:
-        raise GateError(f"cannot read the gate {expression!r}; write e.g. 'pass^3>=0.6', 'R(20)>=0.5', 'r_inf>0.7'")
+        shown = repr(expression) if len(expression) <= 80 else repr(expression[:77]) + "…"
+        raise GateError(f"cannot read the gate {shown}; write e.g. 'pass^3>=0.6', 'R(20)>=0.5', 'r_inf>0.7'")
+    return match
+
+
+def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point", "lower"] = "point") -> GateResult:
+    match = check_gate(expression)
     m = doc["metrics"]
     intervals = (doc.get("intervals") or {}).get("metrics", {})
     threshold = float(match["value"])

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +33,8 @@ OnError = Literal["raise", "skip"]
 _FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet",
             ".pq": "parquet"}
 _MAX_PROBLEMS_KEPT = 50
+#: Floating-point columns that must be finite (usage columns have their own check, which also refuses negatives).
+_FINITE_COLUMNS = ("reward", "t_start", "t_end")
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,10 @@ class IngestReport:
     problems: list[Problem] = field(default_factory=list)
     #: What header lines of the source said about the run (e.g. a JSONL ``{"metadata": {...}}`` first line).
     run_metadata: dict[str, Any] = field(default_factory=dict)
+    #: Traces with missing steps (a gap in step_idx, or a first step other than 0), when validation was told to
+    #: defer that check (partitioned reading: the steps may be in another partition — a trace split across
+    #: partitions, reported as such): (trace id, message, line or row). Dropped from the table, counted as skipped.
+    step_gaps: list[tuple[str, str, int]] = field(default_factory=list)
     #: Episodes that ended before any agent step, as their trace-level records (trace_id, outcome, task_id, …):
     #: trials with an outcome that have no step to put in the table (readers keep them here, never drop them).
     zero_step: list[dict[str, Any]] = field(default_factory=list)
@@ -111,115 +116,6 @@ class IngestReport:
             oc = ", ".join(f"{v} {k}" for k, v in self.zero_step_outcomes().items() if v)
             text += f"\n  {self.n_zero_step} episodes ended before any agent step (kept as trials: {oc})"
         return text
-
-
-# ---------------------------------------------------------------------------------------------------- parsing
-def parse_jsonl_lines(lines: Iterable[tuple[int, str | bytes]], source: str, on_error: OnError
-                      ) -> tuple[list[dict[str, Any]], list[int], list[Problem]]:
-    """Parse (line number, text) pairs of a JSONL source: blank lines skipped, each record must be an object.
-
-    A bad line raises :class:`TraceValidationError` naming ``source`` and the line, or — with ``on_error="skip"``
-    — becomes a counted :class:`Problem`. Shared by :meth:`TraceTable.read` and partitioned ingest.
-    """
-    records: list[dict[str, Any]] = []
-    locations: list[int] = []
-    problems: list[Problem] = []
-    for lineno, raw in lines:
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            if on_error == "raise":
-                raise TraceValidationError(
-                    f"not valid JSON ({exc.msg} at column {exc.colno})", source=source, line=lineno,
-                    hint="each line must be one JSON object; fix or remove the line, or pass on_error='skip'",
-                ) from None
-            problems.append(Problem(lineno, None, f"not valid JSON ({exc.msg})"))
-            continue
-        if not isinstance(rec, dict):
-            if on_error == "raise":
-                raise TraceValidationError(
-                    f"expected a JSON object, got {type(rec).__name__}", source=source, line=lineno,
-                    hint="each line must be one step record such as "
-                    '{"trace_id": "t1", "step_idx": 0, "state": "plan", "outcome": "success"}',
-                )
-            problems.append(Problem(lineno, None, f"expected a JSON object, got {type(rec).__name__}"))
-            continue
-        records.append(rec)
-        locations.append(lineno)
-    return records, locations, problems
-
-
-def _read_jsonl(path: Path, on_error: OnError) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
-    with path.open("r", encoding="utf-8") as fh:
-        records, lines, problems = parse_jsonl_lines(enumerate(fh, start=1), str(path), on_error)
-    return _records_to_arrow(records), np.asarray(lines, dtype=np.int64), problems
-
-
-def _read_json_array(path: Path) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise TraceValidationError(f"not valid JSON ({exc.msg})", source=str(path), line=exc.lineno) from None
-    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        raise TraceValidationError(
-            "a .json trace file must hold a list of step records", source=str(path),
-            hint="use JSONL (one record per line) or a JSON array of objects",
-        )
-    # Records of a JSON array have no line numbers of their own: report the 0-based element index.
-    return _records_to_arrow(data), np.arange(len(data), dtype=np.int64), []
-
-
-def _records_to_arrow(records: list[dict[str, Any]]) -> pa.Table:
-    names: dict[str, None] = {}
-    for r in records:
-        for k in r:
-            names.setdefault(k, None)
-    cols: dict[str, pa.Array] = {}
-    for name in names:
-        values = [r.get(name) for r in records]
-        try:
-            cols[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            # Mixed Python types in one field (e.g. 3 and "3"): keep them as text, the typed cast decides later.
-            cols[name] = pa.array(
-                [None if v is None else (json.dumps(v) if isinstance(v, (dict, list)) else str(v)) for v in values]
-            )
-    if not cols:
-        # No records at all: an empty table with the minimal canonical columns, so "nothing to fit" is reported
-        # downstream instead of a confusing "field missing" error.
-        return pa.table({"trace_id": pa.array([], pa.string()), "step_idx": pa.array([], pa.int64()),
-                         "state": pa.array([], pa.string()), "outcome": pa.array([], pa.string())})
-    return pa.table(cols)
-
-
-def _read_csv(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
-    import pyarrow.csv as pacsv
-
-    try:
-        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
-    except pa.ArrowInvalid as exc:
-        raise TraceValidationError(f"cannot parse CSV ({exc})", source=str(path)) from None
-    # Header is line 1; assumes no quoted field spans several lines (true of canonical files we write).
-    return table, np.arange(2, table.num_rows + 2, dtype=np.int64)
-
-
-def _read_parquet(path: Path) -> tuple[pa.Table, NDArray[np.int64]]:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise TraceValidationError(f"cannot read Parquet ({exc})", source=str(path)) from None
-    cols = {}
-    for name in table.column_names:
-        col = table.column(name)
-        cols[name] = _one_chunk(col)
-        table = table.drop_columns([name])
-    table = pa.table(cols)
-    del cols
-    return table, np.arange(table.num_rows, dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------------- typing
@@ -319,31 +215,16 @@ class TraceTable:
     # ------------------------------------------------------------------ constructors
     @classmethod
     def read(cls, path: str | Path, *, on_error: OnError = "raise") -> TraceTable:
-        """Read a canonical long table; the format comes from the extension (.jsonl/.ndjson, .json, .csv, .parquet)."""
-        p = Path(path)
+        """Read a canonical long table; the format comes from the extension (.jsonl/.ndjson, .json, .csv, .parquet).
+
+        The same reader as ``read_traces(path, "canonical")`` (:mod:`tracetochain.readers.canonical`).
+        """
+        from tracetochain._limits import check_in_memory_read
+        from tracetochain.readers.canonical import CANONICAL
+
         _check_on_error(on_error)
-        fmt = _FORMATS.get(p.suffix.lower())
-        if fmt is None:
-            raise TraceValidationError(
-                f"unknown file extension {p.suffix!r}", source=str(p),
-                hint=f"use one of {', '.join(sorted(_FORMATS))}",
-            )
-        if not p.exists():
-            raise TraceValidationError("no such file", source=str(p))
-        pre: list[Problem] = []
-        if fmt == "jsonl":
-            raw, locs, pre = _read_jsonl(p, on_error)
-            kind = "line"
-        elif fmt == "json":
-            raw, locs, pre = _read_json_array(p)
-            kind = "row"
-        elif fmt == "csv":
-            raw, locs = _read_csv(p)
-            kind = "line"
-        else:
-            raw, locs = _read_parquet(p)
-            kind = "row"
-        return cls._build(raw, locs, IngestReport(str(p), fmt, kind), on_error, pre)
+        check_in_memory_read(path)
+        return CANONICAL.read(Path(path), on_error=on_error)
 
     @classmethod
     def from_dataframe(cls, df: Any, *, on_error: OnError = "raise", source: str = "DataFrame") -> TraceTable:
@@ -374,15 +255,22 @@ class TraceTable:
         locs = np.asarray(locations if locations is not None else range(len(records)), dtype=np.int64)
         if locs.shape != (len(records),):
             raise ValueError("locations must give one entry per record")
-        return cls._build(_records_to_arrow(list(records)), locs, IngestReport(source, format, location_kind),
+        from tracetochain.readers._common import records_to_arrow
+
+        return cls._build(records_to_arrow(list(records)), locs, IngestReport(source, format, location_kind),
                           on_error, list(problems or []))
 
     @classmethod
     def from_arrow(cls, table: pa.Table, *, on_error: OnError = "raise", source: str = "arrow",
                    format: str = "arrow", problems: list[Problem] | None = None,
-                   locations: Any = None, location_kind: str = "row") -> TraceTable:
+                   locations: Any = None, location_kind: str = "row",
+                   defer_step_gaps: bool = False) -> TraceTable:
         """Build from a pyarrow Table whose columns are named as the canonical record (same validation as
         :meth:`from_records`).
+
+        ``defer_step_gaps`` (partitioned reading): a trace with missing steps (a gap in step_idx, or a first step
+        other than 0) is dropped, counted and listed in ``report.step_gaps`` instead of being reported at once —
+        the caller decides, once it knows whether the trace's other steps are elsewhere.
 
         For readers that assemble columns themselves (e.g. streaming ones): ``format`` names the reader,
         ``problems`` are records the reader already skipped (counted in the report), ``locations`` gives each
@@ -403,12 +291,13 @@ class TraceTable:
         locs = np.asarray(locations if locations is not None else np.arange(table.num_rows), dtype=np.int64)
         if locs.shape != (table.num_rows,):
             raise ValueError(f"locations must give one entry per row ({table.num_rows}), got shape {locs.shape}")
-        return cls._build(table, locs, IngestReport(source, format, location_kind), on_error, list(problems or []))
+        return cls._build(table, locs, IngestReport(source, format, location_kind), on_error, list(problems or []),
+                          defer_step_gaps=defer_step_gaps)
 
     # ------------------------------------------------------------------ validation
     @classmethod
     def _build(cls, raw: pa.Table, locs: NDArray[np.int64], report: IngestReport, on_error: OnError,
-               pre_problems: list[Problem]) -> TraceTable:
+               pre_problems: list[Problem], *, defer_step_gaps: bool = False) -> TraceTable:
         n = raw.num_rows
         report.n_records = n + len(pre_problems)
         skipped = Counter[str]()
@@ -524,6 +413,17 @@ class TraceTable:
                     flag(broken, name, f"{name} is {float(values[int(np.flatnonzero(broken)[0])])!r}; usage must be a "
                          "finite number >= 0", "write it as a non-negative number, or leave it out when unknown",
                          reason=f"{name} negative or not finite")
+        for name in _FINITE_COLUMNS:
+            # NaN or ±inf in a score or a time would reach every output (strict JSON cannot even write them).
+            if name in cols and n:
+                values = np.asarray(cols[name].fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
+                broken = ~np.isfinite(values)
+                if broken.any():
+                    example = float(values[int(np.flatnonzero(broken)[0])])
+                    flag(broken, name, f"expected a finite number, got {example!r}",
+                         f"write {name} as a finite number, or leave it out when unknown",
+                         reason=f"{name} not finite")
+                    cols[name] = pc.if_else(pa.array(broken), pa.scalar(None, cols[name].type), cols[name])
 
         # 3. Group by trace (codes in order of first appearance) and sort by (trace, step).
         keep_rows = ~lost
@@ -555,6 +455,34 @@ class TraceTable:
             dup = same & np.r_[False, steps[1:] == steps[:-1]]
             flag(dup, "step_idx", "step_idx repeats within the trace",
                  "each step of a trace needs its own step_idx")
+            # A hole (0, 1, 7) would silently join the steps around it into a transition that never happened, and
+            # a late first step would move where the trace starts.
+            jump = same & np.r_[False, steps[1:] - steps[:-1] > 1]
+            late = np.zeros(n_kept, dtype=bool)
+            late[starts] = steps[starts] > 0
+            ids = table.column("trace_id")
+            if defer_step_gaps and (jump.any() or late.any()):
+                # Partitioned reading: the missing steps may be in another partition (a trace split across
+                # partitions, reported as such by the caller); record the trace, drop it, decide later.
+                gap_rows = np.flatnonzero((jump | late) & ~bad)
+                first_of_trace = gap_rows[np.r_[True, trace_of_row[gap_rows][1:] != trace_of_row[gap_rows][:-1]]]
+                report.step_gaps = [(str(ids[int(i)].as_py()), _gap_message(ids[int(i)].as_py(), steps, int(i),
+                                                                             bool(late[i])), int(locs[i]))
+                                    for i in first_of_trace]
+                problems += [Problem(loc, "step_idx", message)
+                             for _, message, loc in report.step_gaps[: max(0, _MAX_PROBLEMS_KEPT - len(problems))]]
+                reasons.append(STEP_GAP_REASON)
+                row_reason[(jump | late) & (row_reason < 0)] = len(reasons) - 1
+                bad |= jump | late  # the whole trace goes below, as for any bad record
+            else:
+                if jump.any():
+                    first = int(np.flatnonzero(jump)[0])
+                    flag(jump, "step_idx", _gap_message(ids[first].as_py(), steps, first, False), STEP_GAP_HINT,
+                         reason=STEP_GAP_REASON)
+                if late.any():
+                    first = int(np.flatnonzero(late)[0])
+                    flag(late, "step_idx", _gap_message(ids[first].as_py(), steps, first, True), STEP_GAP_HINT,
+                         reason=STEP_GAP_REASON)
             for name in TRACE_LEVEL:
                 if name not in table.column_names:
                     continue
@@ -737,29 +665,57 @@ class TraceTable:
 
         return require("polars", "TraceTable.to_polars").from_arrow(self._table)
 
-    def write(self, path: str | Path) -> Path:
-        """Write the canonical long table; the extension picks JSONL, CSV or Parquet."""
+    def write(self, path: str | Path, *, overwrite: bool = True) -> Path:
+        """Write the canonical long table; the extension picks JSONL (.jsonl/.ndjson), CSV or Parquet (.parquet/.pq).
+
+        Written through the safe writer (:func:`tracetochain._files.write_output`): complete or not at all, never
+        through a symbolic link (with ``overwrite`` a link is replaced); ``overwrite=False`` refuses an existing
+        file. See :meth:`write_to` for what each format carries.
+        """
+        from tracetochain._files import write_output
+
         p = Path(path)
         fmt = _FORMATS.get(p.suffix.lower())
-        if fmt == "parquet":
+        if fmt not in ("jsonl", "csv", "parquet"):
+            raise TraceValidationError(f"cannot write {p.suffix or 'a file without an extension'}", source=str(p),
+                                       hint="name the output .jsonl, .csv or .parquet")
+        return write_output(p, lambda fh: self.write_to(fh, fmt), overwrite=overwrite, what="table")
+
+    def write_to(self, stream: BinaryIO, format: str) -> None:
+        """Write the table to a binary stream as ``"jsonl"``, ``"csv"`` or ``"parquet"``.
+
+        Episodes that ended before any agent step (``report.zero_step``) are written as one record each, without
+        step fields, so they stay trials when the file is read again. JSONL and CSV cannot carry NaN or infinity
+        (strict JSON has no such tokens; a spreadsheet reads ``nan`` as text): a non-finite number in any column is
+        an error naming the column and the row. In CSV, text cells that a spreadsheet would run as a formula
+        (starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return) get a leading ``'``
+        (:func:`tracetochain._text.csv_cell`); :meth:`read` removes it again.
+        """
+        if format not in ("jsonl", "csv", "parquet"):
+            raise ValueError(f"format must be 'jsonl', 'csv' or 'parquet', got {format!r}")
+        table = self._table
+        zero = self.report.zero_step
+        if zero and format != "jsonl":
+            table = _with_zero_step_rows(table, zero)
+        if format == "parquet":
             import pyarrow.parquet as pq
 
             meta = {b"tracetochain.trace_schema_version": str(TRACE_SCHEMA_VERSION).encode()}
-            pq.write_table(self._table.replace_schema_metadata(meta), p)
-        elif fmt == "csv":
+            pq.write_table(table.replace_schema_metadata(meta), stream)
+            return
+        _refuse_non_finite(table, "JSON" if format == "jsonl" else "CSV")
+        if format == "csv":
             import pyarrow.csv as pacsv
 
-            pacsv.write_csv(self._table, p)
-        elif fmt == "jsonl":
-            with p.open("w", encoding="utf-8") as fh:
-                for batch in self._table.to_batches(max_chunksize=65_536):
-                    for rec in batch.to_pylist():
-                        fh.write(json.dumps({k: v for k, v in rec.items() if v is not None},
-                                            ensure_ascii=False) + "\n")
-        else:
-            raise TraceValidationError(f"cannot write {p.suffix!r}", source=str(p),
-                                       hint="use .jsonl, .csv or .parquet")
-        return p
+            pacsv.write_csv(_neutralise_formulas(table), stream)
+            return
+        for batch in table.to_batches(max_chunksize=65_536):
+            stream.write("".join(
+                json.dumps({k: v for k, v in rec.items() if v is not None}, ensure_ascii=False, allow_nan=False)
+                + "\n" for rec in batch.to_pylist()).encode("utf-8", errors="replace"))
+        # Episodes that ended before any agent step: one record each, trace-level fields and no step fields.
+        stream.write("".join(json.dumps({**z, "step_idx": None}, ensure_ascii=False, allow_nan=False) + "\n"
+                             for z in zero).encode("utf-8", errors="replace"))
 
     def __repr__(self) -> str:
         oc = self.outcome_counts()
@@ -768,6 +724,57 @@ class TraceTable:
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
+STEP_GAP_REASON = "steps of the trace are missing (step_idx has a gap)"
+STEP_GAP_HINT = ("number the steps of each trace 0, 1, 2, … without gaps (a missing step would join the steps around "
+                 "it into a transition that never happened, or move where the trace starts)")
+
+
+def _gap_message(trace_id: object, steps: NDArray[np.int64], row: int, at_start: bool) -> str:
+    if at_start:
+        return f"trace {trace_id!r} starts at step_idx {int(steps[row])}, not 0"
+    return f"step_idx jumps from {int(steps[row - 1])} to {int(steps[row])} within trace {trace_id!r}"
+
+
+def _refuse_non_finite(table: pa.Table, language: str) -> None:
+    """Raise naming the first NaN/±inf of any floating-point column (``language`` cannot carry it)."""
+    for name in table.column_names:
+        col = table.column(name)
+        if not pa.types.is_floating(col.type):
+            continue
+        finite = pc.is_finite(col)
+        bad = pc.and_(pc.is_valid(col), pc.invert(finite.fill_null(True)))
+        if pc.any(bad).as_py():
+            row = int(np.flatnonzero(np.asarray(_one_chunk(bad).fill_null(False)))[0])
+            raise TraceValidationError(
+                f"holds {col[row].as_py()}, which {language} cannot represent", row=row, field=name,
+                hint="write Parquet instead, or replace the value (e.g. with an empty cell) first")
+
+
+def _with_zero_step_rows(steps: pa.Table, zero: list[dict[str, Any]]) -> pa.Table:
+    """``steps`` with one row per zero-step episode appended (its trace-level fields; ``step_idx`` null), so such
+    episodes stay trials when the file is read again."""
+    names = list(dict.fromkeys([*steps.column_names, *(k for z in zero for k in z), "step_idx"]))
+    extra = pa.Table.from_pylist([{n: z.get(n) for n in names} for z in zero])
+    extra = pa.table({n: extra.column(n).cast(steps.schema.field(n).type)
+                      if n in steps.column_names and not pa.types.is_null(steps.schema.field(n).type)
+                      else extra.column(n) for n in names})
+    return pa.concat_tables([steps, extra], promote_options="default")
+
+
+def _neutralise_formulas(table: pa.Table) -> pa.Table:
+    """Text columns with spreadsheet formula triggers prefixed by ``'`` (see :func:`tracetochain._text.csv_cell`)."""
+    from tracetochain._text import CSV_TRIGGER_PATTERN
+
+    for i, name in enumerate(table.column_names):
+        col = table.column(i)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            continue
+        hit = pc.match_substring_regex(col, CSV_TRIGGER_PATTERN)
+        if pc.any(hit).as_py():
+            table = table.set_column(i, name, pc.if_else(hit, pc.binary_join_element_wise("'", col, ""), col))
+    return table
+
+
 def _check_on_error(on_error: str) -> None:
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")

@@ -126,6 +126,12 @@ class QuantityStats:
 
         Exact, not an approximation: every element is summarised independently over the same draws.
         """
+        if self.point is None and self.mean is None:
+            # Undefined on the reference and on every draw (e.g. failure attribution when no draw can fail): every
+            # element is undefined too, for the same reasons.
+            return QuantityStats(f"{self.quantity}[{index}]", None, None, None, None, None, self.confidence,
+                                 self.method, self.n_samples, self.n_excluded, dict(self.excluded),
+                                 self.point_estimator, self.point_undefined, dict(self.parameters), None)
         if self.shape == ():
             raise TypeError(f"{self.quantity} is a scalar quantity; it has no elements")
 

@@ -94,6 +94,8 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
         "entries": {...}}``. Each metric is ``{"point", "mean", "std", "lower", "upper", "n_samples",
         "n_excluded", "excluded", "point_undefined"}`` (arrays for R(d)); undefined values are ``None``, never NaN.
     """
+    from tracetochain._limits import check_ensemble_size, check_horizon, check_samples
+
     level = check_confidence(confidence)
     if isinstance(source, ChainEnsemble):  # already drawn (e.g. by a partitioned audit): summarize it as it is
         return _summary(source, source.entry_intervals(), source.method, source.n_samples, source.confidence,
@@ -102,6 +104,11 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
         raise ValueError(f"method must be 'posterior', 'bootstrap' or 'bootstrap-full', got {method!r}")
     n = DEFAULT_SAMPLES[method] if samples is None else int(samples)
     chain, counts, labelled = _resolve(source, traces)
+    m = chain.n_states if chain is not None else counts.n_states if counts is not None else \
+        len(labelled.state_labels()[1]) if labelled is not None else 0
+    check_horizon(int(horizon))
+    check_samples(n, int(horizon))
+    check_ensemble_size(n, m)  # before any draw is made: every draw is an m × m chain
     md = chain.metadata if chain is not None else {}
     prior = (ChainPrior.from_settings(pseudocount) if pseudocount is not None or chain is None
              else ChainPrior.from_metadata(md))
