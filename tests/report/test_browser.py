@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 
 import tracetochain as tt
-from tracetochain.pipeline import fit_chain
 from tracetochain.report import build_report, render_html
+
+#: Enough replicates for a page with every section, few enough for a quick test.
+FAST = {"n_samples": 200, "n_bootstrap": 49, "n_permutations": 49}
 
 pytestmark = pytest.mark.browser
 
@@ -56,7 +58,7 @@ def serve(tmp_path: Path) -> Iterator[callable]:
 
 def test_tau_bench_report_renders_plots_and_tables(browser, serve, shared_data: Path, tmp_path: Path) -> None:
     traces = tt.read_traces(shared_data / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json")
-    html = render_html(build_report(fit_chain(traces, states="ward", vocabulary="chat"), horizon=40))
+    html = render_html(build_report(tt.analyze(traces, states="ward", state_options={"vocabulary": "chat"}, **FAST), horizon=40))
     page = browser.new_page(viewport={"width": 1100, "height": 900})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -81,7 +83,7 @@ def test_malicious_trace_text_stays_inert(browser, serve) -> None:
              "tool_name": evil if j else "<script>x()</script>", "outcome": "success" if i % 2 else "failure"}
             for i in range(20) for j in range(1 + i % 3)]
     traces = tt.TraceTable.from_records(recs, source=evil)
-    html = render_html(build_report(fit_chain(traces), horizon=20))
+    html = render_html(build_report(tt.analyze(traces, **FAST), horizon=20))
     page = browser.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -107,7 +109,7 @@ def sixty_state_report() -> str:
     chain = tt.AbsorbingChain(Q[:, :m], 0.1 * exits, 0.1 * (1 - exits), pi0=rng.dirichlet(np.ones(m)),
                               state_names=names)
     traces = tt.datasets.simulate_traces(chain, 600, 3)
-    return render_html(build_report(fit_chain(traces), horizon=40))
+    return render_html(build_report(tt.analyze(traces, **FAST), horizon=40))
 
 
 def test_sixty_state_report_graph_is_legible_at_1400px(browser, serve, tmp_path: Path) -> None:
@@ -142,7 +144,7 @@ def test_sixty_state_report_graph_is_legible_at_1400px(browser, serve, tmp_path:
 def test_plots_say_when_there_is_nothing_to_show(browser, serve) -> None:
     recs = [{"trace_id": f"t{i}", "step_idx": j, "state": ["plan", "act"][j % 2], "outcome": "failure"}
             for i in range(30) for j in range(1 + i % 4)]
-    html = render_html(build_report(fit_chain(tt.TraceTable.from_records(recs), pseudocount=0.0), horizon=20))
+    html = render_html(build_report(tt.analyze(tt.TraceTable.from_records(recs), pseudocount=0.0, **FAST), horizon=20))
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(serve("none.html", html))
     assert "no trace succeeded" in page.locator("#fpt-plot").inner_text()
