@@ -310,8 +310,14 @@ def _observed_cdf(batch: ChainBatch, horizon: int,
     sweep = batch.sweep(top, residual=False)
     if not all(censored):
         rel = sweep["reliability"][:, : horizon + 1]
-        r_inf = batch.r_inf()
-        good = batch.valid & (r_inf > 0)
+        if np.all(sweep["survival"][:, -1] == 0.0):
+            # Every chain has absorbed all its mass within the sweep (short traces: Q is nilpotent), so R∞ = R(top)
+            # exactly and the batched m × m solves — most of this test's cost at hundreds of states — are not needed.
+            r_inf = sweep["reliability"][:, -1]
+            good = r_inf > 0
+        else:
+            r_inf = batch.r_inf()
+            good = batch.valid & (r_inf > 0)
         plain = ~np.asarray(censored)
         use = plain & good
         cdf[use] = np.minimum(rel[use] / r_inf[use, None], 1.0)

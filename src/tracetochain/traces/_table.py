@@ -806,7 +806,9 @@ def _sort_order(codes: NDArray[np.int64], steps: NDArray[np.int64]) -> NDArray[n
     dc = np.diff(codes)
     if np.all((dc > 0) | ((dc == 0) & (np.diff(steps) > 0))):
         return None
-    if steps.max(initial=0) < 2**31 and codes.max(initial=0) < 2**31:
+    # One packed int64 key is faster than lexsort, but only for steps in [0, 2³¹): a negative step (a bad record,
+    # still sorted with its trace) would set the high bits and move its row out of its trace's group.
+    if steps.min(initial=0) >= 0 and steps.max(initial=0) < 2**31 and codes.max(initial=0) < 2**31:
         return np.argsort((codes.astype(np.int64) << 31) | steps, kind="stable")
     return np.lexsort((steps, codes))
 
