@@ -58,7 +58,8 @@ def serve(tmp_path: Path) -> Iterator[callable]:
 
 def test_tau_bench_report_renders_plots_and_tables(browser, serve, shared_data: Path, tmp_path: Path) -> None:
     traces = tt.read_traces(shared_data / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json")
-    html = render_html(build_report(tt.analyze(traces, states="ward", state_options={"vocabulary": "chat"}, **FAST), horizon=40))
+    result = tt.analyze(traces, states="ward", state_options={"vocabulary": "chat"}, **FAST)
+    html = render_html(build_report(result, horizon=40))
     page = browser.new_page(viewport={"width": 1100, "height": 900})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
