@@ -48,7 +48,8 @@ def case_swebench_depth() -> dict[str, float]:
 
     t0 = time.perf_counter()
     traces = tt.read_traces(CORPUS)
-    result = fit_chain(traces, states="ward", vocabulary="shell", features="kind,tool,hindsight-depth", k_min=2, k_max=10)
+    result = fit_chain(traces, states="ward", vocabulary="shell", features="kind,tool,hindsight-depth", k_min=2,
+                       k_max=10)
     t1 = time.perf_counter()
     return {"total_s": t1 - t0, "k": result.states.n_states, "steps": traces.n_steps,
             "unique_rows": result.states.settings["n_unique_rows"]}

@@ -12,7 +12,8 @@ Sections (each writes its part of ``benchmarks/results/coverage.json``):
 * ``ss13`` — fast vs full bootstrap path (§6.13): (a) the paper's synthetic m = 4 chain with one-hot features,
   250 traces, B = 80, full path aligned by Hungarian matching on centroids (ours) and by greedy R⊕ matching (the
   artifact's); (b) the real SWE-bench corpus (artifact ``corpus.json``; sub-samples of 100 and 160 traces) with
-  ``WardStates(RuleFeaturizer(vocabulary="shell", depth="hindsight-fraction"))``, and the same with the depth weighted ×2
+  ``WardStates(RuleFeaturizer(vocabulary="shell", depth="hindsight-fraction"))``, and the same with the depth
+  weighted ×2
   (a clustering-sensitive configuration), on 100- and 160-trace sub-samples. Ratio of median Q half-widths (and of
   the R∞ and mean-steps interval widths) next to the paper's 4.65.
 
@@ -200,7 +201,8 @@ def run_ss13(resamples: int, swe_sizes: list[int], seeds: int) -> dict[str, Any]
                                              [c["fast"]["median_halfwidth_Q"] for c in synthetic]))}}
     if SWE_CORPUS.exists():
         traces = tt.read_traces(SWE_CORPUS)
-        configs = {"shell + depth fraction (as specified)": RuleFeaturizer(vocabulary="shell", depth="hindsight-fraction"),
+        configs = {"shell + depth fraction (as specified)": RuleFeaturizer(vocabulary="shell",
+                                                                           depth="hindsight-fraction"),
                    "shell + depth fraction x2 (clustering-sensitive)": RuleFeaturizer(
                        vocabulary="shell", depth="hindsight-fraction", depth_weight=2.0)}
         swe = {}
