@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tracetochain._display import EstimatorDisplay
 from tracetochain.chain._counts import TransitionCounts, count_transitions
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.chain._prior import ChainPrior, estimate_rows, outcome_matrix, start_distribution
@@ -32,7 +33,7 @@ class _Params:
     states: tuple[str, ...] | None
 
 
-class ChainEstimator:
+class ChainEstimator(EstimatorDisplay):
     """Fit an :class:`AbsorbingChain` to labelled traces.
 
     Parameters
@@ -76,11 +77,6 @@ class ChainEstimator:
         self.states = states
         self._model: AbsorbingChain | None = None
         self.counts_: TransitionCounts | None = None
-
-    def __repr__(self) -> str:
-        args = [f"{k}={getattr(self, k)!r}" for k in ("pseudocount", "prior", "unvisited", "initial", "states")
-                if getattr(self, k) != {"unvisited": "auto", "initial": "empirical"}.get(k)]
-        return f"ChainEstimator({', '.join(args)})"
 
     def _check_params(self) -> _Params:
         prior = ChainPrior.from_settings(self.pseudocount, self.prior)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tracetochain._display import EstimatorDisplay
 from tracetochain.exceptions import NotFittedError, TraceToChainError
 from tracetochain.featurize._base import Features
 from tracetochain.featurize.rules import RuleFeatures, RuleFeaturizer
@@ -50,7 +51,7 @@ class EmbeddingFeatures:
         return {"featurizer": "embedding", "model_path": self.model_path}
 
 
-class EmbeddingFeaturizer:
+class EmbeddingFeaturizer(EstimatorDisplay):
     """Embed each step's text with a local model2vec static model (``model_path``)."""
 
     def __init__(self, *, model_path: str | Path, vocabulary: str | None = None) -> None:

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from tracetochain._display import EstimatorDisplay
 from tracetochain.exceptions import NotFittedError
 from tracetochain.featurize._base import Features
 from tracetochain.featurize.vocab import ActionVocabulary, get_vocabulary
@@ -159,7 +160,7 @@ class RuleFeatures:
                                          for k, v in self.__dict__.items()}, "causal": self.causal}
 
 
-class RuleFeaturizer:
+class RuleFeaturizer(EstimatorDisplay):
     """Rule-based one-hot features of each step.
 
     Parameters

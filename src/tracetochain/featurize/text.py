@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracetochain._display import EstimatorDisplay
 from tracetochain.exceptions import NotFittedError
 from tracetochain.featurize._base import Features
 from tracetochain.featurize.rules import RuleFeatures, RuleFeaturizer
@@ -48,7 +49,7 @@ class TextFeatures:
         return {"featurizer": "text", "method": self.method, "n_components": self.n_components}
 
 
-class TextFeaturizer:
+class TextFeaturizer(EstimatorDisplay):
     """Hashing (default) or TF-IDF vectors of step text, reduced to ``n_components`` with truncated SVD.
 
     States found from text are still *named* by the steps' actions (``kind:tool`` or a vocabulary category).

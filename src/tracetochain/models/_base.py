@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import ArrayLike, NDArray
 
+from tracetochain._display import EstimatorDisplay
 from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import NotFittedError
 from tracetochain.models._encoded import EncodedTraces, Grouping, encode_traces
@@ -307,7 +308,7 @@ def predictive_terms(ll: NDArray[np.float64], log_weights: NDArray[np.float64], 
     return out
 
 
-class TraceModel(ABC):
+class TraceModel(EstimatorDisplay, ABC):
     """The interface every model family implements.
 
     ``fit(traces)`` → self; ``trace_loglik(traces)`` the log-likelihood of each (held-out) trace, the joint
@@ -431,11 +432,11 @@ class TraceModel(ABC):
         return (f"{self.label}: {c.n_states} expanded states over {len(c.observed_names)} observed, "
                 f"{self.n_parameters} parameters, R∞ = {c.chain.r_inf:.4f}, trials {c.trials}")
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({'fitted' if self.state_names_ is not None else 'not fitted'})"
-
     def _repr_html_(self) -> str:
-        return f"<div>{html.escape(self.describe() if self.state_names_ is not None else repr(self))}</div>"
+        params = super()._repr_html_()
+        if self.state_names_ is None:
+            return params
+        return params.replace("</b>", f"</b><p>{html.escape(self.describe())}</p>", 1)
 
 
 def log_or_floor(p: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from tracetochain._display import EstimatorDisplay
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
 from tracetochain.featurize.vocab import get_vocabulary
 from tracetochain.states._model import StateModel, build_taxonomy, taxonomy_infos
 from tracetochain.traces._table import TraceTable
 
 
-class CategoricalStates:
+class CategoricalStates(EstimatorDisplay):
     """Use a categorical label directly as the state.
 
     Parameters

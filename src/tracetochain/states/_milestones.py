@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from tracetochain._config_files import file_error, load_document, locate_line
+from tracetochain._display import EstimatorDisplay
 from tracetochain.exceptions import NotFittedError, TraceToChainError
 from tracetochain.featurize.vocab import get_vocabulary
 from tracetochain.states._model import StateModel, build_taxonomy, taxonomy_infos
@@ -168,7 +169,7 @@ def _match(milestone: Milestone, traces: TraceTable, category: NDArray[np.int64]
     return mask
 
 
-class MilestoneStates:
+class MilestoneStates(EstimatorDisplay):
     """User-declared states from a milestone file (path) or a parsed spec (dict, as in the file)."""
 
     def __init__(self, milestones: str | Path | dict[str, Any]) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import EstimatorDisplay
+
 _SILHOUETTE_BLOCK = 2048
 _BLOCK_ELEMENTS = 1 << 21  # 16 MB of float64 per row block
 _PENDING = 64
@@ -245,7 +247,7 @@ def _first_appearance_order(step_labels: NDArray[np.int64], k: int) -> NDArray[n
     return remap
 
 
-class WardStates:
+class WardStates(EstimatorDisplay):
     """Discover states by Ward clustering of step features, with k chosen by silhouette.
 
     Exact on every step: Ward runs on the unique feature rows weighted by multiplicity, which gives the same

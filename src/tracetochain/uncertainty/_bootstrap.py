@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 import scipy.sparse
 from numpy.typing import NDArray
 
+from tracetochain._display import EstimatorDisplay
 from tracetochain.chain._counts import (
     TransitionCounts,
     per_trace_counts,
@@ -411,7 +412,7 @@ def combine_replicates(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------------- estimator
-class TraceBootstrap:
+class TraceBootstrap(EstimatorDisplay):
     """Non-parametric bootstrap of the chain: resample traces (or tasks) and refit.
 
     Each replicate weights the resampling units (traces, or tasks) — by default with Poisson(1) weights that are
@@ -507,10 +508,6 @@ class TraceBootstrap:
         self._model: ChainEnsemble | None = None
 
     # ------------------------------------------------------------------ validation
-    def __repr__(self) -> str:
-        return (f"TraceBootstrap(n_resamples={self.n_resamples!r}, by={self.by!r}, path={self.path!r}, weights="
-                f"{self.weights!r}, pseudocount={self.pseudocount!r}, seed={self.seed!r})")
-
     def _check(self) -> tuple[ChainPrior, str, float]:
         B = self.n_resamples
         if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 1:

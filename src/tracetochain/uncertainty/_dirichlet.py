@@ -35,6 +35,7 @@ import numpy as np
 import scipy.stats
 from numpy.typing import NDArray
 
+from tracetochain._display import EstimatorDisplay
 from tracetochain.chain._counts import TransitionCounts
 from tracetochain.chain._estimator import estimate_chain
 from tracetochain.chain._model import AbsorbingChain
@@ -248,7 +249,7 @@ class ChainPosterior:
 
 
 # --------------------------------------------------------------------------------------------------- estimator
-class DirichletPosterior:
+class DirichletPosterior(EstimatorDisplay):
     """Bayesian uncertainty of a fitted chain from its transition counts.
 
     Parameters
@@ -298,11 +299,6 @@ class DirichletPosterior:
         self.initial = initial
         self.design_effect = design_effect
         self._model: ChainPosterior | None = None
-
-    def __repr__(self) -> str:
-        return (f"DirichletPosterior(pseudocount={self.pseudocount!r}, prior={self.prior!r}, confidence="
-                f"{self.confidence!r}, n_samples={self.n_samples!r}, seed={self.seed!r}, initial={self.initial!r}, "
-                f"design_effect={self.design_effect!r})")
 
     def fit(self, data: AbsorbingChain | TransitionCounts) -> DirichletPosterior:
         """Take the counts (from a fitted chain's metadata, or given directly) and form the posterior."""
