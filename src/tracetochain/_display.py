@@ -31,9 +31,9 @@ How this compares with the libraries we studied, and why we differ where we do:
   layer deeptime leaves to the user.
 
 The number rule (:func:`fmt_number`): undefined values (None, NaN, ±inf) print as ``—``, never ``nan``; numbers print
-with ``digits`` decimals; a non-zero number that would round to zero prints in scientific notation (p = 3.1e-05, not
-0.000); magnitudes of 10⁶ and more use significant digits. Percentages, signed differences and amounts with a unit
-(:func:`fmt_amount`) are variants of the same rule.
+with ``digits`` decimals; a non-zero number below one unit of the last decimal prints in scientific notation
+(p = 3.1e-05, not 0.000); magnitudes of 10⁶ and more use significant digits. Signed differences, intervals
+(:func:`fmt_interval`) and amounts with a unit (:func:`fmt_amount`) are variants of the same rule.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ def fmt_number(x: Any, digits: int = 3, *, signed: bool = False, missing: str = 
 
     >>> fmt_number(0.625), fmt_number(0.625, 4), fmt_number(None), fmt_number(float("nan"))
     ('0.625', '0.6250', '—', '—')
-    >>> fmt_number(3.1e-5), fmt_number(0.0), fmt_number(-0.0123, signed=True), fmt_number(12, 2)
-    ('3.1e-05', '0.000', '-0.012', '12')
+    >>> fmt_number(3.1e-5), fmt_number(0.0), fmt_number(-0.0123, signed=True), fmt_number(0.0009)
+    ('3.1e-05', '0.000', '-0.012', '9.0e-04')
     >>> fmt_number(2.5e7), fmt_number(12345.678, 1)
     ('2.500e+07', '12345.7')
     """
@@ -80,7 +80,7 @@ def fmt_number(x: Any, digits: int = 3, *, signed: bool = False, missing: str = 
     if v is None:
         return missing
     sign = "+" if signed else ""
-    if v != 0.0 and abs(v) < 0.5 * 10.0 ** (-digits):
+    if v != 0.0 and abs(v) < 10.0 ** (-digits):
         return f"{v:{sign}.1e}"
     if abs(v) >= 1e6:
         return f"{v:{sign}.{max(digits, 3)}e}"
@@ -133,7 +133,8 @@ class Table:
     """A table of raw values: rendered as text or HTML (rounded) or converted to a DataFrame (exact).
 
     ``name`` is what :meth:`ResultDisplay.to_frame` selects it by; ``digits`` the decimals shown per column (default
-    3; a column missing from it uses ``default_digits``).
+    3; a column missing from it uses ``default_digits``); a table with ``shown=False`` (say R(d) for d = 0..200) is
+    left out of the text and HTML and only converted.
     """
 
     name: str
@@ -142,6 +143,7 @@ class Table:
     title: str = ""
     digits: Mapping[str, int] = field(default_factory=dict)
     default_digits: int = 3
+    shown: bool = True
 
     def __post_init__(self) -> None:
         width = len(self.columns)
@@ -200,7 +202,8 @@ def html_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: 
 # ---------------------------------------------------------------------------------------------------- display
 @dataclass(frozen=True)
 class Display:
-    """What a result shows: a one-line ``title``, ``lines`` of prose, labelled ``fields`` and ``tables``."""
+    """What a result shows: a one-line ``title`` (after the ``kind`` of result, if given), ``lines`` of prose,
+    labelled ``fields`` and ``tables``. The repr of a result is ``<ClassName: title>``."""
 
     title: str
     lines: tuple[str, ...] = ()
@@ -208,35 +211,47 @@ class Display:
     tables: tuple[Table, ...] = ()
     #: Decimals of the fields' numbers.
     digits: int = 4
+    kind: str = ""
+
+    @property
+    def heading(self) -> str:
+        return f"{self.kind}: {self.title}" if self.kind else self.title
 
     def text(self) -> str:
-        out = [self.title, *self.lines]
+        out = [self.heading, *self.lines]
         if self.fields:
             width = max(len(k) for k, _ in self.fields)
             out += [f"  {k.ljust(width)}  {fmt_cell(v, self.digits)}" for k, v in self.fields]
         for t in self.tables:
-            out += ["", t.text()]
+            if t.shown:
+                out += ["", t.text()]
         return "\n".join(out)
 
     def html(self) -> str:
-        parts = [f"<b>{html.escape(self.title)}</b>"]
+        parts = [f"<b>{html.escape(self.heading)}</b>"]
         parts += [f"<p>{html.escape(line)}</p>" for line in self.lines if line]
         if self.fields:
             body = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(fmt_cell(v, self.digits))}</td></tr>"
                            for k, v in self.fields)
             parts.append(f"<table>{body}</table>")
-        parts += [t.html() for t in self.tables]
+        parts += [t.html() for t in self.tables if t.shown]
         return '<div class="tracetochain">' + "".join(parts) + "</div>"
 
+    def all_tables(self) -> tuple[Table, ...]:
+        """The tables, then the fields as a two-column table named ``"summary"`` (so every result converts)."""
+        summary = Table("summary", ("quantity", "value"), self.fields, shown=False) if self.fields else None
+        return self.tables + ((summary,) if summary is not None else ())
+
     def table(self, name: str | None) -> Table:
-        if not self.tables:
+        tables = self.all_tables()
+        if not tables:
             raise ValueError(f"{self.title!r} has no table to convert")
         if name is None:
-            return self.tables[0]
-        for t in self.tables:
+            return tables[0]
+        for t in tables:
             if t.name == name:
                 return t
-        raise ValueError(f"no table {name!r}; this result has {', '.join(repr(t.name) for t in self.tables)}")
+        raise ValueError(f"no table {name!r}; this result has {', '.join(repr(t.name) for t in tables)}")
 
 
 def to_frame(records: list[dict[str, Any]], columns: Sequence[str], backend: str = "pandas") -> Any:
@@ -273,7 +288,7 @@ class ResultDisplay:
 
     def frame_names(self) -> tuple[str, ...]:
         """The tables :meth:`to_frame` can return, the default first."""
-        return tuple(t.name for t in self._display().tables)
+        return tuple(t.name for t in self._display().all_tables())
 
     def to_frame(self, table: str | None = None, *, backend: str = "pandas") -> Any:
         """One of the result's tables (default: the first, see :meth:`frame_names`) as a pandas DataFrame, or a

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._version import __version__
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.exceptions import UndefinedMetricError
@@ -33,9 +34,41 @@ class StateMetrics:
     sensitivity: float
 
 
-@dataclass(frozen=True)
-class ReliabilitySummary:
-    """Everything a reader of a fitted chain asks first. Build with :func:`summarize`."""
+@dataclass(frozen=True, repr=False)
+class ReliabilitySummary(ResultDisplay):
+    """Everything a reader of a fitted chain asks first. Build with :func:`summarize`.
+
+    Prints as a short block; ``to_frame("states")`` (the default), ``to_frame("pass_k")``, ``to_frame("reliability")``
+    and ``to_frame("summary")`` give its tables as DataFrames; ``to_dict()`` is the JSON document.
+
+    >>> import tracetochain as tt
+    >>> s = summarize(tt.datasets.notation_chain(), horizon=10, ks=(1, 2))
+    >>> print(s)
+    Reliability summary: 3 states, R∞ = 0.6250
+      R∞ (eventual success)                     0.6250
+      failure probability                       0.3750
+      R(5)                                      0.4748
+      R(10) (horizon)                           0.6084
+      R∞ − R(horizon)                           0.0166
+      mean steps (MTTA)                         3.7500
+      sd of steps                               2.6021
+      mean steps | success                      4.0333
+      mean steps | failure                      3.2778
+      spectral radius ρ(Q)                      0.6000
+      steps to within 0.01 of R∞                12
+        bound (Tran-Truong & Le 2026, Prop. 8)  16
+    <BLANKLINE>
+      state   expected_visits  r_success  r_failure  success_probability  failure_share  sensitivity
+      plan              2.000      0.100      0.100                0.625          0.533        2.000
+      act               1.000      0.200      0.100                0.708          0.267        1.000
+      verify            0.750      0.300      0.100                0.750          0.200        0.750
+    <BLANKLINE>
+      k  pass_at_k  pass_hat_k
+      1      0.625       0.625
+      2      0.859       0.391
+    >>> s.frame_names()
+    ('states', 'pass_k', 'reliability', 'summary')
+    """
 
     n_states: int
     r_inf: float
@@ -62,6 +95,29 @@ class ReliabilitySummary:
     def worst_states(self, n: int = 3) -> list[StateMetrics]:
         """States ranked by their share of all failures (the bottlenecks)."""
         return sorted(self.states, key=lambda s: -s.failure_share)[:n]
+
+    def _display(self) -> Display:
+        fields: list[tuple[str, Any]] = [
+            ("R∞ (eventual success)", self.r_inf), ("failure probability", self.failure_probability)]
+        fields += [(f"R({d})", self.reliability[d]) for d in (5, 10, 20) if d < self.horizon]
+        fields += [(f"R({self.horizon}) (horizon)", self.reliability[self.horizon]),
+                   ("R∞ − R(horizon)", self.residual_at_horizon),
+                   ("mean steps (MTTA)", self.mean_steps), ("sd of steps", self.steps_std),
+                   ("mean steps | success", self.mean_steps_given_success),
+                   ("mean steps | failure", self.mean_steps_given_failure),
+                   ("spectral radius ρ(Q)", self.spectral_radius),
+                   (f"steps to within {self.step_budget_delta:g} of R∞", self.step_budget_exact),
+                   ("  bound (Tran-Truong & Le 2026, Prop. 8)", self.step_budget_bound)]
+        states = Table("states", ("state", "expected_visits", "r_success", "r_failure", "success_probability",
+                                  "failure_share", "sensitivity"),
+                       tuple((s.name, s.expected_visits, s.r_success, s.r_failure, s.success_probability,
+                              s.failure_share, s.sensitivity) for s in self.states))
+        pass_k = Table("pass_k", ("k", "pass_at_k", "pass_hat_k"),
+                       tuple(zip(self.ks, self.pass_at_k, self.pass_hat_k, strict=True)), digits={"k": 0})
+        curve = Table("reliability", ("d", "reliability"), tuple(enumerate(self.reliability)), shown=False)
+        return Display(f"{self.n_states} states, R∞ = {self.r_inf:.4f}", kind="Reliability summary",
+                       lines=tuple(f"  {k}: {v}" for k, v in self.undefined.items()), fields=tuple(fields),
+                       tables=(states, pass_k, curve))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -136,7 +136,7 @@ def test_str_format() -> None:
     assert lo < point < hi and len(head.split()[0].split(".")[1]) == 3
     assert "reliability" in str(ens.stats("reliability", horizon=30)) and "…" in str(ens.stats("reliability",
                                                                                                   horizon=30))
-    assert "<b>r_inf</b>" in ens.stats("r_inf")._repr_html_()
+    assert "<b>r_inf (95%" in ens.stats("r_inf")._repr_html_()
     assert "<table>" in ens.stats("reliability", horizon=3)._repr_html_()
     assert "2000 chains" in str(ens) and "ChainEnsemble" in ens._repr_html_()
 

@@ -35,7 +35,7 @@ from tracetochain.uncertainty._dirichlet import (
 )
 from tracetochain.uncertainty._ensemble import ChainEnsemble
 from tracetochain.uncertainty._stats import EntryIntervals, QuantityStats
-from tracetochain.uncertainty._summary import INTERVALS_SCHEMA_VERSION, interval_summary
+from tracetochain.uncertainty._summary import INTERVALS_SCHEMA_VERSION, IntervalSummary, interval_summary
 
 __all__ = [
     "INTERVALS_SCHEMA_VERSION",
@@ -45,6 +45,7 @@ __all__ = [
     "EntryIntervals",
     "FastBootstrapPlan",
     "FullBootstrapPlan",
+    "IntervalSummary",
     "QuantityStats",
     "TraceBootstrap",
     "beta_intervals",

@@ -26,7 +26,6 @@ interval by about √d, as an effective sample size of n/d traces would.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -35,7 +34,7 @@ import numpy as np
 import scipy.stats
 from numpy.typing import NDArray
 
-from tracetochain._display import EstimatorDisplay
+from tracetochain._display import Display, EstimatorDisplay, ResultDisplay
 from tracetochain.chain._counts import TransitionCounts
 from tracetochain.chain._estimator import estimate_chain
 from tracetochain.chain._model import AbsorbingChain
@@ -149,8 +148,8 @@ def sample_rows(shape: NDArray[np.float64], n_samples: int, rng: np.random.Gener
 
 
 # ------------------------------------------------------------------------------------------------------- model
-@dataclass(frozen=True, eq=False)
-class ChainPosterior:
+@dataclass(frozen=True, eq=False, repr=False)
+class ChainPosterior(ResultDisplay):
     """The fitted Dirichlet posterior: closed-form per-entry intervals and a sampler of whole chains.
 
     ``intervals`` are the Beta-marginal intervals; :meth:`sample` (or the cached :attr:`ensemble`) gives a
@@ -241,11 +240,9 @@ class ChainPosterior:
         return (f"Dirichlet posterior ({self.prior.describe()}; unvisited rows: {self.unvisited_policy}; π0 "
                 f"{self.initial}{deff})")
 
-    def __str__(self) -> str:
-        return f"{self._title()}\n{self.intervals}"
-
-    def _repr_html_(self) -> str:
-        return f"<div><b>{html.escape(self._title())}</b>{self.intervals._repr_html_()}</div>"
+    def _display(self) -> Display:
+        entries = self.intervals._display()
+        return Display(self._title(), lines=(entries.title,), tables=entries.tables)
 
 
 # --------------------------------------------------------------------------------------------------- estimator

@@ -12,7 +12,6 @@ what-if deltas plug in: ``ensemble.stats(lambda c: fallback(c).r_inf - c.r_inf)`
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.exceptions import ChainValidationError, UndefinedMetricError
 from tracetochain.numerics._checks import ROW_SUM_ATOL
@@ -253,8 +253,13 @@ def _describe_estimator(chain: AbsorbingChain) -> str:
     return f"{md['estimator']}({', '.join(parts)}) on all the data"
 
 
+#: The scalar quantities :meth:`ChainEnsemble.to_frame` tabulates by default.
+HEADLINE_QUANTITIES = ("r_inf", "failure_probability", "mean_steps", "steps_std", "mean_steps_given_success",
+                       "mean_steps_given_failure", "spectral_radius")
+
+
 @dataclass(frozen=True, eq=False)
-class ChainEnsemble:
+class ChainEnsemble(ResultDisplay):
     """B chains over the same states as ``reference``: posterior draws or bootstrap refits.
 
     Parameters
@@ -551,11 +556,15 @@ class ChainEnsemble:
         r = self.stats("r_inf")
         return f"{self.n_samples} chains ({self.method}, {self.n_states} states): R∞ {r}"
 
-    def _repr_html_(self) -> str:
-        r = self.stats("r_inf")
-        line = html.escape(f"R∞ {r}")
-        return (f"<div><b>ChainEnsemble</b>: {self.n_samples} chains ({html.escape(self.method)}), "
-                f"{self.n_states} states; {line}</div>")
+    def _display(self) -> Display:
+        rows = []
+        for name in HEADLINE_QUANTITIES:
+            q = self.stats(name)
+            rows.append((name, q.point, q.mean, q.std, q.lower, q.upper, q.n_excluded))
+        return Display(f"ChainEnsemble: {self.n_samples} chains ({self.method}, {self.n_states} states), "
+                       f"{self.confidence:.0%} intervals",
+                       tables=(Table("metrics", ("quantity", "point", "mean", "std", "lower", "upper", "n_excluded"),
+                                     tuple(rows)),))
 
 
 def _point(compute: Callable[[], Any]) -> tuple[Any, str | None]:

@@ -7,13 +7,14 @@ JSON-safe dicts (no NaN: an undefined value is ``None`` and the reason is record
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from tracetochain._display import Display, ResultDisplay, Table, fmt_interval, fmt_number
 
 Value = float | NDArray[np.float64]
 
@@ -63,17 +64,8 @@ def json_safe(x: Any) -> Any:
     return x
 
 
-def fmt(x: float | None) -> str:
-    """Three decimals for probabilities and moderate numbers, significant digits otherwise."""
-    if x is None:
-        return "—"
-    if x == 0 or 0.001 <= abs(x) < 1000:
-        return f"{x:.3f}"
-    return f"{x:.4g}"
-
-
-@dataclass(frozen=True, eq=False)
-class QuantityStats:
+@dataclass(frozen=True, eq=False, repr=False)
+class QuantityStats(ResultDisplay):
     """Summary of one quantity over an ensemble of chains (``ChainEnsemble.stats``).
 
     ``mean``, ``std`` (sample std, ddof = 1), ``lower`` and ``upper`` (equal-tailed percentile interval at
@@ -172,10 +164,7 @@ class QuantityStats:
         return f"({self.confidence:.0%}, {self.method}, {self.n_samples} draws{extra})"
 
     def _line(self, point: float | None, mean: float | None, lo: float | None, hi: float | None) -> str:
-        head = fmt(point if point is not None else mean)
-        if lo is None or hi is None:
-            return f"{head} [no interval]"
-        return f"{head} [{fmt(lo)}, {fmt(hi)}]"
+        return f"{fmt_number(point if point is not None else mean)} {fmt_interval(lo, hi)}"
 
     def __str__(self) -> str:
         params = ", ".join(f"{k}={v}" for k, v in self.parameters.items())
@@ -196,26 +185,28 @@ class QuantityStats:
             lines.append(f"  [{key}] {self._line(*vals)}")
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        title = html.escape(self.quantity)
-        tail = html.escape(self._tail())
+    def _display(self) -> Display:
+        params = ", ".join(f"{k}={v}" for k, v in self.parameters.items())
+        title = f"{self.quantity}({params}) {self._tail()}" if params else f"{self.quantity} {self._tail()}"
+        columns = ("index", "point", "mean", "std", "lower", "upper")
         if self.shape == ():
-            body = html.escape(self._line(self.point, self.mean, self.lower, self.upper))  # type: ignore[arg-type]
-            return f"<div><b>{title}</b>: {body} {tail}</div>"
-        rows = []
-        flat = [None if v is None else np.asarray(v).reshape(-1) for v in (self.point, self.mean, self.lower,
-                                                                           self.upper)]
+            values = (self.point, self.mean, self.std, self.lower, self.upper)
+            return Display(title, fields=tuple(zip(columns[1:], values, strict=True)),
+                           tables=(Table("values", columns[1:], (values,), shown=False),))
+        flat = [None if v is None else np.asarray(v).reshape(-1) for v in (self.point, self.mean, self.std,
+                                                                           self.lower, self.upper)]
         n = int(np.prod(self.shape))
-        for idx in range(min(n, 50)):
-            cells = "".join(f"<td>{html.escape(fmt(None if v is None else float(v[idx])))}</td>" for v in flat)
-            rows.append(f"<tr><td>{idx}</td>{cells}</tr>")
-        more = f"<p>… {n - 50} more</p>" if n > 50 else ""
-        return (f"<div><b>{title}</b> {tail}<table><tr><th>#</th><th>point</th><th>mean</th><th>lower</th>"
-                f"<th>upper</th></tr>{''.join(rows)}</table>{more}</div>")
+        index: list[Any] = (list(range(n)) if len(self.shape) == 1 else
+                            [",".join(str(int(w)) for w in np.unravel_index(i, self.shape)) for i in range(n)])
+        rows = tuple((index[i], *(None if v is None else float(v[i]) for v in flat)) for i in range(n))
+        return Display(title, tables=(Table("values", columns, rows),))
+
+    def __repr__(self) -> str:
+        return f"<QuantityStats {self._display().title}>"
 
 
-@dataclass(frozen=True, eq=False)
-class EntryIntervals:
+@dataclass(frozen=True, eq=False, repr=False)
+class EntryIntervals(ResultDisplay):
     """Per-entry intervals of Q (m × m), R⊕ and R⊖ (m each).
 
     ``method`` is ``"beta"`` (closed-form Beta marginals of the Dirichlet posterior, ``paper-spec.md`` §5.1) or
@@ -271,23 +262,15 @@ class EntryIntervals:
                           "upper": json_safe(self.R_failure_upper)},
         }
 
-    def __str__(self) -> str:
+    def _display(self) -> Display:
         w = self.width_summary("Q")
-        lines = [f"{self.confidence:.0%} {self.method} intervals ({self.source or 'per entry'}); Q widths "
-                 f"min {w['min']:.3f}, median {w['median']:.3f}, max {w['max']:.3f}"]
-        width = max((len(n) for n in self.state_names), default=5)
-        for i, name in enumerate(self.state_names):
-            lines.append(f"  {name:<{width}}  R⊕ {fmt(self.R_success_center[i])} [{fmt(self.R_success_lower[i])}, "
-                         f"{fmt(self.R_success_upper[i])}]  R⊖ {fmt(self.R_failure_center[i])} "
-                         f"[{fmt(self.R_failure_lower[i])}, {fmt(self.R_failure_upper[i])}]")
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><td>{html.escape(n)}</td>"
-            f"<td>{fmt(self.R_success_center[i])} [{fmt(self.R_success_lower[i])}, {fmt(self.R_success_upper[i])}]</td>"
-            f"<td>{fmt(self.R_failure_center[i])} [{fmt(self.R_failure_lower[i])}, {fmt(self.R_failure_upper[i])}]</td>"
-            "</tr>"
-            for i, n in enumerate(self.state_names))
-        head = html.escape(f"{self.confidence:.0%} {self.method} intervals ({self.source or 'per entry'})")
-        return (f"<div><b>{head}</b><table><tr><th>state</th><th>R⊕</th><th>R⊖</th></tr>{rows}</table></div>")
+        title = (f"{self.confidence:.0%} {self.method} intervals ({self.source or 'per entry'}); Q widths min "
+                 f"{fmt_number(w['min'])}, median {fmt_number(w['median'])}, max {fmt_number(w['max'])}")
+        exits = tuple((name, float(self.R_success_center[i]), float(self.R_success_lower[i]),
+                       float(self.R_success_upper[i]), float(self.R_failure_center[i]), float(self.R_failure_lower[i]),
+                       float(self.R_failure_upper[i])) for i, name in enumerate(self.state_names))
+        q = tuple((a, b, float(self.Q_center[i, j]), float(self.Q_lower[i, j]), float(self.Q_upper[i, j]))
+                  for i, a in enumerate(self.state_names) for j, b in enumerate(self.state_names))
+        return Display(title, tables=(
+            Table("exits", ("state", "R⊕", "R⊕ lower", "R⊕ upper", "R⊖", "R⊖ lower", "R⊖ upper"), exits),
+            Table("Q", ("from", "to", "center", "lower", "upper"), q, shown=False)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._version import __version__
 from tracetochain.chain._counts import TransitionCounts
 from tracetochain.chain._estimator import ChainEstimator
@@ -23,6 +24,40 @@ from tracetochain.uncertainty._stats import EntryIntervals, QuantityStats, check
 INTERVALS_SCHEMA_VERSION = 1
 Method = Literal["posterior", "bootstrap", "bootstrap-full"]
 DEFAULT_SAMPLES = {"posterior": 2000, "bootstrap": 200, "bootstrap-full": 200}
+
+
+class IntervalSummary(dict[str, Any], ResultDisplay):
+    """The intervals document (a plain JSON-ready dict, see :func:`interval_summary`) that also prints as tables and
+    converts to DataFrames: ``to_frame("metrics")`` (the default: every scalar metric, pass@k and pass^k per k),
+    ``to_frame("states")`` (per-state figures, long form), ``to_frame("reliability")`` (the R(d) band)."""
+
+    __repr__ = dict.__repr__
+
+    def _display(self) -> Display:
+        cols = ("point", "lower", "upper", "mean", "std", "n_excluded")
+
+        def row(name: str, parameter: Any, q: dict[str, Any]) -> tuple[Any, ...]:
+            return (name, parameter, *(q.get(c) for c in cols))
+
+        m = self["metrics"]
+        rows = [row(name, None, m[name]) for name in ("r_inf", "failure_probability", "residual_at_horizon",
+                                                      "mean_steps", "steps_std", "mean_steps_given_success",
+                                                      "mean_steps_given_failure", "spectral_radius")]
+        rows += [row(name, f"k={k}", q) for name in ("pass_at_k", "pass_hat_k") for k, q in m[name].items()]
+        rows += [row(f"step_budget.{name}", f"δ={self['delta']:g}" if name != "kappa" else None, q)
+                 for name, q in m["step_budget"].items()]
+        metrics = Table("metrics", ("quantity", "parameter", *cols), tuple(rows))
+        per_state = ("expected_visits", "r_success", "r_failure", "success_probability", "failure_share",
+                     "sensitivity")
+        states = Table("states", ("state", "quantity", *cols),
+                       tuple((st["name"], name, *(st[name].get(c) for c in cols)) for st in m["states"]
+                             for name in per_state))
+        rel = m["reliability"]
+        band = Table("reliability", ("d", "point", "lower", "upper", "mean", "std"),
+                     tuple((d, *(None if rel.get(c) is None else rel[c][d] for c in cols[:5]))
+                           for d in range(int(self["horizon"]) + 1)), shown=False)
+        return Display(f"{self['confidence']:.0%} {self['method']} intervals, {self['n_draws']} draws "
+                       f"(horizon {self['horizon']})", kind="Intervals", tables=(metrics, states, band))
 
 
 def _compact(s: QuantityStats) -> dict[str, Any]:
@@ -51,7 +86,7 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
                      samples: int | None = None, seed: int = 0, horizon: int = 50,
                      ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01, traces: TraceTable | None = None,
                      states: Any = None, by: Literal["auto", "trace", "task"] = "auto",
-                     pseudocount: float | None = None, design_effect: float = 1.0) -> dict[str, Any]:
+                     pseudocount: float | None = None, design_effect: float = 1.0) -> IntervalSummary:
     """Intervals for every number of :func:`tracetochain.summarize` (R∞, 1 − R∞, R(d) band, tail at the horizon,
     MTTA and its sd, conditional means, pass@k / pass^k, ρ(Q), step budget (exact, Prop. 8 bound, κ), and per state:
     expected visits, R⊕, R⊖, success probability, failure share, sensitivity), plus per-entry intervals of Q, R⊕, R⊖.
@@ -88,9 +123,10 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
 
     Returns
     -------
-    dict
-        ``{"kind": "tracetochain.intervals", "schema_version", "method", "confidence", "samples" (requested),
-        "n_draws" (used), "seed", "point_estimator", "settings", "horizon", "ks", "delta", "metrics": {...},
+    IntervalSummary
+        A dict that also prints as tables and converts with ``to_frame``. Keys: ``{"kind":
+        "tracetochain.intervals", "schema_version", "method", "confidence", "samples" (requested), "n_draws"
+        (used), "seed", "point_estimator", "settings", "horizon", "ks", "delta", "metrics": {...},
         "entries": {...}}``. Each metric is ``{"point", "mean", "std", "lower", "upper", "n_samples",
         "n_excluded", "excluded", "point_undefined"}`` (arrays for R(d)); undefined values are ``None``, never NaN.
     """
@@ -148,7 +184,7 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
 
 
 def _summary(ensemble: ChainEnsemble, entries: EntryIntervals, method: str, n: int, level: float, horizon: int,
-             ks: Sequence[int], delta: float) -> dict[str, Any]:
+             ks: Sequence[int], delta: float) -> IntervalSummary:
     def q(name: str, **kw: Any) -> QuantityStats:
         return ensemble.stats(name, **kw)
 
@@ -183,7 +219,7 @@ def _summary(ensemble: ChainEnsemble, entries: EntryIntervals, method: str, n: i
             for i, name in enumerate(ensemble.state_names)
         ],
     }
-    return {
+    return IntervalSummary({
         "kind": "tracetochain.intervals",
         "schema_version": INTERVALS_SCHEMA_VERSION,
         "tracetochain_version": __version__,
@@ -200,4 +236,4 @@ def _summary(ensemble: ChainEnsemble, entries: EntryIntervals, method: str, n: i
         "delta": float(delta),
         "metrics": metrics,
         "entries": entries.to_dict(),
-    }
+    })
