@@ -319,13 +319,13 @@ def params_repr(name: str, params: Mapping[str, Any], width: int = REPR_WIDTH) -
     """
     pad = " " * (len(name) + 1)
     # A nested estimator's own wrapped lines are indented under its parameter name.
-    def item(k: str, v: Any) -> str:
+    def param(k: str, v: Any) -> str:
         indent = len(pad) + len(k) + 1
         text = (params_repr(type(v).__name__, v.get_params(), max(40, width - indent))
                 if isinstance(v, EstimatorDisplay) else short_repr(v))
         return f"{k}=" + text.replace("\n", "\n" + " " * indent)
 
-    items = [item(k, v) for k, v in params.items()]
+    items = [param(k, v) for k, v in params.items()]
     one = f"{name}({', '.join(items)})"
     if len(one) <= width and "\n" not in one:
         return one
