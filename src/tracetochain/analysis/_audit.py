@@ -23,11 +23,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tracetochain._display import fmt_number
 from tracetochain.analysis._summary import CENSORED, FIT, SUCCESS, TEST, CorpusSummary
 from tracetochain.audit._censoring import cap_survival, censoring_survival, observed_success_pmf
 from tracetochain.audit._certificate import Certificate, LayerResult, build_certificate
 from tracetochain.audit._combine import cauchy_combination
-from tracetochain.audit._common import fmt
 from tracetochain.audit._holdout import RInfCheck, l_inf_distance, r_inf_check_counts
 from tracetochain.audit._order import order_test_counts
 from tracetochain.audit._timing import DEFAULT_MAX_SIMULATED_TRACES, TimingResult, ks_calibrated_counts
@@ -136,8 +136,8 @@ def _r_inf_layer(summary: CorpusSummary, chains: list[AbsorbingChain | None], fu
                                    in_sample=True, r_observable=None if surv is None else r_c)
         z_den = math.sqrt(max(n * r_c * (1 - r_c), 1e-300))
         p = float(math.erfc(abs(k - n * r_c) / z_den / math.sqrt(2))) if n else None
-        msg = (f"R∞ = {fmt(full.r_inf)} against the pass rate {fmt(k / n if n else None)} of the same traces "
-               "(in-sample: close to an identity, weak evidence)")
+        msg = (f"R∞ = {fmt_number(full.r_inf)} against the pass rate {fmt_number(k / n if n else None)} of the same "
+               "traces (in-sample: close to an identity, weak evidence)")
         return LayerResult("r_inf", "reject" if p is not None and p <= settings.level else "pass", p,
                            "consistent", msg, detail=[check], statistics={"in_sample": True})
     n_test = summary.lengths[:, TEST].sum(axis=(1, 2))
@@ -166,9 +166,9 @@ def _r_inf_layer(summary: CorpusSummary, chains: list[AbsorbingChain | None], fu
     first = checks[0] if checks else None
     what = "R∞" if first is None or first.r_observable is None else "the observable success probability"
     ok = (f"{what} of the chain fitted on one half agrees with the held-out pass rate "
-          + (f"(split 1: {fmt(first.compared)} vs {fmt(first.pass_rate)})" if first else ""))
+          + (f"(split 1: {fmt_number(first.compared)} vs {fmt_number(first.pass_rate)})" if first else ""))
     bad = (f"{what} of the chain fitted on one half disagrees with the held-out pass rate "
-           + (f"(split 1: {fmt(first.compared)} vs {fmt(first.pass_rate)})" if first else ""))
+           + (f"(split 1: {fmt_number(first.compared)} vs {fmt_number(first.pass_rate)})" if first else ""))
     stats = {"n_censored_held_out": int(summary.lengths[:, TEST, CENSORED].sum())}
     return _combine("r_inf", ps, settings.level, ok, bad, checks, stats)
 
@@ -206,12 +206,12 @@ def _timing_layer(summary: CorpusSummary, chains: list[AbsorbingChain | None], f
 
 
 def _timing_ok(res: TimingResult | None) -> str:
-    extra = f" (split 1: D = {fmt(res.statistic)})" if res is not None and res.statistic is not None else ""
+    extra = f" (split 1: D = {fmt_number(res.statistic)})" if res is not None and res.statistic is not None else ""
     return "the chain's success-time law fits the held-out success times" + extra
 
 
 def _timing_bad(res: TimingResult | None) -> str:
-    extra = f" (split 1: D = {fmt(res.statistic)})" if res is not None and res.statistic is not None else ""
+    extra = f" (split 1: D = {fmt_number(res.statistic)})" if res is not None and res.statistic is not None else ""
     return "the held-out success times do not follow the chain's law: timing depends on more than the state" + extra
 
 

@@ -26,14 +26,14 @@ is said); **partial** otherwise.
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain._version import __version__
 from tracetochain.audit._combine import holm
-from tracetochain.audit._common import fmt, json_dict
+from tracetochain.audit._common import json_dict
 from tracetochain.audit._holdout import RInfCheck
 from tracetochain.audit._order import OrderResult
 from tracetochain.audit._timing import TimingResult
@@ -113,9 +113,9 @@ class LayerResult:
         })
 
     def describe(self) -> str:
-        p = "" if self.p_value is None else f" p = {fmt(self.p_value, 4)}"
+        p = "" if self.p_value is None else f" p = {fmt_number(self.p_value, 4)}"
         if self.p_adjusted is not None and self.p_value is not None and self.p_adjusted != self.p_value:
-            p += f" (Holm {fmt(self.p_adjusted, 4)})"
+            p += f" (Holm {fmt_number(self.p_adjusted, 4)})"
         split = ""
         if len(self.split_p_values) > 1 and self.share_rejecting is not None:
             split = (f"; {self.share_rejecting:.0%} of {len(self.split_p_values)} splits reject alone"
@@ -187,7 +187,7 @@ def apply_holm(layers: dict[str, LayerResult], level: float) -> dict[str, LayerR
 
 # ------------------------------------------------------------------------------------------------ certificate
 @dataclass(frozen=True, eq=False)
-class Certificate:
+class Certificate(ResultDisplay):
     """The audited verdict on a fitted chain: layers, per-output statuses and the decision (module docstring).
 
     Build with :func:`~tracetochain.audit.audit` (or :func:`~tracetochain.analysis.analyze`, which returns it with
@@ -380,18 +380,17 @@ class Certificate:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        ps = ", ".join(f"p_{k}={fmt(v.p_value, 4)}" for k, v in self.layers.items())
+        ps = ", ".join(f"p_{k}={fmt_number(v.p_value, 4)}" for k, v in self.layers.items())
         return f"Certificate(decision={self.decision!r}, {ps}, withheld={list(self.withheld)})"
 
-    def _repr_html_(self) -> str:
-        colour = {"accept": "#1a7f37", "partial": "#9a6700", "reject": "#cf222e", "insufficient": "#57606a"}[
-            self.decision]
-        rows = "".join(f"<tr><td>{html.escape(layer.title)}</td><td>{html.escape(layer.status)}</td>"
-                       f"<td>{html.escape(fmt(layer.p_value, 4))}</td><td>{html.escape(layer.message)}</td></tr>"
-                       for layer in self.layers.values())
-        return (f"<div><b style='color:{colour}'>Audit certificate: {html.escape(DECISION_TITLES[self.decision])}"
-                f"</b><p>{html.escape(self.verdict())}</p><table><tr><th>layer</th><th>status</th><th>p</th>"
-                f"<th></th></tr>{rows}</table></div>")
+    def _display(self) -> Display:
+        layers = Table("layers", ("layer", "status", "p_value", "p_adjusted", "share_rejecting", "reason", "message"),
+                       tuple((name, layer.status, layer.p_value, layer.p_adjusted, layer.share_rejecting, layer.reason,
+                              layer.message) for name, layer in self.layers.items()), default_digits=4)
+        outputs = Table("outputs", ("output", "status", "rests_on", "because"),
+                        tuple((name, c.status, c.rests_on, c.because) for name, c in self.outputs.items()))
+        return Display(f"{DECISION_TITLES[self.decision]} (family-wise level {self.level:g})", kind="Audit certificate",
+                       lines=(self.verdict(),), tables=(layers, outputs))
 
 
 def build_certificate(layers: dict[str, LayerResult], *, level: float = 0.05, settings: dict[str, Any] | None = None,

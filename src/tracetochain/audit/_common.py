@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -114,23 +113,6 @@ def json_dict(value: dict[str, Any]) -> dict[str, Any]:
     out = json_safe(value)
     assert isinstance(out, dict)
     return out
-
-
-def fmt(x: float | None, digits: int = 3) -> str:
-    """A number for text output ("n/a" when undefined); small p-values in scientific notation."""
-    if x is None or not math.isfinite(float(x)):
-        return "n/a"
-    v = float(x)
-    if v != 0.0 and abs(v) < 10 ** (-digits):
-        return f"{v:.1e}"
-    return f"{v:.{digits}f}"
-
-
-def html_table(rows: list[tuple[str, str]], title: str | None = None) -> str:
-    """A two-column HTML table, every cell escaped."""
-    body = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in rows)
-    head = f"<b>{html.escape(title)}</b>" if title else ""
-    return f"<div>{head}<table>{body}</table></div>"
 
 
 def estimator_settings(chain: AbsorbingChain, pseudocount: float | None, unvisited: str | None,

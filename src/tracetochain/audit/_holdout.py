@@ -21,12 +21,11 @@ import numpy as np
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain.audit._common import (
     INVALID,
     SUCCESS,
     as_seed_sequence,
-    fmt,
-    html_table,
     json_dict,
     trace_lengths,
 )
@@ -145,8 +144,8 @@ def clopper_pearson_interval(successes: int, n: int, confidence: float = 0.95) -
     return lo, hi
 
 
-@dataclass(frozen=True)
-class RInfCheck:
+@dataclass(frozen=True, repr=False)
+class RInfCheck(ResultDisplay):
     """R∞ against the pass rate of the held-out (or, in-sample, the fit) traces, with an interval for the rate.
 
     Held out (``n_fit`` given), R∞ is itself an estimate from the fit half, as noisy as a pass rate of ``n_fit``
@@ -204,19 +203,30 @@ class RInfCheck:
 
     def describe(self) -> str:
         where = "in-sample" if self.in_sample else "held-out"
-        model = (f"R∞ = {fmt(self.r_inf)}" if self.r_observable is None else
-                 f"R∞ = {fmt(self.r_inf)} (observable under the censoring: {fmt(self.r_observable)})")
-        text = (f"{model} vs {where} pass rate {fmt(self.pass_rate)} ({self.successes}/{self.n}; "
-                f"{self.confidence:.0%} {self.method} [{fmt(self.lower)}, {fmt(self.upper)}])")
+        model = (f"R∞ = {fmt_number(self.r_inf)}" if self.r_observable is None else
+                 f"R∞ = {fmt_number(self.r_inf)} (observable under the censoring: {fmt_number(self.r_observable)})")
+        text = (f"{model} vs {where} pass rate {fmt_number(self.pass_rate)} ({self.successes}/{self.n}; "
+                f"{self.confidence:.0%} {self.method} [{fmt_number(self.lower)}, {fmt_number(self.upper)}])")
         if self.difference_lower is not None and self.difference_upper is not None:
             return (text + f"; difference {self.r_inf - self.pass_rate:+.3f}, {self.confidence:.0%} interval "
                     f"[{self.difference_lower:+.3f}, {self.difference_upper:+.3f}] with R∞ from {self.n_fit} fit "
-                    "traces" + (f", p = {fmt(self.p_value, 4)}" if self.p_value is not None else "") + ": "
+                    "traces" + (f", p = {fmt_number(self.p_value, 4)}" if self.p_value is not None else "") + ": "
                     + ("consistent" if self.holds else "INCONSISTENT"))
         return text + ": " + ("inside" if self.holds else "OUTSIDE")
 
     def __str__(self) -> str:
         return self.describe()
+
+    def _display(self) -> Display:
+        fields: tuple[tuple[str, Any], ...] = (
+            ("R∞", self.r_inf), ("R∞ observable under the censoring", self.r_observable),
+            ("pass rate", self.pass_rate), ("successes", self.successes), ("traces", self.n),
+            ("pass rate lower", self.lower), ("pass rate upper", self.upper),
+            ("difference lower", self.difference_lower), ("difference upper", self.difference_upper),
+            ("p-value", self.p_value), ("holds", self.holds))
+        where = "in-sample" if self.in_sample else "held-out"
+        return Display(f"{'consistent' if self.holds else 'inconsistent'} ({where}, {self.confidence:.0%} "
+                       f"{self.method})", kind="R∞ check", lines=(self.describe(),), fields=fields)
 
 
 def r_inf_check(r_inf: float, traces: TraceTable, *, method: IntervalMethod = "wilson", confidence: float = 0.95,
@@ -361,8 +371,8 @@ def label_traces(state_model: Any, traces: TraceTable) -> tuple[TraceTable, NDAr
 
 
 # ------------------------------------------------------------------------------------------------ result
-@dataclass(frozen=True, eq=False)
-class HoldoutResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class HoldoutResult(ResultDisplay):
     """Everything the held-out protocol measured. ``chain``/``state_model`` were fitted on the fit half only."""
 
     chain: AbsorbingChain
@@ -394,18 +404,18 @@ class HoldoutResult:
         return "\n".join([
             f"held-out split by {s['by']} (seed {s['seed']}): {s['n_train']} fit / {s['n_test']} test traces"
             + (f" ({s['n_test_dropped']} test traces dropped: unseen states)" if s.get("n_test_dropped") else ""),
-            f"L∞(R(d), held-out RDC) over d = 0..{self.horizon}: {fmt(self.l_inf)}",
+            f"L∞(R(d), held-out RDC) over d = 0..{self.horizon}: {fmt_number(self.l_inf)}",
             self.r_inf_check.describe(), self.timing.describe(), self.order.describe(),
         ])
 
     def __str__(self) -> str:
         return self.describe()
 
-    def _repr_html_(self) -> str:
-        rows = [("split", f"{self.split['n_train']} fit / {self.split['n_test']} test by {self.split['by']}"),
-                ("L∞", fmt(self.l_inf)), ("R∞ check", self.r_inf_check.describe()),
-                ("timing", self.timing.describe()), ("order", self.order.describe())]
-        return html_table(rows, "Held-out audit")
+    def _display(self) -> Display:
+        lines = self.describe().splitlines()
+        rdc = tuple((d, m, e) for d, (m, e) in enumerate(zip(self.model_rdc, self.empirical_rdc, strict=False)))
+        return Display(lines[0], kind="Held-out audit", lines=tuple(lines[1:]),
+                       tables=(Table("rdc", ("d", "model", "empirical"), rdc, shown=False),))
 
 
 def holdout_audit(traces: TraceTable, *, states: Any = "label", pseudocount: float | None = None,

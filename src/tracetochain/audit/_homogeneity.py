@@ -14,7 +14,6 @@ add up over partitions: one implementation for a corpus in memory and one read p
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,7 @@ import numpy as np
 import scipy.stats
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain.audit._combine import holm_adjust
 from tracetochain.traces._table import TraceTable
 
@@ -50,8 +50,8 @@ def _holm(p: NDArray[np.float64], tested: NDArray[np.intp]) -> tuple[NDArray[np.
     return adjusted, tested[np.argsort(p[tested], kind="stable")]
 
 
-@dataclass(frozen=True)
-class HomogeneityResult:
+@dataclass(frozen=True, repr=False)
+class HomogeneityResult(ResultDisplay):
     """Per-state and overall homogeneity of two groups' transition rows (module docstring). ``g2`` is the corrected
     total (Σ G²_i / δ_i), ``p_value`` its χ² p; ``differing`` the states whose Holm-adjusted p is at most ``level``."""
 
@@ -88,8 +88,11 @@ class HomogeneityResult:
             text += "; states that differ: " + ", ".join(self.differing)
         return text
 
-    def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(str(self)) + "</pre>"
+    def _display(self) -> Display:
+        cols = ("state", "g2", "df", "design_effect", "p_value", "p_holm")
+        rows = tuple(tuple(row.get(c) for c in cols) for row in self.per_state)
+        return Display(str(self).removeprefix("Homogeneity: "), kind="Homogeneity",
+                       tables=(Table("states", cols, rows, digits={"df": 0}),))
 
 
 def row_design_effects(boot: NDArray[np.float64], rows: NDArray[np.float64]) -> NDArray[np.float64]:

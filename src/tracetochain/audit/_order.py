@@ -35,7 +35,6 @@ kept iff AIC1 ≤ AIC2.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain.audit._common import (
     FAILURE,
     INVALID,
@@ -52,8 +52,6 @@ from tracetochain.audit._common import (
     Seed,
     as_seed_sequence,
     chain_codes,
-    fmt,
-    html_table,
     json_dict,
     replicate_blocks,
     seed_record,
@@ -125,8 +123,8 @@ def artifact_aic(labels: Sequence[int] | NDArray[np.int64], n_states: int) -> di
 
 
 # ------------------------------------------------------------------------------------------------ result
-@dataclass(frozen=True)
-class OrderResult:
+@dataclass(frozen=True, repr=False)
+class OrderResult(ResultDisplay):
     """Result of the Markov-order layer (order 1 vs order 2). Undefined numbers are None (reason in ``undefined``)."""
 
     mode: str
@@ -168,29 +166,31 @@ class OrderResult:
 
     def describe(self) -> str:
         verdict = "keeps first order" if self.keeps_order1 else "rejects first order"
-        parts = [f"ΔAIC = {fmt(self.delta_aic, 1)}"]
+        parts = [f"ΔAIC = {fmt_number(self.delta_aic, 1)}"]
         if self.delta_bic is not None:
-            parts.append(f"ΔBIC = {fmt(self.delta_bic, 1)}")
+            parts.append(f"ΔBIC = {fmt_number(self.delta_bic, 1)}")
         if self.g2 is not None:
-            parts.append(f"G² = {fmt(self.g2, 1)} (df {self.df})")
+            parts.append(f"G² = {fmt_number(self.g2, 1)} (df {self.df})")
         if self.p_permutation is not None:
-            parts.append(f"permutation p = {fmt(self.p_permutation, 4)}")
+            parts.append(f"permutation p = {fmt_number(self.p_permutation, 4)}")
         if self.p_chi2 is not None:
-            parts.append(f"χ² p = {fmt(self.p_chi2, 4)}")
+            parts.append(f"χ² p = {fmt_number(self.p_chi2, 4)}")
         return (f"Markov order ({self.mode}, {self.n_observations} observations, criterion {self.criterion}): "
                 f"{verdict}; " + ", ".join(parts))
 
     def __str__(self) -> str:
         return self.describe()
 
-    def _repr_html_(self) -> str:
-        rows = [("mode", self.mode), ("criterion", self.criterion),
-                ("verdict", "keeps first order" if self.keeps_order1 else "rejects first order"),
-                ("observations", str(self.n_observations)), ("ΔAIC", fmt(self.delta_aic, 1)),
-                ("ΔBIC", fmt(self.delta_bic, 1)), ("G²", fmt(self.g2, 1)), ("df", str(self.df)),
-                ("permutation p", fmt(self.p_permutation, 4)), ("χ² p", fmt(self.p_chi2, 4))]
-        rows += [(f"undefined: {k}", v) for k, v in self.undefined.items()]
-        return html_table(rows, f"Markov-order layer — {html.escape(self.mode)}")
+    def _display(self) -> Display:
+        verdict = "keeps first order" if self.keeps_order1 else "rejects first order"
+        fields: tuple[tuple[str, Any], ...] = (
+            ("mode", self.mode), ("criterion", self.criterion), ("observations", self.n_observations),
+            ("ΔAIC", self.delta_aic), ("ΔBIC", self.delta_bic), ("G²", self.g2), ("df", self.df),
+            ("permutation p", self.p_permutation), ("χ² p", self.p_chi2))
+        by_state = Table("states", ("state", "g2"), tuple(self.g2_by_state.items()))
+        return Display(f"{verdict} ({self.mode}, {self.criterion})", kind="Markov-order layer",
+                       lines=tuple(f"undefined: {v}" for v in self.undefined.values()), fields=fields,
+                       tables=(by_state,) if self.g2_by_state else ())
 
 
 # ------------------------------------------------------------------------------------------------ data

@@ -19,7 +19,6 @@ f⊕(0) is its start exit s). Two modes:
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain.audit._censoring import (
     cap_survival,
     censoring_survival,
@@ -43,8 +43,6 @@ from tracetochain.audit._common import (
     Seed,
     as_seed_sequence,
     estimator_settings,
-    fmt,
-    html_table,
     json_dict,
     replicate_blocks,
     seed_record,
@@ -150,8 +148,8 @@ def kolmogorov_asymptotic_pvalue(statistic: float, n1: int, n2: int) -> float:
 
 
 # ------------------------------------------------------------------------------------------------ result
-@dataclass(frozen=True)
-class TimingResult:
+@dataclass(frozen=True, repr=False)
+class TimingResult(ResultDisplay):
     """Result of the KS timing layer.
 
     ``statistic`` is D; ``p_value`` is None (with the reason in ``undefined``) when the test is undefined, e.g. no
@@ -198,17 +196,21 @@ class TimingResult:
                    f"{self.settings.get('refit')!r}")
         else:
             how = f"two-sample vs {self.settings.get('n_model')} model runs, p by {self.settings.get('pvalue')}"
-        return (f"KS timing ({self.mode}) on {self.n_times} {what}: D = {fmt(self.statistic)}, "
-                f"p = {fmt(self.p_value, 4)} ({how})")
+        return (f"KS timing ({self.mode}) on {self.n_times} {what}: D = {fmt_number(self.statistic)}, "
+                f"p = {fmt_number(self.p_value, 4)} ({how})")
 
     def __str__(self) -> str:
         return self.describe()
 
-    def _repr_html_(self) -> str:
-        rows = [("mode", self.mode), ("D", fmt(self.statistic)), ("p", fmt(self.p_value, 4)),
-                ("times compared", str(self.n_times)), ("outcome", self.outcome)]
-        rows += [(f"undefined: {k}", v) for k, v in self.undefined.items()]
-        return html_table(rows, f"KS timing layer — {html.escape(self.mode)}")
+    def _display(self) -> Display:
+        fields: tuple[tuple[str, Any], ...] = (
+            ("mode", self.mode), ("D", self.statistic), ("p-value", self.p_value), ("times compared", self.n_times),
+            ("traces", self.n_traces), ("outcome", self.outcome))
+        cdf = tuple((k, e, m) for k, (e, m) in enumerate(zip(self.empirical_cdf, self.model_cdf, strict=False)))
+        tables = (Table("cdf", ("k", "empirical", "model"), cdf, shown=False),) if cdf else ()
+        return Display(f"D = {fmt_number(self.statistic)}, p = {fmt_number(self.p_value, 4)} ({self.mode})",
+                       kind="KS timing layer", lines=tuple(f"undefined: {v}" for v in self.undefined.values()),
+                       fields=fields, tables=tables)
 
 
 # ------------------------------------------------------------------------------------------------ helpers

@@ -30,13 +30,12 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table, fmt_interval, fmt_number
 from tracetochain.audit._common import (
     INVALID,
     SUCCESS,
     Seed,
     as_seed_sequence,
-    fmt,
-    html_table,
     json_dict,
     seed_record,
 )
@@ -156,8 +155,8 @@ def task_table(traces: TraceTable) -> TaskTable | None:
 
 
 # ------------------------------------------------------------------------------------------------ result
-@dataclass(frozen=True)
-class TrialsResult:
+@dataclass(frozen=True, repr=False)
+class TrialsResult(ResultDisplay):
     """The i.i.d.-trials layer: the dispersion test and the per-task pass^k / pass@k beside the chain's.
 
     ``applicable`` is False when no task has two trials; ``p_value`` is None then or when the evidence is
@@ -225,25 +224,34 @@ class TrialsResult:
         if self.p_value is None:
             head += "insufficient evidence (" + "; ".join(self.notes) + ")"
         else:
-            head += (f"dispersion X = {fmt(self.statistic)}, p = {fmt(self.p_value, 4)} ("
+            head += (f"dispersion X = {fmt_number(self.statistic)}, p = {fmt_number(self.p_value, 4)} ("
                      + ("tasks differ: trials are not exchangeable" if self.flagged else "no evidence that tasks "
                         "differ") + ")")
         lines = [head]
         for i, k in enumerate(self.ks):
             lo, hi = self.pass_hat_k_interval[i]
-            lines.append(f"  k={k}: pass^k {fmt(self.pass_hat_k[i])} [{fmt(lo)}, {fmt(hi)}] vs R∞^k "
-                         f"{fmt(self.chain_pass_hat_k[i])}; pass@k {fmt(self.pass_at_k[i])} vs "
-                         f"{fmt(self.chain_pass_at_k[i])} ({self.n_tasks_used[i]} tasks)")
+            lines.append(f"  k={k}: pass^k {fmt_number(self.pass_hat_k[i])} {fmt_interval(lo, hi)} vs R∞^k "
+                         f"{fmt_number(self.chain_pass_hat_k[i])}; pass@k {fmt_number(self.pass_at_k[i])} vs "
+                         f"{fmt_number(self.chain_pass_at_k[i])} ({self.n_tasks_used[i]} tasks)")
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.describe()
 
-    def _repr_html_(self) -> str:
-        rows = [("p-value", fmt(self.p_value, 4)), ("design effect", fmt(self.design_effect))]
-        rows += [(f"k = {k}", f"pass^k {fmt(self.pass_hat_k[i])} vs R∞^k {fmt(self.chain_pass_hat_k[i])}")
-                 for i, k in enumerate(self.ks)]
-        return html_table(rows, "i.i.d.-trials check")
+    def _display(self) -> Display:
+        fields: tuple[tuple[str, Any], ...] = (
+            ("p-value", self.p_value), ("dispersion statistic", self.statistic), ("tasks", self.n_tasks),
+            ("traces in repeated tasks", self.n_repeated_traces), ("design effect", self.design_effect))
+        rows = tuple((k, self.pass_hat_k[i], *self.pass_hat_k_interval[i], self.chain_pass_hat_k[i],
+                      self.pass_at_k[i], *self.pass_at_k_interval[i], self.chain_pass_at_k[i], self.n_tasks_used[i])
+                     for i, k in enumerate(self.ks))
+        table = Table("pass_k", ("k", "pass_hat_k", "pass_hat_k_lower", "pass_hat_k_upper", "chain_pass_hat_k",
+                                 "pass_at_k", "pass_at_k_lower", "pass_at_k_upper", "chain_pass_at_k", "n_tasks"),
+                      rows, digits={"k": 0, "n_tasks": 0})
+        verdict = ("not applicable" if not self.applicable else "insufficient evidence" if self.p_value is None
+                   else "tasks differ: trials are not exchangeable" if self.flagged
+                   else "no evidence that tasks differ")
+        return Display(verdict, kind="i.i.d.-trials check", lines=self.notes, fields=fields, tables=(table,))
 
 
 # ------------------------------------------------------------------------------------------------ check
