@@ -13,13 +13,13 @@ reason names the states whose rows changed.
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain.audit._homogeneity import homogeneity_test
 from tracetochain.chain._estimator import ChainEstimator
 from tracetochain.states._spec import states_from_spec
@@ -43,8 +43,8 @@ class WindowStat:
         return {**self.__dict__, "differing_states": list(self.differing_states)}
 
 
-@dataclass(frozen=True)
-class MonitorResult:
+@dataclass(frozen=True, repr=False)
+class MonitorResult(ResultDisplay):
     windows: tuple[WindowStat, ...]
     alpha: float
     threshold: float
@@ -79,8 +79,12 @@ class MonitorResult:
                          f"[{w.r_inf_lower:.3f}, {w.r_inf_upper:.3f}]  {p}{extra}")
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(str(self)) + "</pre>"
+    def _display(self) -> Display:
+        cols = ("index", "start", "n_traces", "r_inf", "r_inf_lower", "r_inf_upper", "pass_rate", "p_homogeneity",
+                "alert", "differing_states")
+        rows = tuple(tuple(getattr(w, c) for c in cols) for w in self.windows)
+        lines = str(self).splitlines()
+        return Display(lines[0], kind="Monitor", tables=(Table("windows", cols, rows, digits={"p_homogeneity": 4}),))
 
 
 def _windows(traces: TraceTable, by: str, window: float) -> list[tuple[str, np.ndarray]]:

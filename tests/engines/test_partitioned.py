@@ -378,7 +378,7 @@ def test_engine_given_by_name_and_results_render(corpus: dict[str, Path]) -> Non
     assert result.engine == "local"
     text = str(result)
     assert "600 traces counted in" in text and "(local engine)" in text
-    assert "<strong>" in result._repr_html_() and "<script" not in result._repr_html_()
+    assert "<b>Partitioned counts: 600 traces" in result._repr_html_() and "<script" not in result._repr_html_()
     doc = json.loads(json.dumps(result.to_dict()))
     assert doc["counts"]["n_traces"] == result.counts.n_traces and doc["states"] is None
     with pytest.raises(ValueError, match="unknown engine"):

@@ -20,7 +20,6 @@ without ``--engine`` (tested on every reader format).
 from __future__ import annotations
 
 import functools
-import html
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
 from tracetochain.analysis._audit import AuditSettings, audit_summary
 from tracetochain.analysis._intervals import design_effect, summary_ensemble
@@ -238,8 +238,8 @@ def summarize_parts(parts: list[Any], engine: Any, *, on_error: str, model: Any,
 
 
 # ---------------------------------------------------------------------------------------------------- result
-@dataclass(frozen=True, eq=False)
-class AnalysisResult:
+@dataclass(frozen=True, eq=False, repr=False)
+class AnalysisResult(ResultDisplay):
     """Everything one analysis produced: the chain, its certificate and intervals, and what they came from.
 
     ``chain`` is fitted on all usable traces; ``certificate`` (None without an audit) says which outputs the traces
@@ -315,10 +315,17 @@ class AnalysisResult:
             lines += ["", str(self.certificate)]
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        head = html.escape("\n".join(str(self).splitlines()[:2]))
-        cert = self.certificate._repr_html_() if self.certificate is not None else ""
-        return f"<div><pre>{head}</pre>{cert}</div>"
+    def _display(self) -> Display:
+        head = str(self).splitlines()[:2]
+        c = self.chain
+        states = Table("states", ("state", "n_steps", "expected_visits", "r_success", "r_failure"),
+                       tuple((name, int(n), float(z), float(rs), float(rf)) for name, n, z, rs, rf in zip(
+                           c.state_names, self.summary.visits, c.expected_visits(), c.R_success, c.R_failure,
+                           strict=True)))
+        cert = self.certificate._display() if self.certificate is not None else None
+        lines = (head[1], *((cert.heading, *cert.lines) if cert is not None else ()))
+        return Display(head[0], kind="Analysis", lines=lines,
+                       tables=(states, *(cert.tables if cert is not None else ())))
 
 
 # ---------------------------------------------------------------------------------------------------- driver

@@ -11,13 +11,13 @@ traces, else the verdict is *insufficient evidence* and says how many are missin
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
 from tracetochain.analysis._analyze import UNSEEN_STATE, MemoryPartition, plan_input, resolve_states, summarize_parts
 from tracetochain.analysis._intervals import summary_ensemble
@@ -30,8 +30,8 @@ from tracetochain.exceptions import EmptyTraceSetError
 MIN_TRACES_PER_SIDE = 20
 
 
-@dataclass(frozen=True)
-class Comparison:
+@dataclass(frozen=True, repr=False)
+class Comparison(ResultDisplay):
     """The result of :func:`compare`: B relative to A."""
 
     names: tuple[str, str]
@@ -150,8 +150,19 @@ class Comparison:
                       f"{t['delta']:+.3f} |" for t in self.changed_transitions]
         return "\n".join(lines) + "\n"
 
-    def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(str(self)) + "</pre>"
+    def _display(self) -> Display:
+        lines = str(self).splitlines()
+        moved = Table("transitions", ("from", "to", "a", "b", "delta"),
+                      tuple((t["from"], t["to"], t["a"], t["b"], t["delta"]) for t in self.changed_transitions))
+        band = Table("reliability", ("d", "delta", "lower", "upper"),
+                     tuple(zip(range(self.horizon + 1), self.delta_reliability, self.delta_reliability_lower,
+                               self.delta_reliability_upper, strict=False)), shown=False)
+        costs = Table("costs", ("metric", "unit", "a", "b", "delta", "lower", "upper"),
+                      tuple((c["metric"], c["unit"], c["a"], c["b"], c["delta"],
+                             *((c.get("delta_interval") or [None, None])[:2])) for c in self.costs), shown=False)
+        states = self.homogeneity._display().tables
+        return Display(lines[0], kind="Comparison", lines=tuple(x.strip() for x in lines[1:3]),
+                       tables=(moved, *states, band, costs))
 
 
 def _cost_line(c: dict[str, Any], names: tuple[str, str]) -> str:

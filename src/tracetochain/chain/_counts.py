@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_state_count
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces._schema import OUTCOME_VALUES, Outcome
@@ -28,8 +29,8 @@ from tracetochain.traces._table import TraceTable
 _SUCCESS, _FAILURE, _CENSORED, _INVALID = 0, 1, 2, 3
 
 
-@dataclass(frozen=True, eq=False)
-class TransitionCounts:
+@dataclass(frozen=True, eq=False, repr=False)
+class TransitionCounts(ResultDisplay):
     """Sufficient statistics of a first-order absorbing chain.
 
     ``transitions[i, j]``: steps i → j inside traces; ``exits_success[i]`` / ``exits_failure[i]``: completed traces
@@ -76,6 +77,22 @@ class TransitionCounts:
     def unvisited_states(self) -> list[str]:
         """States with no observed outgoing step (e.g. seen only as the last step of censored traces)."""
         return [self.state_names[i] for i in np.flatnonzero(self.row_totals == 0)]
+
+    def _display(self) -> Display:
+        n = self.n_traces
+        names = self.state_names
+        states = Table("states", ("state", "initial", "to_states", "to_success", "to_failure", "total"),
+                       tuple((name, int(self.initial[i]), int(self.transitions[i].sum()), int(self.exits_success[i]),
+                              int(self.exits_failure[i]), int(self.row_totals[i])) for i, name in enumerate(names)))
+        rows, cols = np.nonzero(self.transitions)
+        pairs = Table("transitions", ("from", "to", "count"),
+                      tuple((names[i], names[j], int(self.transitions[i, j])) for i, j in zip(rows, cols, strict=True)),
+                      shown=False)
+        zero = (f"; {self.n_start_exits} ended before any step ({int(self.start_exits[0])} success, "
+                f"{int(self.start_exits[1])} failure)" if self.n_start_exits else "")
+        return Display(f"{self.n_states} states, {int(self.transitions.sum())} transitions from {self.n_fitted_traces} "
+                       f"traces ({n.get('success', 0)} success, {n.get('failure', 0)} failure, "
+                       f"{n.get('censored', 0)} censored){zero}", kind="Transition counts", tables=(states, pairs))
 
     def to_dict(self) -> dict[str, Any]:
         return {

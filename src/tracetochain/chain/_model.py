@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from tracetochain import numerics as nx
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_state_count, max_states
 from tracetochain._version import __version__
 from tracetochain.exceptions import (
@@ -48,7 +49,7 @@ def _frozen(a: NDArray[Any]) -> NDArray[Any]:
 
 
 @dataclass(frozen=True, eq=False)
-class AbsorbingChain:
+class AbsorbingChain(ResultDisplay):
     """An absorbing chain with m named transient states.
 
     Parameters
@@ -461,22 +462,21 @@ class AbsorbingChain:
     def __repr__(self) -> str:
         return f"AbsorbingChain(n_states={self.n_states}, r_inf={self.r_inf:.4f})"
 
-    def _repr_html_(self) -> str:
-        import html
-
-        rows = "".join(
-            f"<tr><td>{html.escape(n)}</td><td>{v:.3f}</td><td>{s:.3f}</td><td>{f:.3f}</td></tr>"
-            for n, v, s, f in zip(self.state_names, self.expected_visits(), self.R_success, self.R_failure,
-                                  strict=True)
-        )
-        return (
-            f"<div><b>AbsorbingChain</b>: {self.n_states} states, R∞ = {self.r_inf:.4f}, "
-            f"MTTA = {self.mean_steps():.2f} steps"
-            + (f", {self.start_success:.3f} success and {self.start_failure:.3f} failure before any step"
-               if self._has_start_exits else "")
-            + "<table><tr><th>state</th><th>visits</th>"
-            f"<th>R⊕</th><th>R⊖</th></tr>{rows}</table></div>"
-        )
+    def _display(self) -> Display:
+        z = self.expected_visits()
+        h = self.success_probabilities
+        states = Table("states", ("state", "pi0", "expected_visits", "r_success", "r_failure", "success_probability"),
+                       tuple((name, float(self.pi0[i]), float(z[i]), float(self.R_success[i]), float(self.R_failure[i]),
+                              float(h[i])) for i, name in enumerate(self.state_names)))
+        rows, cols = np.nonzero(self.Q)
+        q = Table("Q", ("from", "to", "probability"), tuple((self.state_names[i], self.state_names[j],
+                                                              float(self.Q[i, j])) for i, j in zip(rows, cols,
+                                                                                                     strict=True)),
+                  shown=False)
+        lines = ((f"{self.start_success:.3f} success and {self.start_failure:.3f} failure before any step",)
+                 if self._has_start_exits else ())
+        return Display(f"{self.n_states} states, R∞ = {self.r_inf:.4f}, mean steps {self.mean_steps():.2f}",
+                       kind="AbsorbingChain", lines=lines, tables=(states, q))
 
 
 # ---------------------------------------------------------------------------------------------------- documents

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tracetochain._display import fmt_number
 from tracetochain._text import terminal_text
 from tracetochain.metrics import ReliabilitySummary
 from tracetochain.traces import IngestReport
@@ -71,7 +72,7 @@ FORMATS_FOOTER = (
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
+    return fmt_number(x, digits)
 
 
 def _iv(intervals: dict[str, Any] | None, name: str, digits: int = 4) -> str:

@@ -19,6 +19,7 @@
 >>> cost_report(fit)["metrics"]["cost_usd"]["summary"]["per_success"]  # doctest: +SKIP
 """
 
+from tracetochain._display import fmt_amount
 from tracetochain.costs._analysis import (
     COST_LAYERS,
     BudgetCurve,
@@ -27,7 +28,6 @@ from tracetochain.costs._analysis import (
     StateCost,
     StepCap,
     cost_budget_curve,
-    fmt_amount,
     observed_costs,
     step_cap_costs,
     summarize_costs,

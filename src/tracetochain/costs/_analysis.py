@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain import numerics as nx
+from tracetochain._display import Display, ResultDisplay, Table, fmt_amount
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.costs._model import METRICS, CostModel, PerVisitCost
 
@@ -48,8 +49,8 @@ class StateCost:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
-class CostSummary:
+@dataclass(frozen=True, repr=False)
+class CostSummary(ResultDisplay):
     """The cost of one metric on a chain. Build with :func:`summarize_costs`.
 
     ``mean`` = E[C] per attempt; ``mean_given_success`` / ``mean_given_failure`` = E[C | S], E[C | F];
@@ -94,6 +95,21 @@ class CostSummary:
                        + (f", most of it at {where}." if where else "."))
         return out
 
+    def _display(self) -> Display:
+        u = self.unit
+        fields = tuple((f"{label} ({u})", v) for label, v in (
+            ("per attempt", self.mean), ("sd per attempt", self.sd), ("per success", self.per_success),
+            ("sd per success", self.per_success_sd), ("given success", self.mean_given_success),
+            ("given failure", self.mean_given_failure), ("spent on successes", self.spend_on_success),
+            ("spent on failures", self.spend_on_failure)))
+        cols = ("state", "per_visit_mean", "per_visit_sd", "n_values", "imputed", "expected_visits", "spend",
+                "spend_share", "failed_spend", "failed_spend_share")
+        states = Table("states", cols, tuple(tuple(getattr(st, c if c != "state" else "name") for c in cols)
+                                             for st in self.states), digits={"n_values": 0})
+        return Display(f"{self.metric} ({u}), {fmt_amount(self.per_success, u)} per success", kind="Cost",
+                       lines=(*self.sentences(), *self.findings, *self.undefined.values()),
+                       fields=(*fields, ("failed share", self.failed_share), ("R∞", self.r_inf)), tables=(states,))
+
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k not in ("states", "findings", "undefined")}
         d["states"] = [s.to_dict() for s in self.states]
@@ -101,17 +117,6 @@ class CostSummary:
         d["findings"] = list(self.findings)
         d["sentences"] = self.sentences()
         return d
-
-
-def fmt_amount(x: float | None, unit: str) -> str:
-    """A cost with its unit: $0.4556, 12,345 tokens, 61.2 s."""
-    if x is None:
-        return "—"
-    if unit == "USD":
-        return f"${x:.4g}" if abs(x) < 1000 else f"${x:,.0f}"
-    if unit in ("tokens", "calls"):
-        return f"{x:,.0f} {unit}" if abs(x) >= 100 else f"{x:.3g} {unit}"
-    return f"{x:.3g} {unit}"
 
 
 def per_visit_for(chain: AbsorbingChain, costs: CostModel, metric: str) -> PerVisitCost:
@@ -168,8 +173,8 @@ def summarize_costs(chain: AbsorbingChain, costs: CostModel, metric: str) -> Cos
 
 
 # ------------------------------------------------------------------------------------------------ budgets
-@dataclass(frozen=True)
-class BudgetCurve:
+@dataclass(frozen=True, repr=False)
+class BudgetCurve(ResultDisplay):
     """R(B) = P(success before the accumulated cost exceeds B) at ``budgets`` (a cost-lattice computation).
 
     ``lower`` / ``upper`` bracket the model's exact R(B) (every visit cost rounded up / down to the lattice of step
@@ -206,6 +211,15 @@ class BudgetCurve:
         """Smallest listed budget whose *lower* bound reaches ``target`` (None if none in range does)."""
         hit = np.flatnonzero(np.asarray(self.lower) >= target)
         return float(self.budgets[int(hit[0])]) if hit.size else None
+
+    def _display(self) -> Display:
+        curve = Table("curve", ("budget", "reliability", "lower", "upper"),
+                      tuple(zip(self.budgets, self.reliability, self.lower, self.upper, strict=True)), shown=False)
+        return Display(f"R(B) for {self.metric} budgets up to {fmt_amount(self.budgets[-1], self.unit)}",
+                       kind="Cost budget curve", fields=(
+                           ("lattice step", self.step), ("lattice levels", self.n_levels),
+                           ("error bound", self.error_bound), ("R∞ beyond the last budget", self.residual),
+                           ("R∞", self.r_inf), ("per-visit law", self.per_visit_law)), tables=(curve,))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -257,8 +271,8 @@ def cost_budget_curve(chain: AbsorbingChain, costs: CostModel, metric: str, *, m
                        float(max(0.0, chain.r_inf - hi[-1])), chain.r_inf, per_visit_law)
 
 
-@dataclass(frozen=True)
-class StepCap:
+@dataclass(frozen=True, repr=False)
+class StepCap(ResultDisplay):
     """What capping attempts at d steps costs: R(d), E[cost of a capped attempt], and cost per success of capped
     retries E[C_d] / R(d), for the smallest d reaching ``target`` and for the cost-optimal d within the horizon."""
 
@@ -275,6 +289,20 @@ class StepCap:
     per_success_at_cheapest_steps: float | None
     per_success_uncapped: float | None
     note: str | None = None
+
+    def _display(self) -> Display:
+        u = self.unit
+        steps = "—" if self.steps_for_target is None else str(self.steps_for_target)
+        return Display(f"R(d) ≥ {self.target:g} from d = {steps} ({self.metric})", kind="Step cap",
+                       lines=(self.note,) if self.note else (), fields=(
+                           ("steps for the target", self.steps_for_target),
+                           ("R at those steps", self.r_at_target_steps),
+                           (f"attempt cost there ({u})", self.attempt_cost_at_target_steps),
+                           (f"per success there ({u})", self.per_success_at_target_steps),
+                           ("cheapest steps per success", self.cheapest_steps),
+                           ("R at the cheapest steps", self.r_at_cheapest_steps),
+                           (f"per success at the cheapest steps ({u})", self.per_success_at_cheapest_steps),
+                           (f"per success without a cap ({u})", self.per_success_uncapped)))
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -311,8 +339,8 @@ def step_cap_costs(chain: AbsorbingChain, costs: CostModel, metric: str, *, targ
 
 
 # ------------------------------------------------------------------------------------------------ observed
-@dataclass(frozen=True)
-class ObservedCosts:
+@dataclass(frozen=True, repr=False)
+class ObservedCosts(ResultDisplay):
     """What the traces themselves spent: per-episode totals of one metric, and spend per success."""
 
     metric: str
@@ -332,6 +360,15 @@ class ObservedCosts:
             return [0.0 for _ in budgets]
         spent = np.sort(self.totals[self.success])
         return [float(np.searchsorted(spent, b, side="right") / self.n_traces) for b in budgets]
+
+    def _display(self) -> Display:
+        u = self.unit
+        lo, hi = self.per_success_interval or (None, None)
+        return Display(f"{self.metric}: {fmt_amount(self.per_success, u)} per success observed", kind="Observed cost",
+                       fields=(("traces", self.n_traces), ("successes", self.n_successes),
+                               (f"mean per trace ({u})", self.mean_per_trace), (f"per success ({u})", self.per_success),
+                               (f"{self.confidence:.0%} interval lower ({u})", lo),
+                               (f"{self.confidence:.0%} interval upper ({u})", hi)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "unit": self.unit, "n_traces": self.n_traces, "n_successes": self.n_successes,

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import fmt_number
 from tracetochain.audit import (
     RInfCheck,
     TimingResult,
@@ -73,7 +74,7 @@ class HeldoutEvaluation:
 
     def describe(self) -> str:
         t = self.timing
-        p = "n/a" if t.p_value is None else f"{t.p_value:.3f}"
+        p = fmt_number(t.p_value)
         return (f"{self.model} on {self.n_test} held-out traces: log-likelihood {self.loglik_per_trace:.3f}/trace, "
                 f"R∞ {self.r_inf:.3f} vs pass rate {self.r_inf_check.pass_rate:.3f}, KS p {p}, "
                 f"L∞ {self.l_inf:.3f} over d ≤ {self.horizon}")

@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from scipy.optimize import minimize
 from scipy.special import betaln, digamma, gammaln
 
+from tracetochain._display import fmt_number
 from tracetochain.audit._trials import per_task_pass_at_k, per_task_pass_hat_k
 from tracetochain.models._base import TraceModel
 from tracetochain.models._encoded import SUCCESS, EncodedTraces
@@ -128,7 +129,7 @@ class PassKEstimate:
 
 
 def _f(x: float | None) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:.3f}"
+    return fmt_number(x)
 
 
 def _check(ks: Sequence[int], n_bootstrap: int, confidence: float) -> tuple[int, ...]:

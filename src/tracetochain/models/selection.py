@@ -22,7 +22,6 @@ The chosen model is then refitted on all traces.
 
 from __future__ import annotations
 
-import html
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain.exceptions import TraceToChainError
 from tracetochain.models._base import CompiledModel, TraceModel
 from tracetochain.models._encoded import EncodedTraces, Grouping, encode_traces
@@ -112,8 +112,8 @@ class CandidateScore:
         return json_dict(dict(self.__dict__))
 
 
-@dataclass(frozen=True, eq=False)
-class ModelChoice:
+@dataclass(frozen=True, eq=False, repr=False)
+class ModelChoice(ResultDisplay):
     """The outcome of :func:`choose_model`: the table, the choice and why, and the chosen model refitted on all."""
 
     chosen: str
@@ -188,17 +188,21 @@ class ModelChoice:
     def __str__(self) -> str:
         return self.describe()
 
-    def _repr_html_(self) -> str:
-        head = ["candidate", "held-out LL/trace", "gain vs markov", "z", "parameters", "timing ok", "R∞ ok",
-                "pass^k ok", "fit s", "verdict"]
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>"
-                       for r in self.table_rows())
-        return (f"<div><b>Model choice</b>: {html.escape(self.chosen)} — {html.escape(self.reason)}<table><tr>"
-                + "".join(f"<th>{html.escape(h)}</th>" for h in head) + f"</tr>{body}</table></div>")
+    def _display(self) -> Display:
+        cols = ("candidate", "heldout_loglik_per_trace", "gain_vs_baseline", "z_vs_baseline", "n_parameters",
+                "timing_passes", "r_inf_holds", "pass_k_agrees", "fit_seconds", "verdict", "reason")
+        rows = tuple((c.name, c.heldout_loglik_per_trace, c.gain_vs_baseline, c.z_vs_baseline, c.n_parameters,
+                      *(None if x is None else f"{x[0]}/{x[1]}" for x in (c.timing_passes, c.r_inf_holds,
+                                                                         c.pass_k_agrees)),
+                      c.fit_seconds, c.verdict, c.reason) for c in self.candidates)
+        return Display(f"{self.chosen} — {self.reason}", kind="Model choice", lines=self.notes,
+                       tables=(Table("candidates", cols, rows, digits={"heldout_loglik_per_trace": 4,
+                                                                      "gain_vs_baseline": 1, "z_vs_baseline": 1,
+                                                                      "fit_seconds": 2}),))
 
 
 def _fmt(x: float | None, digits: int) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+    return fmt_number(x, digits)
 
 
 def _expand(candidates: Iterable[str | Candidate], sizes: Mapping[str, Sequence[int]], seed: int,

@@ -3,7 +3,6 @@ trace lies in two partitions. The statistics themselves are computed by :mod:`tr
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay
 from tracetochain._limits import check_state_count
 from tracetochain.chain import TransitionCounts
 from tracetochain.costs._model import CostModel, reader_name, trace_totals, usage_arrays
@@ -178,8 +178,8 @@ def _check_split_traces(partial: _Partial, parts: list[Partition], on_error: OnE
             raise _split_error(common[0], first, second)
 
 
-@dataclass(frozen=True, eq=False)
-class PartitionedCounts:
+@dataclass(frozen=True, eq=False, repr=False)
+class PartitionedCounts(ResultDisplay):
     """The transition counts of a partitioned corpus, with its merged ingest report.
 
     ``counts`` equals ``count_transitions`` on the whole table (same states, same order) — see the module
@@ -207,11 +207,10 @@ class PartitionedCounts:
                 f"{n['success']} success, {n['failure']} failure, {n['censored']} censored, {n['invalid']} invalid; "
                 f"{c.n_states} states, {int(c.transitions.sum())} transitions\n{self.report}")
 
-    def _repr_html_(self) -> str:
+    def _display(self) -> Display:
         lines = str(self).splitlines()
-        body = "".join(f"<li>{html.escape(x.strip(' -'))}</li>" for x in lines[2:])
-        return (f"<div><strong>{html.escape(lines[0])}</strong><br>{html.escape(lines[1])}"
-                f"{f'<ul>{body}</ul>' if body else ''}</div>")
+        return Display(lines[0], kind="Partitioned counts", lines=tuple(x.strip(" -") for x in lines[1:]),
+                       tables=self.counts._display().tables)
 
 
 def source_name(source: str | Path | Sequence[str | Path]) -> str:

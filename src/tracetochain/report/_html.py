@@ -11,6 +11,7 @@ import re
 from importlib import resources
 from typing import Any
 
+from tracetochain._display import fmt_number
 from tracetochain._text import DISPLAY_NAME_LIMIT, shorten
 from tracetochain.report._graph import chain_svg, graph_note
 from tracetochain.report._plots import fpt_svg, reliability_svg
@@ -22,9 +23,7 @@ _LAYER_TITLES = {"r_inf": "R∞ check (held out)", "timing": "success-time law (
 
 
 def _fmt(x: Any, digits: int = 4) -> str:
-    if x is None:
-        return "—"
-    return f"{float(x):.{digits}f}"
+    return fmt_number(x, digits)
 
 
 def _scalar_items(d: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:

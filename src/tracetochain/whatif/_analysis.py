@@ -7,13 +7,13 @@ share of failures that leave from them and by what a fallback there would be wor
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.exceptions import UndefinedMetricError
 from tracetochain.numerics.sensitivity import first_order_delta, prop2_bound
@@ -27,8 +27,8 @@ def _safe(fn: Any) -> float | None:
         return None
 
 
-@dataclass(frozen=True)
-class WhatIfResult:
+@dataclass(frozen=True, repr=False)
+class WhatIfResult(ResultDisplay):
     """Exact effect of ``edits`` on the chain's metrics, with the first-order term and Prop. 2's bound."""
 
     edits: tuple[str, ...]
@@ -80,8 +80,12 @@ class WhatIfResult:
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(str(self)) + "</pre>"
+    def _display(self) -> Display:
+        lines = str(self).splitlines()
+        rows = tuple((k, b, self.edited.get(k), None if b is None or self.edited.get(k) is None
+                      else self.edited[k] - b) for k, b in self.base.items())  # type: ignore[operator]
+        return Display(lines[0].removeprefix("What if: "), kind="What if", lines=tuple(x.strip() for x in lines[1:]),
+                       tables=(Table("metrics", ("metric", "base", "edited", "delta"), rows, default_digits=4),))
 
 
 def _metrics(chain: AbsorbingChain, horizons: tuple[int, ...]) -> dict[str, float | None]:
@@ -238,8 +242,8 @@ class Bottleneck:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
-class BottleneckReport:
+@dataclass(frozen=True, repr=False)
+class BottleneckReport(ResultDisplay):
     """States ranked by failure attribution and by the exact R∞ gain of a fallback (``fraction`` of failures)."""
 
     fraction: float
@@ -264,6 +268,12 @@ class BottleneckReport:
 
     def __str__(self) -> str:
         return "\n".join(self.sentences())
+
+    def _display(self) -> Display:
+        cols = ("state", "failure_share", "vulnerability", "expected_visits", "fallback_gain")
+        rows = tuple(tuple(getattr(b, c) for c in cols) for b in self.by_failure_share)
+        return Display(f"states by failure share; fallback rescuing {self.fraction:.0%} of a state's failures",
+                       kind="Bottlenecks", lines=tuple(self.sentences()), tables=(Table("states", cols, rows),))
 
 
 def bottlenecks(chain: AbsorbingChain, *, fraction: float = 0.1) -> BottleneckReport:
