@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain.traces._table import TraceTable
 
 
@@ -31,9 +32,9 @@ class StateInfo:
                 "composition": dict(self.composition)}
 
 
-@dataclass(frozen=True, eq=False)
-class StateModel:
-    """Fitted state assignment. ``assign(traces)`` returns a state index per step."""
+@dataclass(frozen=True, eq=False, repr=False)
+class StateModel(ResultDisplay):
+    """Fitted state assignment. ``assign(traces)`` returns a state index per step; ``to_frame()`` is the taxonomy."""
 
     method: str
     state_names: tuple[str, ...]
@@ -70,6 +71,12 @@ class StateModel:
 
     def __str__(self) -> str:
         return self.describe()
+
+    def _display(self) -> Display:
+        rows = tuple((s.name, s.n_steps, s.share_of_steps,
+                      ", ".join(f"{k} {v:.0%}" for k, v in list(s.composition.items())[:4])) for s in self.taxonomy)
+        return Display(f"{self.n_states} states ({self.method})", kind="States",
+                       tables=(Table("taxonomy", ("state", "n_steps", "share_of_steps", "composition"), rows),))
 
 
 TaxonomyRow = tuple[str, int, float, dict[str, float]]

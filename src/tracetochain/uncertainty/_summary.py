@@ -29,9 +29,10 @@ DEFAULT_SAMPLES = {"posterior": 2000, "bootstrap": 200, "bootstrap-full": 200}
 class IntervalSummary(dict[str, Any], ResultDisplay):
     """The intervals document (a plain JSON-ready dict, see :func:`interval_summary`) that also prints as tables and
     converts to DataFrames: ``to_frame("metrics")`` (the default: every scalar metric, pass@k and pass^k per k),
-    ``to_frame("states")`` (per-state figures, long form), ``to_frame("reliability")`` (the R(d) band)."""
+    ``to_frame("states")`` (per-state figures, long form), ``to_frame("reliability")`` (the R(d) band). Its repr is
+    one line (``dict(summary)`` shows the raw document)."""
 
-    __repr__ = dict.__repr__
+    __repr__ = ResultDisplay.__repr__
 
     def _display(self) -> Display:
         cols = ("point", "lower", "upper", "mean", "std", "n_excluded")
