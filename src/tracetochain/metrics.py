@@ -200,7 +200,8 @@ def summarize(chain: AbsorbingChain, *, horizon: int = 50, ks: tuple[int, ...] =
 
 
 def success_lengths(traces: Any) -> NDArray[np.int64]:
-    """Number of steps of every successful trace (its success first-passage time, ``paper-spec.md`` §4.1)."""
+    """Number of steps of every successful trace (its success first-passage time; the step that enters success counts).
+    """
     lengths = np.diff(traces.offsets)
     return np.asarray(lengths[traces.outcomes() == 0], dtype=np.int64)
 
@@ -208,7 +209,7 @@ def success_lengths(traces: Any) -> NDArray[np.int64]:
 def empirical_rdc(traces: Any, horizon: int) -> list[float]:
     """Empirical RDC(d) = #successes with length ≤ d / #traces counted (success, failure, censored), d = 0..horizon.
 
-    The denominator is every non-invalid trace, as in the paper's held-out check (``paper-spec.md`` §6.9).
+    The denominator is every non-invalid trace, as in the held-out check of Tran-Truong & Le (2026), study SS9.
     """
     outcomes = traces.outcomes()
     n = int(np.sum(outcomes != 3))

@@ -76,7 +76,7 @@ def chain_codes(traces: TraceTable, state_names: tuple[str, ...] | list[str]) ->
 
 
 def trace_lengths(traces: TraceTable) -> NDArray[np.int64]:
-    """Number of steps of every trace (the first-passage time of a completed trace, ``paper-spec.md`` §4.1)."""
+    """Number of steps of every trace (the first-passage time of a completed trace)."""
     out: NDArray[np.int64] = np.diff(traces.offsets).astype(np.int64)
     return out
 

@@ -1,4 +1,4 @@
-"""Held-out protocol (``paper-spec.md`` §6.9, §2.8): split before featurization, fit on one half, audit the other.
+"""Held-out protocol (Tran-Truong & Le 2026, study SS9): split before featurization, fit on one half, audit the other.
 
 * :func:`split_traces` — seeded split by trace or by task, done on the raw traces (before any state discovery).
   ``perm = default_rng(seed).permutation(n)``; the first ⌊n(1 − f)⌋ go to the fit half, the rest to the test half
@@ -107,7 +107,7 @@ def empirical_rdc(traces: TraceTable, horizon: int) -> NDArray[np.float64]:
 
 
 def l_inf_distance(model: NDArray[np.float64], empirical: NDArray[np.float64]) -> float:
-    """L∞ = max_d |R(d; M̂) − R̂(d)| over the common horizon (``paper-spec.md`` §6.9)."""
+    """L∞ = max_d |R(d; M̂) − R̂(d)| over the common horizon (the RDC distance of Tran-Truong & Le 2026, SS9)."""
     return float(np.max(np.abs(np.asarray(model) - np.asarray(empirical))))
 
 

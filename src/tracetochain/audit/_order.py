@@ -1,4 +1,4 @@
-"""Layer 2 of the certificate: is first order enough? (``math.md`` §7, ``paper-spec.md`` §2.6 and §4.2).
+"""Layer 2 of the certificate: is first order enough? (docs/statistics.md §5; Tran-Truong & Le 2026, Algorithm 1).
 
 Default (``mode="per-trace"``): likelihoods are computed trace by trace, never across trace boundaries, and both
 orders are scored on **the same observations**:
@@ -27,10 +27,10 @@ The G² test: asymptotic χ² with df = Σ_j (r_j − 1)(c_j − 1) over observe
 symbols are shuffled among the observations that share the order-1 context, which keeps the order-1 fit and
 destroys any dependence on x_{t−2}; p = (1 + #{G²* ≥ G²}) / (B + 1).
 
-``mode="artifact"`` reproduces the authors' code exactly (``paper-spec.md`` §2.6): one label stream of all
-transient steps concatenated across traces (boundary pairs included, outcomes left out), P1 = (C1 + 1e−12) /
-(row + 1e−12·k), ℓ1 over the n − 1 pairs, ℓ2 over the n − 2 triples, k1 = k(k − 1), k2 = k²(k − 1), first order
-kept iff AIC1 ≤ AIC2.
+``mode="artifact"`` reproduces the authors' code exactly (their public artifact, lexuanbach/TraceToChain): one label
+stream of all transient steps concatenated across traces (boundary pairs included, outcomes left out), P1 = (C1 + 1e−12)
+/ (row + 1e−12·k), ℓ1 over the n − 1 pairs, ℓ2 over the n − 2 triples, k1 = k(k − 1), k2 = k²(k − 1), first order kept
+iff AIC1 ≤ AIC2.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _observed_params(counts: NDArray[np.int64]) -> int:
 
 
 def artifact_aic(labels: Sequence[int] | NDArray[np.int64], n_states: int) -> dict[str, float]:
-    """The artifact's concatenated-stream AIC (``paper-spec.md`` §2.6), exactly as the authors compute it.
+    """The artifact's concatenated-stream AIC, exactly as the authors compute it (ΔAIC = −2(ℓ1 − ℓ2) + 2(k1 − k2)).
 
     ℓ1 = Σ_{t=0}^{n−2} ln P1[s_t, s_{t+1}], P1 = (C1 + 1e−12)/(row + 1e−12·k); ℓ2 = Σ_{t=0}^{n−3} ln P2[s_t, s_{t+1},
     s_{t+2}] likewise; AIC1 = 2k(k − 1) − 2ℓ1, AIC2 = 2k²(k − 1) − 2ℓ2, ΔAIC = AIC1 − AIC2.
@@ -482,7 +482,7 @@ def _table_permutation_pvalue(triplets: Any, m: int, l1: float, g2: float, n_per
 
 
 def _permutation_pvalue(obs: OrderObservations, l1: float, g2: float, n_permutations: int, seed: Seed) -> float:
-    """Within-context permutation test of G² (``math.md`` §7.1), vectorised over blocks of replicates.
+    """Within-context permutation test of G² (Anderson & Goodman 1957 for G²), vectorised over blocks of replicates.
 
     Observations are sorted by their order-1 context; a replicate shuffles ``nxt`` inside each context block by
     argsorting ``context + U(0, 1)`` keys, which keeps n_jk (so ℓ1) and the order-2 contexts fixed.

@@ -14,7 +14,7 @@ from tracetochain.traces import TraceTable
 
 @dataclass(frozen=True)
 class TimingSettings:
-    """How the KS timing layer runs (``paper-spec.md`` §4.1, ``math.md`` §8).
+    """How the KS timing layer runs (docs/statistics.md §5; Tran-Truong & Le 2026, Algorithm 2).
 
     Parameters
     ----------
@@ -70,7 +70,7 @@ class TimingSettings:
 
 @dataclass(frozen=True)
 class OrderSettings:
-    """How the Markov-order layer runs (``math.md`` §7; see :func:`~tracetochain.audit.order_test`).
+    """How the Markov-order layer runs (docs/statistics.md §5; see :func:`~tracetochain.audit.order_test`).
 
     Defaults: per-trace likelihoods on the same observations, outcomes included, parameters counted on the
     observed support, first order kept iff ΔAIC ≤ 0 (the paper's rule), with a 199-permutation G² test reported

@@ -1,20 +1,21 @@
-"""Layer 1 of the certificate: Kolmogorov–Smirnov on success first-passage times (``paper-spec.md`` §4.1).
+"""Layer 1 of the certificate: Kolmogorov–Smirnov on success first-passage times (docs/statistics.md §5).
 
 The first-passage time (FPT) of a completed trace is its number of steps (the step that enters ⊕ counts), so a
 successful trace of L steps has τ⊕ = L, and an episode that succeeded before any step has τ⊕ = 0 (the chain's
 f⊕(0) is its start exit s). Two modes:
 
-``"calibrated"`` (default; ``math.md`` §8.3–8.4)
+``"calibrated"`` (default)
     Statistic on the integer lattice, D = max_{k=0..kmax} |F_n(k) − F(k)|, with F(d) = R(d)/R∞ from the chain's
     forward sweep (F(d) = R(d)/R(cap) when the traces were cut at a step cap), kmax = the largest observed time.
     ``scipy.stats.ks_1samp`` is never used: on lattice data it evaluates F at the atom instead of its left limit and
-    rejects a true null almost always (``math.md`` §8.2). The p-value is a parametric bootstrap: simulate corpora of
+    rejects a true null almost always. The p-value is a parametric bootstrap: simulate corpora of
     the data's size from the chain (same π0, same cap), refit the chain by counting with the same estimator
-    settings, recompute D against the refitted chain; p = (1 + #{D* ≥ D}) / (B + 1).
+    settings, recompute D against the refitted chain; p = (1 + #{D* ≥ D}) / (B + 1) (Stute, González-Manteiga &
+    Presedo Quindimil 1993).
 ``"paper"``
-    The authors' two-sample test: empirical FPTs against N seeded model FPTs (``scipy.stats.ks_2samp``, or the
-    Numerical Recipes asymptotic series the artifact used in SS7/9/10/11), success-conditional or any-outcome,
-    from π0 or from the modal start state, model runs capped at ``max_steps``.
+    The two-sample test of Tran-Truong & Le (2026, Algorithm 2): empirical FPTs against N seeded model FPTs
+    (``scipy.stats.ks_2samp``, or the Numerical Recipes asymptotic series the artifact used in SS7/9/10/11),
+    success-conditional or any-outcome, from π0 or from the modal start state, model runs capped at ``max_steps``.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ DEFAULT_MAX_SIMULATED_TRACES = 10_000
 
 # ------------------------------------------------------------------------------------------------ formulas
 def lattice_ks_statistic(times: NDArray[np.int64], cdf: NDArray[np.float64]) -> float:
-    """D = max_{k=0..kmax} |F_n(k) − F(k)| for integer-valued data (``math.md`` §8.3, step 1).
+    """D = max_{k=0..kmax} |F_n(k) − F(k)| for integer-valued data (the lattice KS distance; Conover 1972).
 
     ``cdf[k]`` is the model CDF at k = 0, 1, …, at least up to kmax = max(times). Both CDFs are right-continuous
     step functions on the integers, so the supremum over the real line is attained on the lattice, and beyond kmax
@@ -90,7 +91,7 @@ def lattice_ks_statistic(times: NDArray[np.int64], cdf: NDArray[np.float64]) -> 
 
 
 def success_time_cdf(chain: AbsorbingChain, horizon: int, max_steps: int | None = None) -> NDArray[np.float64]:
-    """F(d) for d = 0..horizon: the law of the success time among successful runs (``paper-spec.md`` §3.2).
+    """F(d) for d = 0..horizon: the law of the success time among successful runs, F(d) = R(d)/R∞.
 
     F(d) = R(d)/R∞ without a cap; with a step cap D the successes that can be observed are those with τ⊕ ≤ D, so
     F(d) = R(min(d, D))/R(D). Raises :class:`UndefinedMetricError` when success is unreachable (within the cap).
@@ -117,7 +118,7 @@ _MATRIX_POWER_STATES = 64
 
 
 def _reliability_at(chain: AbsorbingChain, d: int) -> float:
-    """R(d) = R∞ − π0 Q^d h (``math.md`` §2: the tail is π_d · h), by repeated squaring for small chains."""
+    """R(d) = R∞ − π0 Q^d h (the tail is π_d · h, docs/numerics.md §4), by repeated squaring for small chains."""
     if chain.n_states > _MATRIX_POWER_STATES:
         return float(chain.reliability(d)[d])
     tail = float(chain.pi0 @ np.linalg.matrix_power(chain.Q, d) @ chain.success_probabilities)
@@ -125,7 +126,7 @@ def _reliability_at(chain: AbsorbingChain, d: int) -> float:
 
 
 def kolmogorov_asymptotic_pvalue(statistic: float, n1: int, n2: int) -> float:
-    """The Numerical Recipes two-sample KS p-value used by the artifact in SS7/9/10/11 (``paper-spec.md`` §4.1).
+    """The Numerical Recipes two-sample KS p-value the authors' artifact uses in studies SS7/9/10/11.
 
     n_e = n1 n2 / (n1 + n2), λ = (√n_e + 0.12 + 0.11/√n_e)·D, p = 2 Σ_{j=1}^{100} (−1)^{j−1} e^{−2 j² λ²}, clipped
     to [0, 1]. The truncated series is the artifact's; it assumes continuous data, so with tied (integer) times it
@@ -559,7 +560,7 @@ def ks_paper(chain: AbsorbingChain, traces: TraceTable, *, n_model: int = 20_000
     ``start="modal"`` starts every model run in the most likely initial state (the artifact's ``s0_cluster``).
     ``pvalue="scipy"`` uses ``scipy.stats.ks_2samp``; ``"asymptotic"`` the Numerical Recipes series
     (:func:`kolmogorov_asymptotic_pvalue`). With tied integer times both p-values are conservative
-    (``math.md`` §8.2).
+    (Noether 1963).
     """
     from scipy.stats import ks_2samp
 

@@ -1,8 +1,8 @@
 """The fitted object: an absorbing Markov chain over named transient states plus SUCCESS and FAILURE.
 
-M = (S_T, Q, R⊕, R⊖, π0) as in ``paper-spec.md`` §1.1 (π0 generalises the paper's s0), plus the start exits
-(s, f): the probabilities that an episode ends in success or failure before any agent step. With them π0 is a
-sub-distribution (π0·1 + s + f = 1) and every quantity counts those episodes: R∞ = s + π0·h, R(0) = s, and they
+M = (S_T, Q, R⊕, R⊖, π0) as in the agent Markov chain of Tran-Truong & Le (2026) (π0 generalises the paper's s0), plus
+the start exits (s, f): the probabilities that an episode ends in success or failure before any agent step. With them π0
+is a sub-distribution (π0·1 + s + f = 1) and every quantity counts those episodes: R∞ = s + π0·h, R(0) = s, and they
 take 0 steps. Without them (s = f = 0, the paper's chain) every number is the paper's, bit for bit. Frozen and
 serialisable to a versioned JSON document (never pickle). Metric methods are one-line delegates to
 :mod:`tracetochain.numerics`; the factorization of I − Q is computed once per chain and cached.
@@ -191,7 +191,7 @@ class AbsorbingChain(ResultDisplay):
 
     @cached_property
     def r_inf(self) -> float:
-        """R∞ = s + π0 N R⊕ (``paper-spec.md`` Prop. 1, plus the start exit s): probability of eventual success."""
+        """R∞ = s + π0 N R⊕ (Tran-Truong & Le 2026, Prop. 1, plus the start exit s): probability of eventual success."""
         return self.start_success + float(self.pi0 @ self.success_probabilities)
 
     @property
@@ -257,7 +257,8 @@ class AbsorbingChain(ResultDisplay):
         return max(0.0, float(self.pi0 @ second) - float(self.pi0 @ t) ** 2)
 
     def mean_steps_given_success(self) -> float:
-        """E[T | success] = π0 N² R⊕ / R∞ (``math.md`` §3; R∞ includes the zero-step successes, which take 0 steps)."""
+        """E[T | success] = π0 N² R⊕ / R∞ (first-step analysis, docs/numerics.md §3; R∞ includes the zero-step
+        successes, which take 0 steps)."""
         if self.r_inf <= 0.0:
             raise UndefinedMetricError(self._no_success_message("E[steps | success]"))
         return nx.conditional_mean_steps(self._visits, self.success_probabilities, self.r_inf)
@@ -290,7 +291,7 @@ class AbsorbingChain(ResultDisplay):
         return np.array(self.R_failure)
 
     def failure_attribution(self) -> NDArray[np.float64]:
-        """Share of all failures that leave from each state: z_i R⊖_i / (1 − R∞) (``math.md`` §4). With zero-step
+        """Share of all failures that leave from each state: z_i R⊖_i / (1 − R∞) (docs/numerics.md §3). With zero-step
         failures the shares sum to 1 − :meth:`start_failure_share`."""
         return nx.failure_attribution(self._visits, self.R_failure, self.start_failure)
 
@@ -300,7 +301,7 @@ class AbsorbingChain(ResultDisplay):
         return self.start_failure / total if total > 0 else 0.0
 
     def sensitivity_Q(self) -> NDArray[np.float64]:
-        """∂R∞/∂Q_ij = z_i h_j, the compensating mass taken from R⊖ (``paper-spec.md`` §3.6; Caswell 2013)."""
+        """∂R∞/∂Q_ij = z_i h_j, the compensating mass taken from R⊖ (Caswell 2013; docs/numerics.md §5)."""
         return np.outer(self._visits, self.success_probabilities)
 
     def sensitivity_R_success(self) -> NDArray[np.float64]:

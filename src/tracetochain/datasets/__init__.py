@@ -1,8 +1,8 @@
 """Bundled examples and synthetic data (lifelines/deeptime style).
 
 * :func:`load_example` — real traces shipped with the package (see ``data/README.md`` for origin and licence).
-* :func:`notation_chain` — the 3-state worked example of the paper (``paper-spec.md`` §1.3).
-* :func:`random_chain` — random substochastic chains (the artifact's SS1 generator, ``paper-spec.md`` §6.1).
+* :func:`notation_chain` — the 3-state worked example of Tran-Truong & Le (2026).
+* :func:`random_chain` — random substochastic chains (the generator of study SS1 in the authors' artifact).
 * :func:`simulate_traces` — canonical traces drawn from a chain, for tests and studies.
 * :func:`ss7_chain`, :func:`simulate_memory_traces` — a 5-state ground truth and a second-order generator, for
   checking the audit's size and power.
@@ -38,7 +38,7 @@ def load_example(name: str = "tau_airline") -> TraceTable:
 
 
 def notation_chain() -> AbsorbingChain:
-    """The paper's 3-state example: R∞ = 0.625, MTTA = 3.75 (``paper-spec.md`` §1.3)."""
+    """The paper's 3-state example: R∞ = 0.625, MTTA = 3.75 (Tran-Truong & Le 2026; docs/numerics.md §9)."""
     return AbsorbingChain(
         Q=[[0.5, 0.3, 0.0], [0.0, 0.4, 0.3], [0.0, 0.0, 0.6]],
         R_success=[0.1, 0.2, 0.3],

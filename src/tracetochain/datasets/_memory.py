@@ -1,4 +1,4 @@
-"""Generators for the certificate's protocol checks (``paper-spec.md`` §6.7, study SS7).
+"""Generators for the certificate's protocol checks (study SS7 of Tran-Truong & Le 2026).
 
 * :func:`ss7_chain` — the 5-state order-1 ground truth of SS7 (s0 = state 0).
 * :func:`simulate_memory_traces` — SS7(B)'s second-order generator: from (previous a, current b) the next symbol is
@@ -18,7 +18,7 @@ _OUTCOME_NAMES = np.array(["success", "failure", "censored"])
 
 
 def ss7_chain() -> AbsorbingChain:
-    """SS7's ground-truth chain (``paper-spec.md`` §6.7): m = 5, s0 = 0."""
+    """SS7's ground-truth chain (Tran-Truong & Le 2026, study SS7): m = 5, s0 = 0."""
     Q = [[0.40, 0.30, 0.10, 0.00, 0.00],
          [0.00, 0.35, 0.30, 0.05, 0.00],
          [0.00, 0.00, 0.40, 0.25, 0.10],

@@ -1,4 +1,4 @@
-"""The engine boundary: *where* counting and replicates run, never *what* they compute (``style.md`` §8.8).
+"""The engine boundary: *where* counting and replicates run, never *what* they compute.
 
 Two operations cover the work that scales:
 

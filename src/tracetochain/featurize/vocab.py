@@ -103,9 +103,9 @@ _EDIT_SUBCOMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
 def shell_token(command: str | None) -> str:
     """The command word of a shell action: first non-empty line, without ``cd x &&``/``source``/``sudo``.
 
-    The SWE-agent file editor keeps its sub-command (``edit:view``, ``edit:str_replace`` …); an empty action is
-    ``none`` (``paper-spec.md`` §6.10). Unlike the artifact we also strip leading ``VAR=value`` assignments, so
-    ``PYTHONPATH=/testbed python x.py`` counts as ``python``.
+    The SWE-agent file editor keeps its sub-command (``edit:view``, ``edit:str_replace`` …); an empty action is ``none``
+    (the token rules of Tran-Truong & Le 2026, study SS10). Unlike the artifact we also strip leading ``VAR=value``
+    assignments, so ``PYTHONPATH=/testbed python x.py`` counts as ``python``.
     """
     if not command:
         return "none"

@@ -1,6 +1,6 @@
 """Order-k chains as a model family: the context is the last k observed states (BEGIN-padded at the start).
 
-This is the order-k lift of the paper's SS14 (a chain on k-tuples, ``paper-spec.md`` §6.14) made a proper
+This is the order-k lift of the paper's SS14 (a chain on k-tuples, Tran-Truong & Le 2026, study SS14) made a proper
 variable-order model: only the contexts seen in the fit traces get rows of their own, every row is shrunk toward its
 order-(k − 1) suffix (down to the first-order row and the pooled root), and a context never seen backs off to its
 longest seen suffix — exactly, since such a context's row *is* its suffix's (MacKay & Peto 1995; Bühlmann & Wyner

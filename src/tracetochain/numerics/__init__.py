@@ -2,7 +2,7 @@
 
 No I/O, no logging, no hidden randomness (simulation takes a ``numpy.random.Generator``). Everything a model
 method reports is computed here; ``AbsorbingChain`` methods are one-line delegates. Notation follows
-``paper-spec.md`` §1 and ``math.md``: ``Q`` (m×m transient block), ``r_success``/``r_failure`` (exit vectors),
+docs/numerics.md §1: ``Q`` (m×m transient block), ``r_success``/``r_failure`` (exit vectors),
 ``pi0`` (initial distribution), ``N = (I − Q)^{-1}`` (never formed), ``h = N r_success``, ``z = Nᵀ pi0``.
 """
 

@@ -1,7 +1,7 @@
 """Fundamental-matrix quantities of an absorbing chain, from one factorization of I − Q.
 
-References: Kemeny & Snell, *Finite Markov Chains* (1960) ch. III; ``math.md`` §1, §3, §4;
-``paper-spec.md`` §3.1 (Prop. 1), §3.5, §3.6.
+References: Kemeny & Snell, *Finite Markov Chains* (1960) ch. III; Tran-Truong & Le (2026), Prop. 1;
+docs/numerics.md §2–§3.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ SPARSE_THRESHOLD = 400
 def absorbing_reachability(
     Q: NDArray[np.float64], r_success: NDArray[np.float64], r_failure: NDArray[np.float64]
 ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
-    """Graph analysis before any solve (the prob0 precomputation of PRISM/Storm, ``math.md`` §1).
+    """Graph analysis before any solve (the prob0 precomputation of PRISM/Storm; docs/numerics.md §2).
 
     Returns ``(can_absorb, can_succeed)``: boolean masks of states from which some path reaches an exit
     (success or failure), and from which some path reaches success. States with ``can_absorb`` false form
@@ -50,7 +50,7 @@ def absorbing_reachability(
 
 @dataclass(frozen=True, eq=False)
 class ChainSolver:
-    """One LU factorization of A = I − Q, reused for every solve (``math.md`` §1: solve, never invert).
+    """One LU factorization of A = I − Q, reused for every solve (solve, never invert; docs/numerics.md §2).
 
     The diagonal is built subtraction-free (GTH style): A_ii = Σ_{j≠i} Q_ij + r⊕_i + r⊖_i rather than 1 − Q_ii,
     so retry self-loops with Q_ii ≈ 1 keep full relative accuracy. Dense LAPACK LU below
@@ -108,14 +108,14 @@ def mean_steps(solver: ChainSolver) -> NDArray[np.float64]:
 
 
 def steps_variance(solver: ChainSolver, t: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Var of steps to absorption from each state: τ₂ = (2N − I) t − t∘t (Kemeny–Snell Thm 3.3.5, ``math.md`` §3)."""
+    """Var of steps to absorption from each state: τ₂ = (2N − I) t − t∘t (Kemeny–Snell Thm 3.3.5)."""
     var = 2.0 * solver.solve(t) - t - t * t
     return np.clip(var, 0.0, None)
 
 
 def conditional_mean_steps(z: NDArray[np.float64], h: NDArray[np.float64], p: float) -> float:
-    """E[T | outcome] = π0 N² r / p = (z · h) / p, with h = N r, z = Nᵀ π0 and p the outcome's probability
-    (``math.md`` §3): π0·h, plus the start exit to that outcome (episodes that end before any step take 0 steps)."""
+    """E[T | outcome] = π0 N² r / p = (z · h) / p, with h = N r, z = Nᵀ π0 and p the outcome's probability (first-step
+    analysis): π0·h, plus the start exit to that outcome (episodes that end before any step take 0 steps)."""
     return float(z @ h) / p
 
 

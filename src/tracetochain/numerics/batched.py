@@ -7,9 +7,9 @@ same conventions — ``tests/uncertainty/test_ensemble.py`` pins each one to the
 
 * absorption: h = N r⊕, g = N r⊖, t = N 1, z = Nᵀ π0 with N = (I − Q)⁻¹ by batched LU solves
   (``np.linalg.solve`` on (B, m, m)), the diagonal of I − Q built subtraction-free (GTH style) as in
-  :class:`~tracetochain.numerics.ChainSolver` (Kemeny & Snell 1960, ch. III; ``math.md`` §1, §3);
-* horizon: one batched forward sweep π_d = π_{d−1} Q (``paper-spec.md`` §3.1, Prop. 1; ``math.md`` §2);
-* spectral quantities by batched eigen-decomposition (``paper-spec.md`` §3.9, Prop. 8).
+  :class:`~tracetochain.numerics.ChainSolver` (Kemeny & Snell 1960, ch. III; docs/numerics.md §2–§3);
+* horizon: one batched forward sweep π_d = π_{d−1} Q (Tran-Truong & Le 2026, Prop. 1; docs/numerics.md §4);
+* spectral quantities by batched eigen-decomposition (Tran-Truong & Le 2026, Prop. 8).
 
 Draws that are not absorbing chains (a closed loop with no exit — possible only with pseudocount 0), or whose
 solves fail the residual check, are flagged rather than raised: the ensemble excludes and counts them.
@@ -50,7 +50,7 @@ def reachable(Q: NDArray[np.float64], targets: NDArray[np.bool_]) -> NDArray[np.
 
 def gth_matrix(Q: NDArray[np.float64], r_success: NDArray[np.float64],
                r_failure: NDArray[np.float64]) -> NDArray[np.float64]:
-    """A = I − Q with A_ii = Σ_{j≠i} Q_ij + r⊕_i + r⊖_i (subtraction-free diagonal, ``math.md`` §1)."""
+    """A = I − Q with A_ii = Σ_{j≠i} Q_ij + r⊕_i + r⊖_i (subtraction-free diagonal, docs/numerics.md §2)."""
     m = Q.shape[-1]
     idx = np.arange(m)
     A = -np.array(Q, dtype=np.float64, copy=True)
@@ -255,7 +255,7 @@ class ChainBatch:
         return out
 
     def conditional_mean_steps(self, outcome: str) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-        """E[T | outcome] = (z · h) / R∞ or (z · g) / (1 − R∞) (``math.md`` §3; R∞ and 1 − R∞ include the start
+        """E[T | outcome] = (z · h) / R∞ or (z · g) / (1 − R∞) (docs/numerics.md §3; R∞ and 1 − R∞ include the start
         exits, whose episodes take 0 steps); defined where the outcome is reachable (probability > 0)."""
         vec, p = (self.h, self.r_inf()) if outcome == "success" else (self.g, self.failure_probability())
         defined = p > 0.0
@@ -263,8 +263,8 @@ class ChainBatch:
         return np.divide(num, p, out=np.zeros_like(num), where=defined), defined
 
     def failure_attribution(self) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-        """Share of failures leaving from each state, z_i r⊖_i / (f + Σ_j z_j r⊖_j) (``math.md`` §4; f the start exit
-        to failure)."""
+        """Share of failures leaving from each state, z_i r⊖_i / (f + Σ_j z_j r⊖_j) (docs/numerics.md §3; f the start
+        exit to failure)."""
         flows = self.z * self.r_failure
         total = flows.sum(axis=1)
         if self.start_exits is not None:
@@ -274,7 +274,7 @@ class ChainBatch:
 
     # ------------------------------------------------------------------ horizon
     def sweep(self, horizon: int, *, residual: bool = True) -> dict[str, NDArray[np.float64]]:
-        """Batched forward sweep for d = 0..horizon (``math.md`` §2): f⊕(d) = π_{d−1}·r⊕, f⊖(d) = π_{d−1}·r⊖,
+        """Batched forward sweep for d = 0..horizon (docs/numerics.md §4): f⊕(d) = π_{d−1}·r⊕, f⊖(d) = π_{d−1}·r⊖,
         π_d = π_{d−1} Q, and f⊕(0), f⊖(0) the start exits; R(d) = Σ_{t≤d} f⊕(t); survival Pr[T > d] = π_d·1; exact
         tail R∞ − R(d) = π_d·h.
 
@@ -321,7 +321,8 @@ class ChainBatch:
 
     def step_budget(self, delta: float, max_horizon: int = 100_000) -> tuple[NDArray[np.float64],
                                                                               NDArray[np.bool_]]:
-        """Smallest d ≤ ``max_horizon`` with R∞ − R(d) = π_d·h ≤ δ (exact; ``paper-spec.md`` §3.9).
+        """Smallest d ≤ ``max_horizon`` with R∞ − R(d) = π_d·h ≤ δ (exact; Tran-Truong & Le 2026, Prop. 8 gives the
+        a-priori bound).
 
         Sweeps only the draws not yet below δ. Returns (d, reached) with d as float (0 where not reached).
         """

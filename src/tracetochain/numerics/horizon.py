@@ -1,9 +1,9 @@
 """Horizon reliability R(d), first-passage laws and step budgets by one forward sweep.
 
-R(d) = Pr[τ⊕ ≤ d] = s + π0 Σ_{t<d} Q^t r⊕ (``paper-spec.md`` §3.1, Prop. 1; R(0) = s, R(1) = s + π0·r⊕), with s the
+R(d) = Pr[τ⊕ ≤ d] = s + π0 Σ_{t<d} Q^t r⊕ (Tran-Truong & Le 2026, Prop. 1; R(0) = s, R(1) = s + π0·r⊕), with s the
 start exit to success (episodes that end before any step; 0 in the paper, and then R(0) = 0).
 The sweep π_d = π_{d−1} Q costs one (sparse) mat-vec per step; the tail R∞ − R(d) = π_d · h is an exact sum of
-non-negative terms (``math.md`` §2), so the reported residual is a rigorous error bound, not an estimate.
+non-negative terms (docs/numerics.md §4), so the reported residual is a rigorous error bound, not an estimate.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def forward_sweep(
     h: NDArray[np.float64],
     start_exits: NDArray[np.float64] | None = None,
 ) -> HorizonSweep:
-    """Sweep d = 1..horizon: f⊕(d) = π_{d−1}·r⊕, f⊖(d) = π_{d−1}·r⊖, π_d = π_{d−1} Q (``math.md`` §2).
+    """Sweep d = 1..horizon: f⊕(d) = π_{d−1}·r⊕, f⊖(d) = π_{d−1}·r⊖, π_d = π_{d−1} Q (docs/numerics.md §4).
 
     ``h`` is the success-absorption vector N r⊕ (from :class:`ChainSolver`), used for the exact tail.
     ``start_exits`` (s, f): the episodes that end before any step, f⊕(0) = s and f⊖(0) = f (π0 is then a
@@ -87,7 +87,7 @@ def forward_sweep(
 
 
 def spectral_radius(Q: NDArray[np.float64]) -> float:
-    """ρ(Q), the Perron root: the geometric rate at which the survival Pr[T > d] decays (``math.md`` §2)."""
+    """ρ(Q), the Perron root: the geometric rate at which the survival Pr[T > d] decays (docs/numerics.md §4)."""
     m = Q.shape[0]
     if m <= 600:
         return float(np.max(np.abs(np.linalg.eigvals(Q)))) if m else 0.0
@@ -97,7 +97,7 @@ def spectral_radius(Q: NDArray[np.float64]) -> float:
 
 @dataclass(frozen=True)
 class StepBudget:
-    """Smallest step budget d with R∞ − R(d) ≤ δ (``paper-spec.md`` §3.9, Prop. 8).
+    """Smallest step budget d with R∞ − R(d) ≤ δ (Tran-Truong & Le 2026, Prop. 8).
 
     ``exact`` comes from the forward sweep's exact residual π_d·h (assumption-free). ``bound`` is Prop. 8's
     d*(δ) = ⌈log(κ∞(V) ‖N r⊕‖∞ / δ) / (−log ρ)⌉ with κ∞(V) = ‖V‖∞‖V⁻¹‖∞ *computed* from the eigenvectors (the

@@ -1,4 +1,4 @@
-"""pass@k and pass^k from R∞ under i.i.d. trials (``paper-spec.md`` §3.3, Thm 3).
+"""pass@k and pass^k from R∞ under i.i.d. trials (Tran-Truong & Le 2026, Thm 3).
 
 pass^k = R∞^k (all k trials succeed); pass@k = 1 − (1 − R∞)^k (at least one succeeds). Under correlated trials
 these are a lower and an upper bound respectively (Thm 4); the audit compares them with per-task estimates.

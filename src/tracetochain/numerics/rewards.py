@@ -28,7 +28,7 @@ and the second moments by first-step analysis (our derivation; checked against e
     E[C²; F] = z·((v − c²)∘g + 2 c∘w⊖ + M2 g̃ + 2 M_Q w⊖)
 
 with M_Q the first m columns of M. With c = 1, v = 0 and no edges these are the Kemeny–Snell moments of the number
-of steps (E[T] = z·1, E[T²] = z·(2t − 1)), and E[T; S] = z·h is ``math.md``'s π0 N² r⊕.
+of steps (E[T] = z·1, E[T²] = z·(2t − 1)), and E[T; S] = z·h = π0 N² r⊕.
 
 Cost until the first success when failed attempts are retried independently (a geometric number K of attempts,
 R = R∞): E[total] = E[C] / R (Wald), Var[total] = E[K−1] Var[C | F] + Var[K−1] E[C | F]² + Var[C | S] with
@@ -149,7 +149,7 @@ def accumulated_reward(solver: ChainSolver, z: Array, h: Array, g: Array, c: Arr
     >>> s = ChainSolver.factor(Q, rs, rf)
     >>> z, h = s.solve(np.array([1.0, 0, 0]), transposed=True), s.solve(rs)
     >>> r = accumulated_reward(s, z, h, 1 - h, np.ones(3), np.zeros(3))
-    >>> round(r.mean, 6), round(r.mean_success / 0.625, 6)  # E[T] and E[T | success] of math.md §11.1
+    >>> round(r.mean, 6), round(r.mean_success / 0.625, 6)  # E[T], E[T | success] (docs/numerics.md §9)
     (3.75, 4.033333)
     """
     c = np.asarray(c, dtype=np.float64)

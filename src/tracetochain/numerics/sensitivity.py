@@ -1,7 +1,7 @@
 """Perturbation analysis of R∞: first-order terms, Prop. 2's bound, and exact single-row edits.
 
-References: ``paper-spec.md`` §3.6 (Prop. 2, Stewart / Neumann series) and ``math.md`` §4 (Caswell 2013;
-Sherman–Morrison for one-row edits, our derivation, verified against a full re-solve).
+References: Tran-Truong & Le (2026), Prop. 2 (a Neumann-series bound after Stewart); Caswell (2013) for
+dN = N dQ N; Sherman–Morrison for one-row edits (verified against a full re-solve). See docs/numerics.md §5.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def prop2_bound(N_inf_norm: float, dQ: NDArray[np.float64], r_success: NDArray[n
 
 def single_row_r_inf(r_inf: float, z_i: float, h: NDArray[np.float64], N_col: NDArray[np.float64],
                      dq: NDArray[np.float64], dr: float) -> float:
-    """Exact R∞ after changing only row i (Sherman–Morrison, ``math.md`` §4):
+    """Exact R∞ after changing only row i (Sherman–Morrison; docs/numerics.md §5):
 
     R∞' = R∞ + z_i (dqᵀ h + dr) / (1 − dqᵀ N e_i),
 

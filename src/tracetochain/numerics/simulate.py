@@ -1,6 +1,6 @@
 """Monte Carlo simulation of traces from an absorbing chain, vectorised across traces.
 
-Convention (no off-by-one, cf. ``paper-spec.md`` §6.1): a trace visits transient states s_1..s_L and then exits
+Convention (no off-by-one; docs/numerics.md §8): a trace visits transient states s_1..s_L and then exits
 from s_L; its length is L = the step at which it is absorbed, so Pr[length ≤ d and success] = R(d). With
 ``max_steps`` = D, a trace still transient after D steps is *censored*, and Pr[success observed] = R(D) exactly.
 With start exits (s, f) an episode ends before any step with probability s (success) or f (failure): its length is

@@ -27,7 +27,7 @@ from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces._schema import COLUMNS
 from tracetochain.traces._table import Problem, TraceTable
 
-#: τ-bench's success rule: reward ≥ 1 − 1e−6 (``formats.md`` §3.1).
+#: τ-bench's success rule: reward ≥ 1 − 1e−6 (its own pass test, Yao et al. 2024).
 DEFAULT_SUCCESS_THRESHOLD = 1.0 - 1e-6
 
 #: "Not found" for :func:`lookup` and :func:`descend` (``None`` is a value an attribute may hold).
@@ -442,7 +442,7 @@ def verdict_to_outcome(value: Any, success_values: frozenset[str] | None,
     Booleans map directly; numbers are the reward and succeed at ``≥ threshold``; text is matched
     case-insensitively against ``success_values`` when given (anything else fails), else against
     :data:`SUCCESS_WORDS` / :data:`FAILURE_WORDS` (``censored``/``invalid`` taken literally); numeric text is a
-    reward (``formats.md`` §7.3: an outcome is never guessed).
+    reward (an outcome is never guessed; docs/formats.md §3).
 
     >>> verdict_to_outcome("PASSED", None, 1.0), verdict_to_outcome(0.5, None, 1.0), verdict_to_outcome("meh", None, 1)
     (('success', None), ('failure', 0.5), "cannot tell whether verdict 'meh' means success (pass success_values=)")

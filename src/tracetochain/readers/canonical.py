@@ -1,4 +1,4 @@
-"""The canonical long table (``formats.md`` §1) in JSONL, CSV, Parquet or a JSON array: one row per step.
+"""The canonical long table (docs/formats.md) in JSONL, CSV, Parquet or a JSON array: one row per step.
 
 A JSONL file may start with header lines describing the run (``{"metadata": {...}}``; see
 :func:`~tracetochain.readers._common.is_header_record`): they are kept in ``table.report.run_metadata``.

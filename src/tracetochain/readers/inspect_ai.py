@@ -1,6 +1,6 @@
 """inspect_ai evaluation logs (UK AISI): ``.json`` logs, zipped ``.eval`` logs, or a folder of them.
 
-Format and provenance (``formats.md`` §3.3; field names read in ``UKGovernmentBEIS/inspect_ai``:
+Format and provenance (docs/formats.md; field names read in ``UKGovernmentBEIS/inspect_ai``:
 ``log/_log.py``, ``event/_model.py``, ``event/_tool.py``, ``event/_base.py``, ``model/_model_output.py``,
 ``log/_condense.py`` and ``log/_recorders/eval.py``)
     A ``.json`` log is one ``EvalLog`` object: ``{"version": 2, "status", "eval": EvalSpec{eval_id, run_id, task,

@@ -1,7 +1,7 @@
 """Langfuse exports: trace JSON with nested observations and scores, or observation and score files.
 
-Provenance (``formats.md`` §2.4, §7.2, §7.3)
----------------------------------------------
+Provenance (docs/formats.md)
+----------------------------
 Field names follow the ``langfuse/langfuse`` public API types: a **trace** (``id, timestamp, name, metadata,
 sessionId, tags, …``; the "Download JSON" of one trace, ``TraceWithFullDetails``, adds ``observations[]`` and
 ``scores[]``), an **observation** (``id, traceId, type, name, startTime, endTime, parentObservationId, level,

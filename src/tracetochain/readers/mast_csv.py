@@ -1,4 +1,4 @@
-"""MAST-style step-label CSV: the TraceToChain paper's native input (``formats.md`` §3.10).
+"""MAST-style step-label CSV: the TraceToChain paper's native input (docs/formats.md).
 
 Format
     One row per step, columns ``trace_id, step_idx, state, outcome``, where ``outcome`` labels the *step*:
@@ -8,7 +8,7 @@ Format
     success; ``failed``/``fail``/``error``/``timeout``/``incorrect`` → failure, following the paper's adapter — map
     ``timeout`` to ``censored`` with ``outcome_map`` if it means a budget stop for you). The canonical labels
     ``censored`` and ``invalid`` are accepted as terminal labels too. Optional columns: ``task_id``, ``trial``,
-    ``tool_name`` (or ``tool``), ``error``, ``step_kind`` and any other canonical column (``formats.md`` §1); other
+    ``tool_name`` (or ``tool``), ``error``, ``step_kind`` and any other canonical column (docs/formats.md); other
     columns travel along as text. Example (invented)::
 
         trace_id,task_id,trial,step_idx,state,tool_name,error,outcome

@@ -6,7 +6,7 @@ Format
     "function", "function": {"name", "arguments": "<JSON string>"}}], "tool_call_id": ...}``. This reader takes a
     file of such episodes — a JSON array (``.json``) or one episode per line (``.jsonl``/``.ndjson``) — where each
     episode is an object with the message list (key ``messages``, or ``traj`` as τ-bench writes it) and
-    per-episode fields for its id, task, trial and verdict. τ-bench's ``EnvRunResult`` lists (``formats.md`` §3.1)
+    per-episode fields for its id, task, trial and verdict. τ-bench's ``EnvRunResult`` lists
     are one instance of it; the dedicated :mod:`tracetochain.readers.tau_bench` readers reuse the message walk
     defined here (:func:`steps_from_messages`).
 
@@ -206,7 +206,7 @@ def error_flag(reply: Mapping[str, Any], where: str) -> ToolError | None:
 def tool_error_rule(*, flag: bool = True, prefix: str | None = "Error") -> ToolErrorRule:
     """Build a :data:`ToolErrorRule`: the ``error`` field when ``flag`` and present, else the content prefix test.
 
-    τ-bench (``formats.md`` §3.1) marks a failed call only by a result text starting with ``"Error"``; τ²-bench
+    τ-bench marks a failed call only by a result text starting with ``"Error"``; τ²-bench
     (§3.2) sets ``ToolMessage.error``.
     """
 

@@ -1,6 +1,6 @@
 """Reflexion / ReAct HotPotQA text logs: one trace per agent log, one step per ``Action n:`` line.
 
-Format (``formats.md`` §3.11, ``data.md`` §6)
+Format (docs/formats.md)
     The Reflexion repository (github.com/noahshinn/reflexion, MIT) logs its HotPotQA ReAct runs as plain text, e.g.
     ``hotpotqa_runs/root/ReAct/{base,reflexion}/100_questions_5_trials.txt``::
 

@@ -1,6 +1,6 @@
 """SWE-agent ``.traj`` and mini-swe-agent ``.traj.json`` trajectories, joined with SWE-bench verdicts.
 
-Formats (``formats.md`` §3.5, ``data.md`` §4)
+Formats (docs/formats.md)
     * **SWE-agent** (``SWE-agent/SWE-agent``, maintenance-only): one JSON file per instance,
       ``trajectories/<user>/<run>/<instance_id>/<instance_id>.traj`` (older runs: ``<run>/<instance_id>.traj``),
       holding ``trajectory: [{action, observation, thought, response, state, execution_time, …}]``, ``history`` (the
@@ -77,7 +77,7 @@ outcome: it is kept as a zero-step episode (``table.report.zero_step``) and repo
 
 :data:`SWE_TOKEN_CORPUS` reads the TraceToChain artifact's pre-tokenised SWE-bench corpus
 (``tracetochain-artifact/swebench_real/corpus.json``: ``{instance_id: {toks: [token, …], resolved, label}}``, the
-paper's SS10/SS11/SS14 input; ``data.md`` §8): one step per token, ``state`` = the token.
+input of studies SS10/SS11/SS14 of Tran-Truong & Le 2026): one step per token, ``state`` = the token.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """τ-bench and τ²-bench results (Sierra Research): the origin of pass^k, with task ids, trials and rewards.
 
-τ-bench (``tau-bench``; github.com/sierra-research/tau-bench, MIT; ``formats.md`` §3.1, ``data.md`` §2)
+τ-bench (``tau-bench``; github.com/sierra-research/tau-bench, MIT; Yao et al. 2024)
     One JSON file per run: a list of ``EnvRunResult{task_id: int, reward: float, info: dict, traj: [message],
     trial: int}``, where ``traj`` is an OpenAI-style chat (``system``, ``user``, ``assistant`` with
     ``tool_calls[].function{name, arguments: JSON string}``, ``tool`` with ``tool_call_id``/``name``/``content``).
@@ -19,7 +19,7 @@
       ``success_threshold`` (τ-bench: 1 − 1e−6), failure below. τ-bench records no step-budget flag (its agents stop
       after 30 steps silently), so no episode is marked censored.
 
-τ²-bench (``tau2-bench``; github.com/sierra-research/tau2-bench, MIT; ``formats.md`` §3.2, ``data.md`` §3)
+τ²-bench (``tau2-bench``; github.com/sierra-research/tau2-bench, MIT; Barres et al. 2025)
     A ``Results`` JSON ``{timestamp, info{num_trials, max_steps, agent_info, user_info, environment_info, …},
     tasks, simulations[SimulationRun]}`` — also accepted: the directory form (``results.json`` + ``simulations/``
     with one ``SimulationRun`` per file; pass the folder or its ``results.json``) and a bare list of simulations.

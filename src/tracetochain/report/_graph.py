@@ -255,7 +255,7 @@ def to_prism(chain: dict[str, Any]) -> str:
     The initial distribution becomes a first step from an extra state m+2 (PRISM has one initial state), so
     properties should be read with one extra step: P=? [F<=d+1 "succ"] equals R(d). Episodes that end before any step
     (the start exits) go from m+2 straight to m or m+1, so P=? [F<=1 "succ"] equals R(0) = s. Floats are written with
-    ``repr(float(x))`` (PRISM rejects numpy reprs, ``math.md`` §10).
+    ``repr(float(x))`` (PRISM's parser rejects numpy's ``np.float64(...)`` reprs).
     """
     Q, rs, rf, pi0, names = _arrays(chain)
     m = len(names)

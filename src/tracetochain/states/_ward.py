@@ -1,8 +1,9 @@
 """Exact Ward clustering of weighted unique rows, weighted silhouette, and the WardStates estimator.
 
-Ward on a matrix with repeated rows equals Ward on its unique rows weighted by their multiplicities: identical
-points merge at cost 0, and the Lance–Williams Ward update depends only on cluster sizes and centroids
-(``dependencies.md`` §1.1). Merge cost Δ(i, j) = n_i n_j / (n_i + n_j) ‖c_i − c_j‖², updated after merging i, j as
+Ward on a matrix with repeated rows equals Ward on its unique rows weighted by their multiplicities: identical points
+merge at cost 0, and the Lance–Williams Ward update depends only on cluster sizes and centroids (duplicate rows merged
+with their multiplicity as weight give the same tree as Ward on every row). Merge cost Δ(i, j) = n_i n_j / (n_i + n_j)
+‖c_i − c_j‖², updated after merging i, j as
 
     Δ(i∪j, l) = [(n_i + n_l) Δ(i, l) + (n_j + n_l) Δ(j, l) − n_l Δ(i, j)] / (n_i + n_j + n_l)
 
@@ -251,7 +252,7 @@ class WardStates(EstimatorDisplay):
     """Discover states by Ward clustering of step features, with k chosen by silhouette.
 
     Exact on every step: Ward runs on the unique feature rows weighted by multiplicity, which gives the same
-    partition as Ward on the full matrix (``dependencies.md`` §1.1). k is the silhouette maximiser over
+    partition as Ward on the full matrix. k is the silhouette maximiser over
     [k_min, k_max] (ties → smaller k; k above the number of distinct rows is skipped, as is any k giving fewer than
     2 labels).
 

@@ -1,4 +1,4 @@
-"""The canonical trace record (``formats.md`` §1): column names, types, levels and allowed values.
+"""The canonical trace record (docs/formats.md): column names, types, levels and allowed values.
 
 On disk a trace set is a *long* table, one row per step. Trace-level columns (outcome, task_id, trial, reward,
 termination_reason) repeat on every row of a trace and must agree across them.
@@ -20,7 +20,7 @@ class Outcome(StrEnum):
 
     SUCCESS = "success"
     FAILURE = "failure"
-    CENSORED = "censored"  # stopped by a budget/timeout: transitions count, no exit (paper §2.4)
+    CENSORED = "censored"  # stopped by a budget/timeout: transitions count, no exit (docs/formats.md §2)
     INVALID = "invalid"  # infrastructure error: excluded from fitting and counted
 
 

@@ -188,7 +188,7 @@ _TYPE_WORD = {pa.string(): "text", pa.int64(): "an integer", pa.float64(): "a nu
 
 # ---------------------------------------------------------------------------------------------------- table
 class TraceTable:
-    """A validated set of traces in the canonical long layout (``formats.md`` §1), sorted by trace then step.
+    """A validated set of traces in the canonical long layout (docs/formats.md), sorted by trace then step.
 
     Build one with :meth:`read` (JSONL, CSV or Parquet, chosen by extension), :meth:`from_dataframe`
     (pandas, polars or pyarrow) or :meth:`from_records`. The minimal record is
@@ -589,7 +589,7 @@ class TraceTable:
         """State of every step as integer codes plus the names, in order of first appearance.
 
         Uses the ``state`` column; where it is absent (or empty on a row) the default state is
-        ``step_kind`` or ``step_kind:tool_name`` (``formats.md`` §1).
+        ``step_kind`` or ``step_kind:tool_name`` (docs/formats.md).
         """
         if self.n_steps == 0:
             return np.zeros(0, np.int64), []

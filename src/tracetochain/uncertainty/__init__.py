@@ -1,11 +1,11 @@
 """Uncertainty for every number: Dirichlet posterior, trace bootstrap, and one statistics API.
 
 * :class:`DirichletPosterior` — conjugate posterior of the chain from its counts: closed-form Beta intervals per entry
-  of Q, R⊕, R⊖ and joint draws of whole chains (``paper-spec.md`` §5.1).
+  of Q, R⊕, R⊖ and joint draws of whole chains (docs/statistics.md §2).
 * :class:`TraceBootstrap` — resample traces (or tasks) and refit, with states fixed (fast, vectorised) or
-  re-discovered and aligned on every replicate (full) (§5.2).
-* :class:`ChainEnsemble` — the draws of either; ``ensemble.stats(quantity, **kwargs)`` returns a
-  :class:`QuantityStats` (mean, std, percentile interval, point value) for any chain quantity (§3.10).
+  re-discovered and aligned on every replicate (full).
+* :class:`ChainEnsemble` — the draws of either; ``ensemble.stats(quantity, **kwargs)`` returns a :class:`QuantityStats`
+  (mean, std, percentile interval, point value) for any chain quantity, propagated through whole chains.
 * :func:`interval_summary` — intervals for every number of :func:`tracetochain.summarize`, as JSON.
 
 >>> import tracetochain as tt

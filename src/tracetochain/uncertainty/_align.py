@@ -14,9 +14,9 @@ def match_by_centroids(reference: NDArray[np.float64], replicate: NDArray[np.flo
                        ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Hungarian matching (``scipy.optimize.linear_sum_assignment``) of replicate to reference centroids.
 
-    Minimises the total squared Euclidean distance Σ ‖c_b(i) − c_ref(σ(i))‖² over one-to-one assignments σ
-    (``paper-spec.md`` §5.2 recommendation). With more replicate states than reference states, the unassigned ones
-    are merged into their nearest reference centroid; with fewer, some reference states receive no replicate state
+    Minimises the total squared Euclidean distance Σ ‖c_b(i) − c_ref(σ(i))‖² over one-to-one assignments σ (Kuhn 1955),
+    rather than the authors' greedy matching on R⊕. With more replicate states than reference states, the unassigned
+    ones are merged into their nearest reference centroid; with fewer, some reference states receive no replicate state
     (their rows are then empty). Returns the mapping and each replicate state's squared distance to its match.
     """
     ref = np.asarray(reference, dtype=np.float64)
@@ -43,8 +43,9 @@ def match_by_exit_profile(reference_r_success: NDArray[np.float64],
                           replicate_r_success: NDArray[np.float64]) -> NDArray[np.int64]:
     """The authors' artifact alignment (parity only): greedy matching on |R⊕ᵇ_i − R⊕_j|, smallest gaps first.
 
-    States with similar success exits are easily swapped, so this alignment adds label noise (``paper-spec.md``
-    §5.2, §7.1 item 11). Unmatched replicate states go to the reference state with the closest R⊕.
+    States with similar success exits are easily swapped, so this alignment adds label noise to the full bootstrap's
+    intervals (part of the extra width the paper's study SS13 attributes to re-clustering). Unmatched replicate states
+    go to the reference state with the closest R⊕.
     """
     ref = np.asarray(reference_r_success, dtype=np.float64)
     rep = np.asarray(replicate_r_success, dtype=np.float64)

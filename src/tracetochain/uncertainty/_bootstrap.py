@@ -1,4 +1,5 @@
-"""TraceBootstrap: resample whole traces (or whole tasks) with replacement and refit (``paper-spec.md`` §5.2).
+"""TraceBootstrap: resample whole traces (or whole tasks) with replacement and refit (Tran-Truong & Le 2026, trace-level
+bootstrap).
 
 Two paths:
 

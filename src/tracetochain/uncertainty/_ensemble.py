@@ -2,8 +2,8 @@
 
 ``ensemble.stats(quantity, **kwargs)`` evaluates a quantity on every draw and returns a :class:`QuantityStats`
 (mean, std, equal-tailed percentile interval, the value on the reference chain, optionally the samples) — the
-deeptime ``gather_stats`` pattern (``style.md`` §1, house rule 5). Intervals are percentiles of the *propagated*
-draws, never combinations of per-entry endpoints (``paper-spec.md`` §3.10): the row constraints couple the entries.
+deeptime ``gather_stats`` pattern. Intervals are percentiles of the *propagated* draws, never combinations of
+per-entry endpoints: the row constraints couple the entries.
 
 Built-in quantity names are computed for all draws at once by batched numpy (:mod:`._batched`); any callable
 ``chain -> float | array`` also works (evaluated on one :class:`~tracetochain.AbsorbingChain` per draw), which is how
@@ -516,7 +516,7 @@ class ChainEnsemble(ResultDisplay):
         return values, keep, reasons
 
     def entry_intervals(self, confidence: float | None = None) -> EntryIntervals:
-        """Per-entry percentile intervals of Q, R⊕, R⊖ over the draws (``paper-spec.md`` §5.2's output)."""
+        """Per-entry percentile intervals of Q, R⊕, R⊖ over the draws (what the paper's bootstrap reports)."""
         level = self.confidence if confidence is None else check_confidence(confidence)
         lo_q, hi_q = equal_tailed(level)
         qQ = np.quantile(self.Q, [lo_q, hi_q], axis=0)

@@ -209,10 +209,11 @@ class QuantityStats(ResultDisplay):
 class EntryIntervals(ResultDisplay):
     """Per-entry intervals of Q (m × m), R⊕ and R⊖ (m each).
 
-    ``method`` is ``"beta"`` (closed-form Beta marginals of the Dirichlet posterior, ``paper-spec.md`` §5.1) or
-    ``"percentile"`` (percentiles of an ensemble, e.g. the trace bootstrap, §5.2). ``*_center`` is the posterior
-    mean (Beta) or the ensemble mean (percentile). These are marginal intervals: never combine their endpoints into
-    intervals of derived quantities — use ``ChainEnsemble.stats`` (§3.10).
+    ``method`` is ``"beta"`` (closed-form Beta marginals of the Dirichlet posterior: entry j of row i is
+    Beta(x_ij + a_ij, c_i + Σa_i − x_ij − a_ij)) or ``"percentile"`` (percentiles of an ensemble, e.g. the trace
+    bootstrap). ``*_center`` is the posterior mean (Beta) or the ensemble mean (percentile). These are marginal
+    intervals: never combine their endpoints into intervals of derived quantities — the row constraints couple the
+    entries; use ``ChainEnsemble.stats``, which propagates whole chains.
     """
 
     state_names: tuple[str, ...]
@@ -244,7 +245,8 @@ class EntryIntervals(ResultDisplay):
                 "R_failure": self.R_failure_upper - self.R_failure_lower}
 
     def width_summary(self, which: str = "Q") -> dict[str, float]:
-        """min / median / max width over the entries of ``which`` (the paper's Table III statistics, §5.3)."""
+        """min / median / max width over the entries of ``which`` (the statistics of Tran-Truong & Le 2026, Table III).
+        """
         w = self.widths()[which].reshape(-1)
         return {"min": float(w.min()), "median": float(np.median(w)), "max": float(w.max())}
 

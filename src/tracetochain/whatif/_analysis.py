@@ -1,7 +1,7 @@
 """What-if results and bottleneck ranking: the engineering questions asked of a fitted chain.
 
-:func:`what_if` reports the exact change of the headline metrics under a list of edits, with the first-order
-screening term and Prop. 2's bound beside it (``paper-spec.md`` §3.6). :func:`bottlenecks` ranks states by the
+:func:`what_if` reports the exact change of the headline metrics under a list of edits, with the first-order screening
+term and Prop. 2's bound beside it (Tran-Truong & Le 2026; docs/numerics.md §5). :func:`bottlenecks` ranks states by the
 share of failures that leave from them and by what a fallback there would be worth (exact).
 """
 

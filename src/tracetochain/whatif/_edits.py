@@ -1,4 +1,5 @@
-"""What-if edits on a fitted chain, evaluated exactly (``paper-spec.md`` §3.6, §6.14; ``math.md`` §4).
+"""What-if edits on a fitted chain, evaluated exactly (Tran-Truong & Le 2026, Prop. 2 and study SS14; docs/numerics.md
+§5).
 
 An edit describes a design change — a fallback tool that rescues part of a state's failures, a different retry
 probability, a new or re-weighted edge, a removed state — as a change of the chain's rows. :func:`apply_edits`
