@@ -3,8 +3,8 @@
 Studies (each corpus is simulated from a known chain, then fitted and audited exactly as ``tracetochain.audit``
 does; ``SeedSequence(seed).spawn`` gives every corpus its own stream):
 
-* ``ss7-insample`` — the SS7 ground truth (``paper-spec.md`` §6.7, m = 5, s0 = 0), 300 traces per corpus, chain
-  fitted on the corpus (α = 1); calibrated KS (parametric bootstrap with refit, B), the within-context permutation
+* ``ss7-insample`` — the SS7 ground truth (study SS7 of Tran-Truong & Le 2026, m = 5, s0 = 0), 300 traces per corpus,
+  chain fitted on the corpus (α = 1); calibrated KS (parametric bootstrap with refit, B), the within-context permutation
   G² test (B), the χ² reference, ΔAIC/ΔBIC > 0 rates, the paper's two KS modes, and the composite acceptance.
 * ``random8-insample`` — a random 8-state chain (``datasets.random_chain(8, 11, rho=0.85)``), 200 traces: longer
   traces, a finer lattice, sparser order-2 tables.

@@ -7,9 +7,9 @@ Sections (each writes its part of ``benchmarks/results/coverage.json``):
   simulated traces, the share of replicates whose 95% interval covers the true R∞ and R(10), for the Dirichlet
   posterior (π0 fixed, and π0 drawn), and the fast trace bootstrap (B = 200). Acceptance: 90–98%. Reported with the
   binomial standard error, a Wilson 95% interval for the coverage, and the mean/median interval widths.
-* ``ss8`` — per-entry 95% interval widths of Q on the paper's SS8 generator (``paper-spec.md`` §6.8, reconstructed),
-  posterior and bootstrap, next to the paper's Table III (§5.3).
-* ``ss13`` — fast vs full bootstrap path (§6.13): (a) the paper's synthetic m = 4 chain with one-hot features,
+* ``ss8`` — per-entry 95% interval widths of Q on the paper's SS8 generator (study SS8 of Tran-Truong & Le 2026,
+  reconstructed), posterior and bootstrap, next to the paper's Table III.
+* ``ss13`` — fast vs full bootstrap path (study SS13): (a) the paper's synthetic m = 4 chain with one-hot features,
   250 traces, B = 80, full path aligned by Hungarian matching on centroids (ours) and by greedy R⊕ matching (the
   artifact's); (b) the real SWE-bench corpus (artifact ``corpus.json``; sub-samples of 100 and 160 traces) with
   ``WardStates(RuleFeaturizer(vocabulary="shell", depth="hindsight-fraction"))``, and the same with the depth
@@ -49,7 +49,7 @@ from tracetochain.uncertainty import ChainEnsemble, DirichletPosterior, TraceBoo
 
 REPO = Path(__file__).resolve().parents[1]
 SWE_CORPUS = REPO.parent / "shared" / "data" / "tracetochain-artifact" / "swebench_real" / "corpus.json"
-PAPER_SS8 = {  # Table III: posterior min/median/max, bootstrap min/median/max (paper-spec §5.3)
+PAPER_SS8 = {  # Table III: posterior min/median/max, bootstrap min/median/max (Tran-Truong & Le 2026, Table III)
     "react": (0.037, 0.110, 0.313, 0.017, 0.097, 0.287), "reflexion": (0.048, 0.109, 0.238, 0.040, 0.098, 0.253),
     "cot_agent": (0.029, 0.111, 0.337, 0.008, 0.084, 0.288), "toolformer": (0.041, 0.108, 0.241, 0.034, 0.101, 0.208),
     "babyagi": (0.040, 0.113, 0.286, 0.035, 0.100, 0.291), "autogpt": (0.044, 0.112, 0.283, 0.012, 0.100, 0.268),
@@ -140,8 +140,9 @@ def run_ss8(resamples: int) -> dict[str, Any]:
     print(markdown_table(["framework", "steps", "posterior min/med/max", "paper", "bootstrap min/med/max", "paper"],
                          table))
     med = [r["posterior"]["median"] for r in rows_out]
-    return {"generator": "paper-spec §6.8 reconstructed; state = emitted feature (the paper's Ward on noisy one-hot "
-                         "recovers exactly these 6 states)", "bootstrap_resamples": resamples, "frameworks": rows_out,
+    return {"generator": "SS8 generator of Tran-Truong & Le (2026) reconstructed; state = emitted feature "
+                         "(the paper's Ward on noisy one-hot recovers exactly these 6 states)",
+            "bootstrap_resamples": resamples, "frameworks": rows_out,
             "posterior_median_width_range": [min(med), max(med)],
             "posterior_median_width_median": float(np.median(med)),
             "bootstrap_median_width_range": [min(r["bootstrap"]["median"] for r in rows_out),

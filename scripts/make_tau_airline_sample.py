@@ -4,7 +4,7 @@
 
 One canonical row per assistant turn (a tool call → step_kind "tool" with its tool name; plain text → "llm"), the
 tool's reply flagged as a step error when it starts with "Error" (τ-bench's convention), outcome success when
-reward ≥ 1 − 1e−6 (``formats.md`` §3.1). Only the first tool call of a turn is kept, as τ-bench itself does. Free
+reward ≥ 1 − 1e−6 (τ-bench's own pass test). Only the first tool call of a turn is kept, as τ-bench itself does. Free
 text is left out to keep the file small. The real τ-bench reader arrives with the readers issue; this script is
 the documented, reproducible conversion until then.
 """

@@ -1,4 +1,4 @@
-"""Reproductions of the paper's studies SS1–SS15 (``paper-spec.md`` §6), side by side with its numbers.
+"""Reproductions of the paper's studies SS1–SS15 (Tran-Truong & Le 2026, §VII–§VIII), side by side with its numbers.
 
 Not part of the installed library: these scripts use only the public API of :mod:`tracetochain`. Run
 ``python -m studies SS1 [--quick]`` or ``python -m studies all [--quick]`` from the repository root (also

@@ -5,7 +5,7 @@ A study module exposes ``run(quick: bool, seed: int) -> dict`` returning :meth:`
 ``<id>.md`` from that JSON alone: one row per figure with the paper's value, ours, the difference and — where they
 differ — a sentence saying why.
 
-Seeds follow the artifact (``paper-spec.md`` §6, "Global facts"): one master seed per study; chain seeds are drawn
+Seeds follow the authors' artifact (lexuanbach/TraceToChain): one master seed per study; chain seeds are drawn
 sequentially with ``numpy.random.default_rng(master).integers(0, 2**32)``.
 """
 
@@ -30,10 +30,10 @@ STUDIES_DIR = Path(__file__).resolve().parent
 REPO = STUDIES_DIR.parent
 RESULTS_DIR = STUDIES_DIR / "results"
 QUICK_DIR = RESULTS_DIR / "quick"
-#: The authors' reference data (``data.md``); override with ``TRACETOCHAIN_ARTIFACT=/path``.
+#: The authors' reference data (their artifact's result files); override with ``TRACETOCHAIN_ARTIFACT=/path``.
 ARTIFACT_DIR = Path(os.environ.get("TRACETOCHAIN_ARTIFACT", REPO.parent / "shared" / "data" / "tracetochain-artifact"))
 
-#: Master seeds of the artifact's scripts (``paper-spec.md`` §6; SS4 uses its script constant 2026042204).
+#: Master seeds of the artifact's scripts (SS4 uses its script constant 2026042204).
 MASTER_SEEDS: dict[str, int] = {
     "SS1": 2026042001, "SS2": 2026042002, "SS3": 2026042003, "SS4": 2026042204, "SS5": 2026042005,
     "SS6": 2026042006, "SS7": 20260420, "SS8": 2026042208, "SS9": 2026042217, "SS10": 20260606,
@@ -72,7 +72,7 @@ def artifact_json(relpath: str) -> Any | None:
 
 def artifact_substochastic(rng: np.random.Generator, m: int, rho: float, density: float,
                            success_rate: float) -> tt.AbsorbingChain:
-    """The artifact's ``random_substochastic`` with its exact draw order (``paper-spec.md`` §6.1).
+    """The artifact's ``random_substochastic`` with its exact draw order (study SS1).
 
     Draws the support mask ``rng.random((m, m)) < density`` first (skipped when ``density >= 1``), then the values
     ``rng.random((m, m))``; rows are normalised to transient mass ``rho`` (an all-zero row stays zero) and each

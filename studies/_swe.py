@@ -1,4 +1,5 @@
-"""The real SWE-bench corpus of the artifact (``swebench_real/corpus.json``, ``data.md`` §8) as the paper saw it.
+"""The real SWE-bench corpus of the artifact (``swebench_real/corpus.json``: 479 SWE-agent trajectories of SWE-bench
+Verified) as the paper saw it.
 
 One step per token; the state is the token's category in the ``shell-paper`` vocabulary
 (:func:`tracetochain.featurize.vocab.categorize_shell_paper`) with the artifact's one quirk kept: a ``PYTHONPATH=…``
@@ -54,7 +55,7 @@ def table(label: Callable[[Sequence[str]], Sequence[str]] | None = None,
 
 
 def order_lift(k: int) -> Callable[[Sequence[str]], list[str]]:
-    """Order-k lift (paper-spec §6.14): the state at step t is the tuple of the last k categories, BEGIN-padded."""
+    """Order-k lift (study SS14): the state at step t is the tuple of the last k categories, BEGIN-padded."""
     def lift(c: Sequence[str]) -> list[str]:
         padded = ["BEGIN"] * (k - 1) + list(c)
         return ["|".join(padded[t:t + k]) for t in range(len(c))]
@@ -62,7 +63,7 @@ def order_lift(k: int) -> Callable[[Sequence[str]], list[str]]:
 
 
 def stage_lift(window: int, n_stages: int = 16) -> Callable[[Sequence[str]], list[str]]:
-    """Phase-type lift (paper-spec §6.14): state (category, stage), stage = min(⌊t/W⌋, B − 1)."""
+    """Phase-type lift (study SS14): state (category, stage), stage = min(⌊t/W⌋, B − 1)."""
     def lift(c: Sequence[str]) -> list[str]:
         return [f"{x}@{min(t // window, n_stages - 1)}" for t, x in enumerate(c)]
     return lift

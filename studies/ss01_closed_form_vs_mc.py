@@ -1,4 +1,4 @@
-"""SS1 — closed form vs Monte Carlo (``paper-spec.md`` §6.1; paper §VII-A).
+"""SS1 — closed form vs Monte Carlo (Tran-Truong & Le 2026, §VII-A).
 
 Protocol (artifact): random substochastic chains of size m ∈ {5, 10, 50, 100, 500} from the artifact's generator
 (:func:`tracetochain.datasets.random_chain`, rho ~ U(0.4, 0.9), density ~ U(0.3, 1), success_rate ~ U(0.05, 0.4)
@@ -172,7 +172,7 @@ def run(quick: bool, seed: int, *, jobs: int = 1) -> dict[str, Any]:
         notes.append("m = 500 uses 250 chains instead of 500 to keep `make studies` under 30 minutes on 2 cores; "
                      "the expected maximum of 250 |errors| is about 6% smaller than that of 500 (3.04 vs 3.24 s.e.).")
     return StudyResult(
-        study="SS1", title="closed form vs Monte Carlo", quick=quick, seed=seed, paper_ref="§VII-A; paper-spec §6.1",
+        study="SS1", title="closed form vs Monte Carlo", quick=quick, seed=seed, paper_ref="§VII-A",
         params={"sizes": list(SIZES), "chains_per_size": {str(m): counts[m] for m in SIZES},
                 "hetero_chains_per_size": {str(m): hetero[m] for m in SIZES}, "n_traces": n_traces,
                 "max_steps": MAX_STEPS, "rho": "U(0.4, 0.9)", "density": "U(0.3, 1.0)",

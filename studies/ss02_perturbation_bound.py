@@ -1,4 +1,4 @@
-"""SS2 — tightness of the Prop. 2 perturbation bound (``paper-spec.md`` §3.6, §6.2).
+"""SS2 — tightness of the Prop. 2 perturbation bound (Tran-Truong & Le 2026, Prop. 2; study SS2 of the artifact).
 
 Protocol (artifact): 100 chains with m = 10 (rho ~ U(0.4, 0.85), density ~ U(0.4, 1), success_rate ~ U(0.05, 0.3),
 s0 = 0); Δ removes r_i ~ U(0.01, 0.1) of row i's transient mass proportionally (row i of Δ = −Q0[i]·r_i / Σ_j Q0[i,j])
@@ -117,7 +117,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
                f"(median {ours['median']:.3f} at ε = 0.098; paper 1.811).")
     return StudyResult(
         study="SS2", title="perturbation bound tightness", quick=quick, seed=seed,
-        paper_ref="artifact only (one-sentence summary in §VII-A); paper-spec §3.6, §6.2",
+        paper_ref="artifact only (one-sentence summary in §VII-A); Prop. 2",
         params={"n_chains": n, "m": M, "rho": "U(0.4, 0.85)", "density": "U(0.4, 1.0)",
                 "success_rate": "U(0.05, 0.3)", "r_i": "U(0.01, 0.1)", "eps_grid": "linspace(0, 0.28, 21)",
                 "eps_star": float(EPS[I_STAR]), "generator": "tracetochain.datasets.random_chain", "s0": 0},
@@ -130,8 +130,8 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
             "Why the ratio sits near 1.8: with the artifact's generator h = N0 R⊕ is constant (= success_rate) and "
             "‖N0‖∞ = 1/(1 − ρ), so to first order the ratio is max_i r_i divided by the visit-weighted mean of r_i "
             "— a property of the Δ design (r_i ~ U(0.01, 0.1)), not of the chain.",
-            "Δ's row sums are −r_i (absolute mass r_i per unit ε leaves row i), following the formula in "
-            "paper-spec §3.6; the edit route expresses the same change as a fraction ε·r_i/ρ_i of each edge.",
+            "Δ's row sums are −r_i (absolute mass r_i per unit ε leaves row i), following Prop. 2's "
+            "perturbation family; the edit route expresses the same change as a fraction ε·r_i/ρ_i of each edge.",
         ],
         data={"eps": EPS.tolist(), "ratio_at_eps_star": ratio[:, k].tolist(),
               "chains": [{key: x[key] for key in ("rho", "success_rate", "r_inf", "n_norm", "delta_norm", "true",

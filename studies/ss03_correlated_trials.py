@@ -1,4 +1,4 @@
-"""SS3 — the correlated-trial (Jensen) gap, closed form (``paper-spec.md`` §3.4, §6.3; Thm 4).
+"""SS3 — the correlated-trial (Jensen) gap, closed form (Tran-Truong & Le 2026, Thm 4 and Cor. 5).
 
 Protocol (artifact): two random chains with m = 5 — "ξ = 0" (rho 0.6, success_rate 0.05, so p0 = R∞ = 0.05) and
 "ξ = 1" (rho 0.5, success_rate 0.35, p1 = 0.35); a binary latent with Pr[ξ = 1] = q ∈ {0.1, 0.3, 0.5, 0.7, 0.9};
@@ -23,7 +23,7 @@ M = 5
 Q_VALUES = (0.1, 0.3, 0.5, 0.7, 0.9)
 K_VALUES = (1, 2, 3, 5, 10, 20)
 FIELDS = ("passk_iid", "passk_mix", "passk_gap", "passat_iid", "passat_mix", "passat_gap")
-#: The values picked out in paper-spec §6.3: (q, k, field).
+#: The values the artifact's SS3 result file reports: (q, k, field).
 SELECTED = (
     (0.5, 2, "passk_gap"), (0.5, 2, "passat_gap"), (0.5, 3, "passk_gap"), (0.5, 3, "passat_gap"),
     (0.5, 5, "passk_gap"), (0.5, 5, "passat_gap"), (0.5, 10, "passk_gap"), (0.5, 10, "passat_gap"),
@@ -111,7 +111,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     ok = max_abs is not None and max_abs < 1e-12 and max_rel is not None and max_rel < 1e-9 and jensen
     return StudyResult(
         study="SS3", title="correlated-trial (Jensen) gap", quick=quick, seed=seed,
-        paper_ref="artifact only (one-sentence summary in §VII-A); paper-spec §3.4, §6.3",
+        paper_ref="artifact only (one-sentence summary in §VII-A); Thm 4",
         params={"m": M, "q": list(Q_VALUES), "k": list(K_VALUES), "chain_xi0": {"rho": 0.6, "success_rate": 0.05},
                 "chain_xi1": {"rho": 0.5, "success_rate": 0.35}, "generator": "tracetochain.datasets.random_chain"},
         figures=figures, headline="q=0.3/k=10/passat_gap",
@@ -123,7 +123,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
             "success split, so R∞ = success_rate exactly (p0 = 0.05, p1 = 0.35) whatever Q is; the chains' other "
             "draws do not matter here.",
             "The practically large effect is the pass@k gap (i.i.d. overstates pass@10 by 0.10–0.20 for q ≤ 0.5); "
-            "the pass^k gap is positive but both terms vanish as k grows (paper-spec §6.3, [ours]).",
+            "the pass^k gap is positive but both terms vanish as k grows (our reading of the closed form).",
         ],
         data={"p0": c0.r_inf, "p1": c1.r_inf, "results": ours},
     ).to_dict()

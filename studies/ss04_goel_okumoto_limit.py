@@ -1,4 +1,5 @@
-"""SS4 — the Goel–Okumoto (NHPP) rare-failure limit, done correctly (``paper-spec.md`` §3.8, §6.4; ``math.md`` §6).
+"""SS4 — the Goel–Okumoto (NHPP) rare-failure limit, done correctly (Tran-Truong & Le 2026, Prop. 7; Goel & Okumoto
+1979).
 
 Prop. 7: one-transient-state chains with per-step success μ_n, failure ε_n, Q_n = 1 − μ_n − ε_n; if μ_n → 0,
 d_n μ_n → Λ and **ε_n/μ_n → 0**, then R_n(c·d_n) → 1 − e^{−cΛ}, the GO mean-value curve with a = 1, b = Λ/d_n.
@@ -94,7 +95,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
                           abs(r["sup_distance"] - paper_rows[r["mu"]]["ks_R_vs_GO"])) for r in artifact_rows)
     return StudyResult(
         study="SS4", title="Goel–Okumoto limit (ε/μ → 0)", quick=quick, seed=seed,
-        paper_ref="artifact only (one-sentence summary in §VII-A); paper-spec §3.8, §6.4; math.md §6",
+        paper_ref="artifact only (one-sentence summary in §VII-A); Prop. 7",
         params={"lambda": LAMBDA, "mu_artifact": list(MU_ARTIFACT), "eps_artifact": "0.1·μ",
                 "mu_corrected": list(MU_CORRECT), "eps_corrected": "μ²", "d_n": "round(Λ/μ)", "grid": "d = 0..d_n"},
         figures=figures, headline="correct/mu=0.005/sup",

@@ -1,5 +1,5 @@
-"""SS5 — cross-check with a model checker: Storm (stormpy) in exact mode instead of PRISM (``paper-spec.md`` §6.5;
-``math.md`` §10).
+"""SS5 — cross-check with a model checker: Storm (stormpy) in exact mode instead of PRISM (study SS5 of
+the artifact; docs/numerics.md §9).
 
 The artifact exported 5 random chains (m = 5, rho ~ U(0.3, 0.8), density ~ U(0.4, 1), success_rate ~ U(0.05, 0.35),
 seed 2026042005) as PRISM DTMCs and claimed PRISM agreement to 1e−8 on ``P=? [ F<=20 "success" ]``; it stores
@@ -177,7 +177,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
         notes.insert(0, "stormpy is not installed: the Storm columns were skipped (install stormpy==2.0.0).")
     return StudyResult(
         study="SS5", title="exact model-checker cross-check (Storm instead of PRISM)", quick=quick, seed=seed,
-        paper_ref="artifact only; paper-spec §6.5, math.md §10",
+        paper_ref="artifact only",
         params={"n_chains": N_CHAINS, "m": M, "horizon": HORIZON, "checker": "stormpy exact (Rational)"
                 if stormpy is not None else "none (stormpy absent)", "rho": "U(0.3, 0.8)", "density": "U(0.4, 1.0)",
                 "success_rate": "U(0.05, 0.35)"},

@@ -1,4 +1,4 @@
-"""SS6 — illustrative ranking of seven "MAST" frameworks (``paper-spec.md`` §6.6; paper §VIII-A).
+"""SS6 — illustrative ranking of seven "MAST" frameworks (Tran-Truong & Le 2026, §VIII-A).
 
 The paper applies the closed forms to "transition matrices derived from public MAST summaries" and ranks seven
 frameworks by R∞. **The artifact's chains are synthetic**: without a MAST CSV its script draws 7 random chains from
@@ -38,7 +38,7 @@ def artifact_chains(seed: int) -> dict[str, tt.AbsorbingChain]:
 
 
 def artifact_horizon(norm_nr: float, rho: float, delta: float = DELTA, cap: int = 60) -> int:
-    """The artifact's δ-horizon: ⌈log(‖N R⊕‖∞/δ)/(−log ρ)⌉ with κ∞(V) taken as 1, capped at 60 (paper-spec §3.9)."""
+    """The artifact's δ-horizon: ⌈log(‖N R⊕‖∞/δ)/(−log ρ)⌉ with κ∞(V) taken as 1, capped at 60 (Prop. 8 with κ = 1)."""
     return min(cap, max(0, int(np.ceil(np.log(norm_nr / delta) / -np.log(rho)))))
 
 
@@ -103,7 +103,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     ok = dev is not None and dev < 1e-9 and same
     return StudyResult(
         study="SS6", title="illustrative ranking (synthetic 'MAST' chains)", quick=quick, seed=seed,
-        paper_ref="§VIII-A; paper-spec §6.6",
+        paper_ref="§VIII-A",
         params={"frameworks": list(FRAMEWORKS), "rho": "U(0.35, 0.8)", "success_rate": "U(0.05, 0.45)",
                 "m": "U{5..12}", "density": 1.0, "s0": 0, "delta": DELTA, "fallback_fraction": FALLBACK},
         figures=figures, headline="toolformer/R_inf",
@@ -113,7 +113,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
                  "Artifact data absent: the chains were regenerated but not compared."),
         notes=[
             "Despite the paper's wording, the artifact ships no MAST data for SS6: its chains are random draws "
-            "(paper-spec §6.6, §7.1 item 2), so the ranking illustrates the closed forms only.",
+            "(``random_substochastic`` draws), so the ranking illustrates the closed forms only.",
             "With this generator every row has transient mass ρ and the same success split, so h = N R⊕ is "
             "constant: R∞ = success_rate, R(d) = R∞(1 − ρ^d) and ‖N R⊕‖∞ = R∞; m and the pattern of Q do not "
             "affect any figure of the paper's table (they do affect the bottleneck ranking).",
@@ -121,7 +121,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
             "smallest d with R∞ − R(d) ≤ δ from the forward sweep. They agree here because every row of Q sums to ρ, "
             "so R∞ − R(d) = R∞·ρ^d exactly; Prop. 8 with the computed κ∞(V) (20–120 for these non-normal Q) is a "
             "valid but 2–3× looser bound.",
-            "The fallback edit moves 10% of every state's failure exit to success (the paper's §6.14 fallback); "
+            "The fallback edit moves 10% of every state's failure exit to success (the paper's SS14 fallback); "
             "since it changes R⊕, Prop. 2's bound does not apply and what_if reports the exact change.",
         ],
         data={"frameworks": rows},

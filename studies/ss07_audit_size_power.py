@@ -1,4 +1,4 @@
-"""SS7 — size and power of the audit (``paper-spec.md`` §6.7; paper §VII-B).
+"""SS7 — size and power of the audit (Tran-Truong & Le 2026, §VII-B).
 
 (A) Markov ground truth — :func:`tracetochain.audit.ss7_chain` (m = 5, s0 = 0), 30 corpora × 300 traces
 (d_max 200); (B) second-order ground truth — :func:`tracetochain.audit.simulate_memory_traces` with memory 0.6,
@@ -134,7 +134,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
           and fm["A/cert_ks_reject"].ours is not None and float(fm["A/cert_ks_reject"].ours) <= 0.2)
     return StudyResult(
         study="SS7", title="audit size and power (Markov vs second-order truth)", quick=quick, seed=seed,
-        paper_ref="§VII-B; paper-spec §6.7",
+        paper_ref="§VII-B",
         params={"n_corpora_A": n_a, "n_corpora_B": n_b, "n_traces": N_TRACES, "max_steps": MAX_STEPS,
                 "memory": MEMORY, "n_model": n_model, "n_bootstrap": n_boot, "level": LEVEL},
         figures=figures, headline="B/cert_order_reject",
@@ -147,9 +147,9 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
                  f"{fm['B/paper_ks_reject'].ours:.0%} (artifact 0%)."),
         notes=[
             "The paper's KS p-values under the null average ≈ 0.96, far from the uniform law of a calibrated test: "
-            "tied integer times and the in-sample fit both make ks_2samp conservative (math.md §8.2). Our lattice KS "
-            "with a refitting parametric bootstrap is calibrated: its rejection rate under (A) is near the nominal "
-            "level, not 0.",
+            "tied integer times and the in-sample fit both make ks_2samp conservative (Noether 1963; "
+            "docs/statistics.md §5). Our lattice KS with a refitting parametric bootstrap is calibrated: its rejection "
+            "rate under (A) is near the nominal level, not 0.",
             "Under (B) the memory pulls mass back to the previous state, which changes the law of the absorption "
             "time only a little; the order layer is the one with power (100% in both). Our paper-mode KS rejects "
             "some (B) corpora where the artifact's rejected none (p ≥ 0.136) and its null p-values are lower "

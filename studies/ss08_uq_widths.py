@@ -1,4 +1,4 @@
-"""SS8 — uncertainty on MAST-style corpora: posterior vs bootstrap interval widths (``paper-spec.md`` §6.8, §5.3;
+"""SS8 — uncertainty on MAST-style corpora: posterior vs bootstrap interval widths (Tran-Truong & Le 2026, §IV-D;
 paper Tables II–III).
 
 The artifact's generator (synthetic, not raw MAST): 120 traces per framework; each step's latent mode is drawn
@@ -26,7 +26,7 @@ EMIT = np.array([[.6, .2, .2, 0, 0, 0], [0, .7, 0, .2, .1, 0], [0, 0, .3, .15, 0
 SKELETONS = {"react": ((.55, .35, .10), .45), "reflexion": ((.30, .45, .25), .60), "cot_agent": ((.70, .20, .10), .40),
              "toolformer": ((.25, .55, .20), .55), "babyagi": ((.20, .40, .40), .30),
              "autogpt": ((.15, .45, .40), .35), "agentbench": ((.35, .40, .25), .50)}
-#: §5.3: (posterior min, median, max, bootstrap min, median, max) of the 95% widths over the entries of Q̂.
+#: Table III: (posterior min, median, max, bootstrap min, median, max) of the 95% widths over the entries of Q̂.
 PAPER_WIDTHS = {"react": (.037, .110, .313, .017, .097, .287), "reflexion": (.048, .109, .238, .040, .098, .253),
                 "cot_agent": (.029, .111, .337, .008, .084, .288), "toolformer": (.041, .108, .241, .034, .101, .208),
                 "babyagi": (.040, .113, .286, .035, .100, .291), "autogpt": (.044, .112, .283, .012, .100, .268),
@@ -92,7 +92,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     ok = all(abs(f.diff) <= 0.02 for f in figures if f.key.endswith("median") and f.diff is not None)
     return StudyResult(
         study="SS8", title="uncertainty: posterior vs bootstrap widths (MAST-style)", quick=quick, seed=seed,
-        paper_ref="Tables II–III; paper-spec §6.8, §5.3",
+        paper_ref="Tables II–III, §IV-D",
         params={"n_traces": N, "pseudocount": 1.0, "confidence": 0.95, "n_bootstrap": n_boot, "states": "features"},
         figures=figures, headline="median_gap",
         verdict="reproduced within tolerance" if ok else "differs, explained",

@@ -1,4 +1,4 @@
-"""SS9 — strict 50/50 held-out validation on seven MAST-style chains (``paper-spec.md`` §6.9; paper Table IV).
+"""SS9 — strict 50/50 held-out validation on seven MAST-style chains (Tran-Truong & Le 2026, Table IV).
 
 Ground truth: the artifact's seven absorbing chains (states plan, tool_call, observe, reflect, answer[, retry];
 R⊖ = 1 − row sum − R⊕), π0 = 0.7 on plan, 0.15 on tool_call, 0.15 spread over the rest; 400 traces each
@@ -38,7 +38,7 @@ D_MAX = 50
 N_TRACES = 400
 CENSOR_P = 0.05
 
-#: (Q, R⊕) of the artifact's ground-truth chains (paper-spec §6.9).
+#: (Q, R⊕) of the artifact's ground-truth chains (its SS9 script).
 CHAINS: dict[str, tuple[list[list[float]], list[float]]] = {
     "react": ([[0, .75, 0, .05, .10], [0, .10, .72, 0, 0], [0, .25, 0, .30, .30], [.15, .30, 0, 0, .35],
                [0, 0, 0, .15, 0]], [0, 0, .05, .05, .65]),
@@ -158,7 +158,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
                                                                  in rows.items())
     return StudyResult(
         study="SS9", title="strict 50/50 held-out validation (MAST-style chains)", quick=quick, seed=seed,
-        paper_ref="Table IV, §VII-C; paper-spec §6.9",
+        paper_ref="Table IV, §VII-C",
         params={"n_traces": N_TRACES, "split": "50/50 by trace", "d_max": D_MAX, "n_model": n_model,
                 "censor_prob": CENSOR_P, "censor_at": "U{2..9}", "max_steps": 499, "pseudocount": 1.0,
                 "states": "true labels", "n_bootstrap": n_boot},

@@ -1,4 +1,4 @@
-"""SS10 — the certificate on real SWE-agent traces (``paper-spec.md`` §6.10; paper Table V).
+"""SS10 — the certificate on real SWE-agent traces (Tran-Truong & Le 2026, Table V).
 
 Three parts, all on the artifact's corpus (479 traces, 29,504 steps):
 
@@ -156,7 +156,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     ok = exact and art["m"] == fr["m"] and rejects
     return StudyResult(
         study="SS10", title="certificate on real SWE-agent traces", quick=quick, seed=seed,
-        paper_ref="Table V, §VIII; paper-spec §6.10",
+        paper_ref="Table V, §VIII",
         params={"n_traces": 479, "subsample": 160, "split": "80/80 (artifact order)", "horizon": HORIZON,
                 "n_model": n_model, "n_bootstrap": n_boot, "ward": WARD, "pseudocount": 1.0},
         figures=figures, headline="art/delta_aic",

@@ -1,4 +1,4 @@
-"""SS11 — clustering/featurization ablation on the real corpus (``paper-spec.md`` §6.11; paper Table VI).
+"""SS11 — clustering/featurization ablation on the real corpus (Tran-Truong & Le 2026, Table VI).
 
 Grid: features {cat+depth, cat} × k_max ∈ {6, 8, 10} (k_min = 2, k by silhouette), Ward states
 (:func:`tracetochain.pipeline.fit_chain`, shell vocabulary). On the artifact's 160-trace sub-sample and 80/80 split
@@ -119,7 +119,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     ok = exact and n_rej == len(sub)
     return StudyResult(
         study="SS11", title="clustering/featurization ablation (SWE-bench)", quick=quick, seed=seed,
-        paper_ref="Table VI, §VIII; paper-spec §6.11",
+        paper_ref="Table VI, §VIII",
         params={"features": list(FEATURES), "k_max": list(K_MAX), "k_min": 2, "linkage": "ward only",
                 "n_model": n_model, "n_bootstrap": n_boot, "subsample": 160, "all_traces": 479},
         figures=figures, headline="cat/k10/delta_aic",

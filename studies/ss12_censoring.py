@@ -1,4 +1,4 @@
-"""SS12 — censoring sensitivity (``paper-spec.md`` §6.12; paper §VIII).
+"""SS12 — censoring sensitivity (Tran-Truong & Le 2026, §VIII).
 
 Ground truth (m = 5, s0 = 0, rows normalised): true R∞ = 0.78432. 600 traces (d_max 200; a run still going is a
 failure), then for c ∈ {0, 5, 10, 20, 30, 40, 50}%: round(c·600) traces chosen at random are cut at U{1..L−1} kept
@@ -134,7 +134,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     biases_p = [p["rel_bias_pct"] for p in paper.values()] or [float("nan")]
     ok = float(np.max(np.abs(mean_bias))) <= 5.0 and all(r["m"] == 5 for r in rows.values())
     return StudyResult(
-        study="SS12", title="censoring sensitivity", quick=quick, seed=seed, paper_ref="§VIII; paper-spec §6.12",
+        study="SS12", title="censoring sensitivity", quick=quick, seed=seed, paper_ref="§VIII",
         params={"n_traces": N, "d_max": D_MAX, "levels": list(LEVELS), "pseudocount": 1.0,
                 "censor_rng": "default_rng(seed + 7)", "states": "true labels"},
         figures=figures, headline="max_abs_bias",

@@ -1,5 +1,5 @@
-"""SS13 — bootstrap path comparison: states fixed (fast) vs re-discovered per replicate (full) (``paper-spec.md``
-§6.13; paper §XI).
+"""SS13 — bootstrap path comparison: states fixed (fast) vs re-discovered per replicate (full) (Tran-Truong & Le 2026,
+§XI).
 
 Ground truth m = 4 (rows normalised), 250 traces (seed 20260606), one-hot step features (each step's tool one-hot is
 its true state: :class:`tracetochain.featurize.RuleFeaturizer` with kind and error off), Ward with k ∈ [2, 6] (m̂ = 4),
@@ -77,7 +77,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     ok_fast = ref and abs(fast - ref["median_halfwidth_fast"]) < 0.005
     return StudyResult(
         study="SS13", title="bootstrap paths: fixed vs re-discovered states", quick=quick, seed=seed,
-        paper_ref="§XI; paper-spec §6.13",
+        paper_ref="§XI",
         params={"n_traces": N, "n_resamples": B, "k_range": [2, 6], "features": "tool one-hot = true state"},
         figures=figures, headline="ratio",
         verdict="differs, explained" if ok_fast else "partial",

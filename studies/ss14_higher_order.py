@@ -1,4 +1,4 @@
-"""SS14 — order-k and phase-type lifts on the full SWE-bench corpus (``paper-spec.md`` §6.14; paper Table VII).
+"""SS14 — order-k and phase-type lifts on the full SWE-bench corpus (Tran-Truong & Le 2026, Table VII).
 
 All 479 traces, split with :func:`tracetochain.audit.split_indices` (seed 20260606: the first 239 of
 ``default_rng(20260606).permutation(479)`` are the fit half — the artifact's split), states = the 10 shell action
@@ -6,7 +6,7 @@ categories (the artifact's mapping, ``studies/_swe.py``), lifted to order k ∈ 
 to phase type (category, stage) with B = 16 stages of W ∈ {6, 8, 10} steps. Chain: :class:`tracetochain.ChainEstimator`
 with α = 1 and the empirical π0; timing: :func:`tracetochain.audit.ks_paper` (success-conditional two-sample KS,
 20,000 model runs, d_max 400); L∞ over d ∈ [0, 80] against the held-out RDC. Added: α = 0 (the R∞ = pass-rate
-identity, paper-spec §6.14 [ours]), exact model percentiles, and the use cases (pass@k, the fallback what-if).
+identity; our observation), exact model percentiles, and the use cases (pass@k, the fallback what-if).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     ok = det_dev <= 5e-5 + 1e-12 and all_rejected and identity_dev < 1e-12
     return StudyResult(
         study="SS14", title="order-k and phase-type lifts (SWE-bench)", quick=quick, seed=seed,
-        paper_ref="Table VII, §VIII; paper-spec §6.14",
+        paper_ref="Table VII, §VIII",
         params={"n_traces": base.n_traces, "split_seed": seed, "n_fit": len(fit_idx), "n_test": len(test_idx),
                 "orders": list(ORDERS), "windows": list(WINDOWS), "n_stages": N_STAGES, "pseudocount": 1.0,
                 "n_model": n_model, "d_max": D_MAX, "horizon": HORIZON},
@@ -124,7 +124,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
                  f"(max deviation {det_dev:.1e}); KS rejects timing at every order and stage window as in the paper "
                  f"(D differs by Monte Carlo only); with α = 0, R∞ = the fit pass rate exactly for every lift."),
         notes=[
-            "R∞ ≈ pass rate is an identity, not evidence of fit (paper-spec §6.14 [ours]): with α = 0 and π0 "
+            "R∞ ≈ pass rate is an identity, not evidence of fit (our observation): with α = 0 and π0 "
             f"empirical, R∞ equals the fit-half pass rate {fit_pass:.4f} for every order and stage window "
             f"(max deviation {identity_dev:.1e}). The α = 1 drop grows with the number of "
             "states (smoothing mass leaks to ⊖) — "

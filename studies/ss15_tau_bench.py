@@ -1,11 +1,11 @@
-"""SS15 — τ-bench, 2 models × 2 domains (``paper-spec.md`` §6.15; paper Table VIII).
+"""SS15 — τ-bench, 2 models × 2 domains (Tran-Truong & Le 2026, Table VIII).
 
 The artifact keeps only sufficient statistics (``tau_bench/stats.json``: transition counts C, exit counts Cs/Cf from
 the last state, first-state counts π, success-length histogram) for the four corpora. We rebuild each chain from
 them with :func:`tracetochain.estimate_chain` (:class:`tracetochain.TransitionCounts`; α = 1, an unvisited row sends
 all mass to ⊖, π0 empirical), pool the counts, and run the success-conditional two-sample KS
 (:func:`tracetochain.audit.ks_paper`: the histogram's lengths vs 20,000 model runs, d_max 300) — **in sample**, as
-the paper did. With α = 0 the same counts give R∞ = the pass rate exactly (the identity of §6.14).
+the paper did. With α = 0 the same counts give R∞ = the pass rate exactly (the identity noted under SS14).
 
 Held out, as the paper claimed: on the one raw file we have (gpt-4o airline, 200 traces = 50 tasks × 4 trials) we
 first check that our chat vocabulary regenerates the artifact's counts exactly, then run
@@ -197,7 +197,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     ]
     return StudyResult(
         study="SS15", title="τ-bench (2 models × 2 domains)", quick=quick, seed=seed,
-        paper_ref="Table VIII, §VIII; paper-spec §6.15",
+        paper_ref="Table VIII, §VIII",
         params={"domains": list(DOMAINS), "pseudocount": 1.0, "unvisited": "failure", "n_model": n_model,
                 "d_max": D_MAX, "ks": "success-conditional ks_2samp"},
         figures=figures, headline="POOLED/R_inf",

@@ -149,7 +149,7 @@ def test_ss5_stormpy_cross_check(shared_data: Path, tmp_path: Path) -> None:
     doc, full = run_quick("SS5", tmp_path), archived("SS5")
     f = figs(doc)
     for k in range(5):
-        # R(20) from the 8-decimal .pm files: atol 5e-8 (paper-spec §6.5); from the regenerated chains: 1e-12.
+        # R(20) from the 8-decimal .pm files: atol 5e-8 (their 8 decimals); from the regenerated chains: 1e-12.
         assert abs(f[f"chain{k}/R20_ours_from_pm"]["diff"]) < 5e-8
         assert abs(f[f"chain{k}/R20_regenerated"]["diff"]) < 1e-12
     assert f["max_regen_dQ"]["ours"] < 5e-9
@@ -374,7 +374,7 @@ def test_ss8_uq_widths(shared_data: Path, tmp_path: Path) -> None:
     f = figs(doc)
     for name in ("react", "reflexion", "cot_agent", "toolformer", "babyagi", "autogpt", "agentbench"):
         assert f[f"{name}/m"]["diff"] == 0
-        # Median widths: within 0.02 of §5.3 (a new draw of 120 traces; the medians are stable).
+        # Median widths: within 0.02 of Table III (a new draw of 120 traces; the medians are stable).
         assert abs(f[f"{name}/post_median"]["diff"]) <= 0.02 and abs(f[f"{name}/boot_median"]["diff"]) <= 0.02
         assert abs(f[f"{name}/n_steps"]["diff"]) <= 120  # ≈ 850 ± 30 steps per draw
     assert 0 < f["median_gap"]["ours"] < 0.03  # the posterior is slightly wider at the median, as in the paper

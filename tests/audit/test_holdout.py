@@ -1,4 +1,5 @@
-"""Held-out protocol: split before featurization, RDC/L∞, R∞ vs pass rate with an interval (paper-spec §6.9)."""
+"""Held-out protocol: split before featurization, RDC/L∞, R∞ vs pass rate with an interval (the paper's SS9 protocol).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Markov-order layer: same-observation per-trace likelihoods, G², permutation test, artifact AIC (math.md §7)."""
+"""Markov-order layer: same-observation per-trace likelihoods, G², permutation test, artifact AIC (docs/statistics.md
+§5)."""
 
 from __future__ import annotations
 

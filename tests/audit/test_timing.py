@@ -1,4 +1,4 @@
-"""KS timing layer: lattice statistic, success-time CDF, calibrated bootstrap, paper mode (math.md §8)."""
+"""KS timing layer: lattice statistic, success-time CDF, calibrated bootstrap, paper mode (docs/statistics.md §5)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_lattice_statistic_is_the_supremum_over_the_real_line(xs: list[int], see
 
 
 def test_scipy_ks_1samp_overstates_d_on_lattice_data() -> None:
-    """math.md §8.2: scipy evaluates F at the atom instead of its left limit; our D does not."""
+    """scipy's one-sample KS evaluates F at the atom instead of its left limit; our D does not."""
     x = np.array([1, 1, 2, 3])
     cdf = np.array([0.0, 0.5, 0.75, 1.0])  # a perfect fit: F_n = F on the lattice
     assert lattice_ks_statistic(x, cdf) == pytest.approx(0.0, abs=1e-15)

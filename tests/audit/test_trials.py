@@ -1,4 +1,5 @@
-"""i.i.d.-trials check (Cor. 5): per-task pass^k / pass@k vs R∞^k, bootstrap over tasks (formats.md §4)."""
+"""i.i.d.-trials check (Cor. 5): per-task pass^k / pass@k vs R∞^k, bootstrap over tasks (per-task estimators of Chen et
+al. 2021, Yao et al. 2024)."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ def test_laplace_formula_and_row_sums() -> None:
 @given(st.lists(st.tuples(st.lists(st.sampled_from("abcd"), min_size=1, max_size=8),
                           st.sampled_from(["success", "failure"])), min_size=1, max_size=40))
 def test_pass_rate_identity_with_zero_pseudocount(seqs: list[tuple[list[str], str]]) -> None:
-    """paper-spec §6.14: α = 0, empirical π0, no censoring ⇒ R∞ equals the fit set's pass rate exactly."""
+    """α = 0, empirical π0, no censoring ⇒ R∞ equals the fit set's pass rate exactly."""
     t = traces_from(seqs)
     chain = tt.ChainEstimator(pseudocount=0).fit(t).fetch_model()
     pass_rate = sum(out == "success" for _, out in seqs) / len(seqs)

@@ -1,4 +1,4 @@
-"""Rule features, vocabularies (paper §6.10 and §6.15), text features."""
+"""Rule features, vocabularies (the paper's studies SS10 and SS15), text features."""
 
 from __future__ import annotations
 

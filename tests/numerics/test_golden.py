@@ -1,7 +1,7 @@
 """Golden values: hand-checkable chains with exact or published answers.
 
-Sources: ``paper-spec.md`` §1.3 and ``math.md`` §11.1 (3-state example), §11.2 (2-state PRISM model),
-§11.3 (five-state oracle chain), §3 (sanity walk x ← a ↔ b → y), §11.4 (SS5 artifact regression).
+Sources: the 3-state example of Tran-Truong & Le (2026) (docs/numerics.md §9), a 2-state PRISM model and a
+five-state oracle chain with exact rational answers, a sanity walk x ← a ↔ b → y, and the SS5 artifact regression.
 Exact values are rationals derived by hand / with ``fractions`` below; each is also checked to round to the
 6-decimal figure printed in the spec table, so a typo in either place shows up.
 """
@@ -43,7 +43,7 @@ Q3 = [[0.5, 0.3, 0.0], [0.0, 0.4, 0.3], [0.0, 0.0, 0.6]]
 RS3 = [0.1, 0.2, 0.3]
 RF3 = [0.1, 0.1, 0.1]
 
-# Exact forms of the math.md §11.1 table (upper-triangular Q, so N is easy to do by hand).
+# Exact forms of the golden table (docs/numerics.md §9) (upper-triangular Q, so N is easy to do by hand).
 N3 = np.array([[2.0, 1.0, 3 / 4], [0.0, 5 / 3, 5 / 4], [0.0, 0.0, 5 / 2]])
 R3_0_TO_7 = [0.0, 0.1, 0.21, 0.316, 0.4056, 0.47476, 0.524916, 0.5597236]
 H3 = np.array([5 / 8, 17 / 24, 3 / 4])
@@ -62,7 +62,7 @@ def chain3() -> AbsorbingChain:
 
 
 def test_exact_forms_match_the_printed_table() -> None:
-    """The rationals above are the spec's 6-decimal table entries (math.md §11.1, paper-spec §1.3)."""
+    """The rationals above are the spec's 6-decimal table entries (docs/numerics.md §9)."""
     printed = {
         "N[1,1]": (N3[1, 1], 1.666667),
         "h1": (H3[1], 0.708333),
@@ -235,7 +235,7 @@ def test_five_state_oracle_chain(chain5: AbsorbingChain) -> None:
 
 
 def test_sanity_walk() -> None:
-    """x ← a ↔ b → y, every move 1/2, start a (math.md §3): P(x) = 2/3, E[T|x] = 5/3, E[T|y] = 8/3."""
+    """x ← a ↔ b → y, every move 1/2, start a: P(x) = 2/3, E[T|x] = 5/3, E[T|y] = 8/3."""
     walk = AbsorbingChain([[0.0, 0.5], [0.5, 0.0]], R_success=[0.5, 0.0], R_failure=[0.0, 0.5], pi0=0,
                           state_names=["a", "b"])
     assert walk.r_inf == pytest.approx(2 / 3, abs=1e-12)

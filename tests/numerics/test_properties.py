@@ -117,7 +117,7 @@ def test_reliability_monotone_and_converges(spec: Spec) -> None:
 @PROPERTY_SETTINGS
 @given(chains())
 def test_reliability_matches_matrix_powers(spec: Spec) -> None:
-    """R(d) = π0 Σ_{t<d} Q^t r⊕ (paper-spec §1.1) by explicit powers, for short horizons."""
+    """R(d) = π0 Σ_{t<d} Q^t r⊕ (Tran-Truong & Le 2026, Prop. 1) by explicit powers, for short horizons."""
     c = spec.chain()
     pi0 = spec.pi0_vector
     expected = [0.0]
@@ -155,7 +155,7 @@ def test_failure_attribution_sums_to_one(spec: Spec) -> None:
     shares = c.failure_attribution()
     assert np.all(shares >= 0.0)
     z = c.expected_visits()
-    # 1 − R∞ = Σ z_i r⊖_i exactly (math.md §4).
+    # 1 − R∞ = Σ z_i r⊖_i exactly (docs/numerics.md §3).
     assert float(z @ spec.rf) == pytest.approx(c.failure_probability, abs=1e-12)
     if c.failure_probability > 1e-12:
         assert shares.sum() == pytest.approx(1.0, abs=1e-12)
@@ -187,7 +187,7 @@ def _fd_tolerance(c: AbsorbingChain) -> float:
 @PROPERTY_SETTINGS
 @given(chains())
 def test_sensitivity_Q_central_differences(spec: Spec) -> None:
-    """Row-preserving move: Q_ij ± ε with R⊖_i ∓ ε; its derivative is ∂R∞/∂Q_ij = z_i h_j (math.md §4)."""
+    """Row-preserving move: Q_ij ± ε with R⊖_i ∓ ε; its derivative is ∂R∞/∂Q_ij = z_i h_j (Caswell 2013)."""
     c = spec.chain()
     S = c.sensitivity_Q()
     m = spec.Q.shape[0]
@@ -258,7 +258,7 @@ def test_steps_moments(spec: Spec) -> None:
     c = spec.chain()
     var = c.steps_variance()
     assert var >= 0.0
-    # Independent route: discrete phase-type factorial moment, Var T = 2 α Q N² 1 + E[T] − E[T]² (math.md §3).
+    # Independent route: discrete phase-type factorial moment, Var T = 2 α Q N² 1 + E[T] − E[T]² (Neuts 1981).
     A = np.eye(spec.Q.shape[0]) - spec.Q
     t = np.linalg.solve(A, np.ones(spec.Q.shape[0]))
     N2_1 = np.linalg.solve(A, t)

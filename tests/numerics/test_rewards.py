@@ -35,8 +35,8 @@ def random_chain(seed: int, m: int, start: int | None = 0) -> AbsorbingChain:
 
 
 def test_unit_costs_are_the_step_moments() -> None:
-    """c = 1, v = 0: C = T, so the moments are math.md §11.1's (E[T] 3.75, Var T 6.770833, E[T | S] 4.033333,
-    E[T | F] 3.277778)."""
+    """c = 1, v = 0: C = T, so the moments are the paper example's (docs/numerics.md §9: E[T] 3.75, Var T 6.770833, E[T
+    | S] 4.033333, E[T | F] 3.277778)."""
     r = GOLDEN.accumulated_cost(np.ones(3), np.zeros(3))
     assert r.mean == pytest.approx(3.75, abs=1e-12)
     assert r.second - r.mean**2 == pytest.approx(GOLDEN.steps_variance(), abs=1e-12)
@@ -49,7 +49,7 @@ def test_unit_costs_are_the_step_moments() -> None:
 
 
 def test_walk_example_conditional_times() -> None:
-    """math.md §3 sanity example: x ← a ↔ b → y, each move 1/2, start a: E[T | x] = 5/3, E[T | y] = 8/3."""
+    """Sanity example: x ← a ↔ b → y, each move 1/2, start a: E[T | x] = 5/3, E[T | y] = 8/3."""
     chain = AbsorbingChain([[0, 0.5], [0.5, 0]], [0.5, 0], [0, 0.5], 0, ["a", "b"])
     r = chain.accumulated_cost([1.0, 1.0])
     assert r.mean_success / chain.r_inf == pytest.approx(5 / 3, abs=1e-12)

@@ -1,7 +1,7 @@
 """Cross-checks against independent exact oracles: Storm (stormpy 2.0) with rational arithmetic, and sympy.
 
 Every chain here is count-based, so its entries are exact rationals c/total; Storm is fed ``stormpy.Rational``
-values and answers exactly (``math.md`` §10), so any disagreement beyond float rounding is ours.
+values and answers exactly (docs/numerics.md §9), so any disagreement beyond float rounding is ours.
 Queries: ``P=? [F "succ"]`` = R∞, ``P=? [F<=d "succ"]`` = R(d), ``R{"steps"}=? [F "absorb"]`` (state reward 1
 on transient states) = E[T], ``P=? [F "fail"]`` = failure probability.
 """
@@ -119,7 +119,7 @@ def random_count_chain(seed: int, m: int) -> tuple[list[list[Fraction]], int]:
 
 
 def test_two_state_prism_model(stormpy: ModuleType) -> None:
-    """math.md §11.2: R∞ = 42/59, E[T] = 170/59, R(10) = 708181341/10⁹ exactly."""
+    """Two-state PRISM-style model: R∞ = 42/59, E[T] = 170/59, R(10) = 708181341/10⁹ exactly."""
     F = Fraction
     rows = [[F(2, 10), F(7, 10), F(0), F(1, 10)], [F(3, 10), F(0), F(6, 10), F(1, 10)]]
     exact = check_against_storm(stormpy, rows, 0, horizons=(0, 1, 10))
@@ -131,7 +131,7 @@ def test_two_state_prism_model(stormpy: ModuleType) -> None:
 
 
 def test_five_state_oracle_chain(stormpy: ModuleType) -> None:
-    """math.md §11.3: R∞ = 106/193, E[T] = 680/193, R(1) = 0.1, R(5) = 0.45316."""
+    """Five-state oracle chain: R∞ = 106/193, E[T] = 680/193, R(1) = 0.1, R(5) = 0.45316."""
     F = Fraction
     rows = [
         [F(0), F(6, 10), F(2, 10), F(1, 10), F(1, 10)],

@@ -232,7 +232,7 @@ def test_real_base(real: Path) -> None:
     path = real / "base" / "100_questions_5_trials.txt"
     assert detect_format(path) == "reflexion"
     t = read_traces(path)
-    # data.md §6: 512 `Question:` blocks; 12 of them repeat an INCORRECT log under HALTED in the same trial
+    # The file has 512 `Question:` blocks; 12 of them repeat an INCORRECT log under HALTED in the same trial
     assert t.n_traces + t.report.n_traces_skipped == 512
     assert t.n_traces == 500 and t.report.n_traces_skipped == 12
     # base ReAct: 34 correct in every trial; incorrect 56/57, halted 9/10 (trial 3's summary says 56 + 9 of 99,
@@ -257,7 +257,7 @@ def test_real_reflexion(real: Path) -> None:
     path = real / "reflexion" / "100_questions_5_trials.txt"
     assert detect_format(path) == "reflexion"
     t = read_traces(path)
-    assert t.n_traces == 498 and t.report.n_traces_skipped == 0  # data.md §6: 498 `Question:` blocks
+    assert t.n_traces == 498 and t.report.n_traces_skipped == 0  # 498 `Question:` blocks in the file
     assert per_trial(t) == {
         1: {"success": 32, "failure": 51, "censored": 17}, 2: {"success": 42, "failure": 43, "censored": 14},
         3: {"success": 48, "failure": 41, "censored": 11}, 4: {"success": 50, "failure": 39, "censored": 11},

@@ -95,7 +95,7 @@ def real_run(shared_data: Path) -> Path:
 def test_real_mini_swe_agent_counts(real_run: Path) -> None:
     t = read_traces(real_run)
     assert t.report.format == "mini-swe-agent"
-    # data.md §4: 250 sampled trajectories, 183 resolved, 13–145 assistant steps per trace (median 35)
+    # The sample: 250 trajectories, 183 resolved, 13–145 assistant steps per trace (median 35)
     assert t.n_traces == 250
     assert t.outcome_counts() == {"success": 183, "failure": 67, "censored": 0, "invalid": 0}
     lengths = np.diff(t.offsets)
@@ -111,7 +111,7 @@ def test_real_mini_swe_agent_counts(real_run: Path) -> None:
     errors = Counter(arrow.column("error_type").to_pylist())
     assert errors["format_error"] == 348 and errors["nonzero_exit"] > 500 and errors["timeout"] > 0
     tools = Counter(arrow.column("tool_name").to_pylist())
-    # data.md §4 lists cat, sed, grep, nl, python3, python as the most frequent first words
+    # Counted on the sample: cat, sed, grep, nl, python3, python as the most frequent first words
     assert [name for name, _ in tools.most_common(6)] == ["cat", "sed", "grep", "nl", "python3", "python"]
     assert tools["submit"] >= 250
     # usage from the API responses: tokens and cost on every assistant turn, t_start from `created`
@@ -405,7 +405,7 @@ def test_artifact_corpus(shared_data: Path) -> None:
     if not path.exists():
         pytest.skip("the artifact corpus is not in ../shared/data")
     by_hand = load_artifact_corpus(path)
-    # data.md §8: 479 traces, 324 resolved / 155 not, 29,504 steps, 24–153 tokens per trace, 28 distinct tokens
+    # The corpus: 479 traces, 324 resolved / 155 not, 29,504 steps, 24–153 tokens per trace, 28 distinct tokens
     assert by_hand.n_traces == 479 and by_hand.n_steps == 29_504
     assert by_hand.outcome_counts() == {"success": 324, "failure": 155, "censored": 0, "invalid": 0}
     lengths = np.diff(by_hand.offsets)

@@ -1,7 +1,7 @@
 """τ-bench and τ²-bench readers (``readers/tau_bench.py``) on the real files in ``../shared/data`` and on small
 invented cases built in ``tmp_path``.
 
-Expected counts come from ``data.md`` §2–§3 and ``tau2-bench/README.md`` (trace and success counts per file;
+Expected counts come from the data folders' own ``README.md`` files (trace and success counts per file;
 termination reasons user_stop 602, agent_stop 80, max_steps 10, too_many_errors 2 — the ten ``max_steps`` runs are
 censored: five in the fine-tuned telecom run, five in the gpt-oss-120b langchain run).
 """
@@ -28,7 +28,7 @@ TAU_FILE = "tau-bench/historical_trajectories/gpt-4o-airline.json"
 _SUB = "web/leaderboard/public/submissions/"
 _MT = "src/experiments/model_training/results/"
 _FT = "ft:gpt-4.1-2025-04-14:sierra:tau2-full-sft:BzrYdMNm_"
-#: path under tau2-bench/ → (simulations, reward-1.0 successes, max_steps censored); data.md §3 / README table.
+#: path under tau2-bench/ → (simulations, reward-1.0 successes, max_steps censored), as the data README tabulates them.
 TAU2_FILES: dict[str, tuple[int, int, int]] = {
     _SUB + "claude-sonnet-4-5_aide-platform_2025-10-31/trajectories/"
     "claude-sonnet-4-5_airline_default_gpt4.1_1trials.json": (50, 36, 0),
@@ -79,7 +79,7 @@ def test_tau_bench_real_counts(tau_table: TraceTable) -> None:
 
 
 def test_tau_bench_real_pass_hat_k(tau_table: TraceTable) -> None:
-    """Per-task pass^k from the table equals data.md's targets (0.4200, 0.2733, 0.2200, 0.2000)."""
+    """Per-task pass^k from the table equals the targets counted from the raw file (0.4200, 0.2733, 0.2200, 0.2000)."""
     df = tau_table.to_pandas().groupby("trace_id").first()
     per_task = df.groupby("task_id").outcome.agg(lambda s: int((s == "success").sum()))
     n = 4

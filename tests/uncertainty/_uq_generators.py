@@ -2,8 +2,9 @@
 
 * :func:`hetero_chain` — a random m-state absorbing chain with heterogeneous exits and a spread π0 (unlike
   ``datasets.random_chain``, whose rows share one exit split, so R∞ is the same from every state).
-* :func:`ss8_traces` — the SS8 "MAST-style" synthetic corpus generator reconstructed from ``paper-spec.md`` §6.8.
-* :func:`ss13_chain` — the SS13 ground truth (``paper-spec.md`` §6.13).
+* :func:`ss8_traces` — the SS8 "MAST-style" synthetic corpus generator reconstructed from the paper's description of
+  study SS8.
+* :func:`ss13_chain` — the SS13 ground truth of the authors' artifact.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def hetero_chain(m: int = 6, seed: int = 7) -> tt.AbsorbingChain:
 
 # ------------------------------------------------------------------------------------------------------ SS8
 SS8_FEATURES = ("plan", "tool_call", "reflect", "retry", "wait", "error_parse")
-#: Emission of the step's feature given its latent mode (planning, tool-use, error/reflection), §6.8.
+#: Emission of the step's feature given its latent mode (planning, tool-use, error/reflection), as in SS8.
 SS8_EMISSION = np.array([
     [0.60, 0.20, 0.20, 0.00, 0.00, 0.00],  # planning → plan .6, tool_call .2, reflect .2
     [0.00, 0.70, 0.00, 0.20, 0.10, 0.00],  # tool → tool_call .7, retry .2, wait .1
@@ -47,9 +48,9 @@ SS8_SEED = 2026042208
 
 
 def ss8_traces(framework: int, n_traces: int = 120, seed: int | None = None) -> tt.TraceTable:
-    """One SS8 corpus (``paper-spec.md`` §6.8): per step an i.i.d. latent mode from the framework's ``tool_bias``,
-    an emitted feature given the mode; L ~ U{3..13} steps with a 3% per-step early stop; terminal label 8% censored,
-    else success with probability ``succ_bias``, else failure.
+    """One SS8 corpus (Tran-Truong & Le 2026, study SS8): per step an i.i.d. latent mode from the framework's
+    ``tool_bias``, an emitted feature given the mode; L ~ U{3..13} steps with a 3% per-step early stop; terminal label
+    8% censored, else success with probability ``succ_bias``, else failure.
 
     The paper clusters noisy one-hot features (σ = 0.08) and recovers one state per feature with 100% purity in all
     seven frameworks; here the state *is* the emitted feature, which gives the same counts without the clustering.
@@ -75,7 +76,7 @@ def ss8_traces(framework: int, n_traces: int = 120, seed: int | None = None) -> 
 
 # ------------------------------------------------------------------------------------------------------ SS13
 def ss13_chain() -> tt.AbsorbingChain:
-    """SS13 ground truth (``paper-spec.md`` §6.13): m = 4, rows [Q | R⊕ | R⊖] normalised, start in state 0."""
+    """SS13 ground truth (Tran-Truong & Le 2026, study SS13): m = 4, rows [Q | R⊕ | R⊖] normalised, start in state 0."""
     Q = np.array([[.10, .65, .05, .05], [.05, .10, .65, .05], [.15, .10, .10, .35], [.20, .05, .10, .10]])
     rs = np.array([.10, .10, .20, .45])
     rf = np.full(4, 0.05)

@@ -32,7 +32,8 @@ def notation_fit() -> tt.AbsorbingChain:
 
 
 def test_beta_marginal_formula_matches_scipy(notation_fit: tt.AbsorbingChain) -> None:
-    """Beta(c_ij + α, c_i + α(m+2) − c_ij − α), equal-tailed (paper-spec §5.1), for a Q, an R⊕ and an R⊖ entry."""
+    """Beta(c_ij + α, c_i + α(m+2) − c_ij − α), equal-tailed (the paper's Dirichlet posterior), for a Q, an R⊕ and an R⊖
+    entry."""
     post = DirichletPosterior(pseudocount=1.0, confidence=0.9).fit(notation_fit).fetch_model()
     c = post.counts
     m = c.n_states

@@ -1,4 +1,4 @@
-"""Paper parity for the uncertainty layer: SS8 interval widths (§5.3, §6.8) and SS13 bootstrap paths (§6.13).
+"""Paper parity for the uncertainty layer: SS8 interval widths (Table III) and SS13 bootstrap paths.
 
 Full-size figures: ``benchmarks/coverage_study.py`` → ``benchmarks/results/coverage.json``.
 """
@@ -22,8 +22,8 @@ PAPER_BOOTSTRAP = {**PAPER, "weights": "multinomial", "draw_prior": False, "by":
 
 
 def test_ss8_posterior_and_bootstrap_widths_match_table_iii() -> None:
-    """Posterior median Q-entry widths 0.108–0.116 in the paper (§5.3), bootstrap medians 0.084–0.103; maxima up
-    to 0.34 on the sparse rows. Our reconstruction of the §6.8 generator gives the same ranges (± 0.01)."""
+    """Posterior median Q-entry widths 0.108–0.116 in the paper (Table III), bootstrap medians 0.084–0.103; maxima up
+    to 0.34 on the sparse rows. Our reconstruction of the SS8 generator gives the same ranges (± 0.01)."""
     post_medians, boot_medians, maxima = [], [], []
     for f in range(len(SS8_FRAMEWORKS)):
         traces = ss8_traces(f)
@@ -52,7 +52,7 @@ def _one_hot(traces: tt.TraceTable) -> tt.TraceTable:
 
 
 def test_ss13_synthetic_fast_path_width_and_full_path_with_hungarian_alignment() -> None:
-    """SS13 (§6.13): 250 traces of the m = 4 chain, one-hot features, B = 80. The fast-path median Q half-width is
+    """SS13: 250 traces of the m = 4 chain, one-hot features, B = 80. The fast-path median Q half-width is
     the paper's 0.0339 (± 0.01). Re-clustering finds the same 4 states every time, and Hungarian alignment maps them
     back exactly: the full path equals the fast path (ratio 1.00, not 4.65)."""
     traces = _one_hot(tt.datasets.simulate_traces(ss13_chain(), 250, seed=0))

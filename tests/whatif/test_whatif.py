@@ -35,7 +35,7 @@ def dense_r_inf(chain: tt.AbsorbingChain) -> float:
 
 @pytest.fixture(scope="module")
 def swe_fit_half(shared_data: Path) -> tt.AbsorbingChain:
-    """paper-spec §6.14: 479 traces, seed-20260606 permutation, first 239 fit; 10 shell categories; α = 1."""
+    """The paper's SS14 fallback: 479 traces, seed-20260606 permutation, first 239 fit; 10 shell categories; α = 1."""
     traces = tt.read_traces(shared_data / "tracetochain-artifact" / "swebench_real" / "corpus.json")
     states = CategoricalStates(vocabulary="shell", keep_unobserved=True).fit(traces).fetch_model()
     fit = traces.select_traces(np.random.default_rng(20260606).permutation(traces.n_traces)[:239])
@@ -46,7 +46,7 @@ def test_paper_fallback_tool_on_swebench(swe_fit_half: tt.AbsorbingChain) -> Non
     chain = swe_fit_half
     assert chain.r_inf == pytest.approx(0.6565, abs=5e-4)  # Table VII, order 1
     result = what_if(chain, [Reroute("*", 0.1)])
-    assert result.delta_r_inf == pytest.approx(0.0344, abs=5e-4)  # §6.14: 0.6565 → 0.6908
+    assert result.delta_r_inf == pytest.approx(0.0344, abs=5e-4)  # SS14: 0.6565 → 0.6908
     edited = apply_edits(chain, [Reroute("*", 0.1)])
     np.testing.assert_allclose(edited.R_success, chain.R_success + 0.1 * chain.R_failure, rtol=0, atol=1e-15)
     np.testing.assert_allclose(edited.R_failure, 0.9 * chain.R_failure, rtol=0, atol=1e-15)

@@ -4,7 +4,7 @@
   ``perm = default_rng(seed).permutation(n)``; the first ⌊n(1 − f)⌋ go to the fit half, the rest to the test half
   (this reproduces the artifact's SS14 split: seed 20260606 → 239 fit / 240 test, held-out pass rate 0.6833).
 * :func:`empirical_rdc` — R̂(d) = #{test traces that succeeded within d steps} / #{all test traces}; failed and
-  censored traces stay in the denominator (§6.9, conservative).
+  censored traces stay in the denominator (as in the paper's SS9; conservative).
 * :func:`r_inf_check` — R∞ against the pass rate of the same traces with a Wilson or Clopper–Pearson interval.
 * :func:`holdout_audit` — everything above plus the two certificate layers: the KS timing layer on the test half
   (p-value by a parametric bootstrap that re-simulates both halves and refits on the simulated fit half) and the
@@ -92,7 +92,7 @@ def split_traces(traces: TraceTable, test_fraction: float = 0.5, *, by: SplitBy 
 
 # ------------------------------------------------------------------------------------------------ RDC
 def empirical_rdc(traces: TraceTable, horizon: int) -> NDArray[np.float64]:
-    """R̂(d) for d = 0..horizon: successes within d steps over **all** (non-invalid) traces (§6.9)."""
+    """R̂(d) for d = 0..horizon: successes within d steps over **all** (non-invalid) traces (as in the paper's SS9)."""
     if horizon < 0:
         raise ValueError(f"horizon must be >= 0, got {horizon}")
     oc = traces.outcomes()
@@ -149,7 +149,7 @@ class RInfCheck(ResultDisplay):
     """R∞ against the pass rate of the held-out (or, in-sample, the fit) traces, with an interval for the rate.
 
     Held out (``n_fit`` given), R∞ is itself an estimate from the fit half, as noisy as a pass rate of ``n_fit``
-    traces (with π0 empirical it nearly is the fit half's pass rate, §6.14). Asking only whether R∞ falls in the
+    traces (with π0 empirical it nearly is the fit half's pass rate). Asking only whether R∞ falls in the
     held-out rate's interval ignores that noise and fails for about one sound chain in five at a 50/50 split
     (measured: 20% on SS7 null corpora of 600 traces). So ``holds`` iff 0 lies in the interval of the difference
     R∞ − pass rate built from both sides' intervals (MOVER, the square-and-add construction of Newcombe 1998 /

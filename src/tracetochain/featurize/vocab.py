@@ -3,9 +3,9 @@
 * ``shell`` — SWE-agent / mini-swe-agent commands → VIEW, EDIT, EXECUTE, SEARCH, INSPECT, VCS, SUBMIT, FILEOP,
   NONE, OTHER, by what the whole command does (:mod:`tracetochain.featurize._shell`: ``sed -i`` and heredoc writes
   are EDIT, ``cat``/``sed -n``/``nl`` VIEW, both agents' submit commands SUBMIT …).
-* ``shell-paper`` — the same categories from the command word alone, with the TraceToChain artifact's map
-  (Le et al. 2026, §6.10): for reproducing the paper's SWE-bench numbers; it mislabels mini-swe-agent's heredoc
-  writes, ``sed`` edits and submit command.
+* ``shell-paper`` — the same categories from the command word alone, with the TraceToChain artifact's map (Tran-Truong &
+  Le 2026, study SS10): for reproducing the paper's SWE-bench numbers; it mislabels mini-swe-agent's heredoc writes,
+  ``sed`` edits and submit command.
 * ``chat`` — chat/tool agents such as τ-bench/τ²-bench → respond, lookup, write, handoff, think, other.
 
 Both built-in vocabularies are checked against hand-labelled real actions (``tests/data/vocabulary``; the rules
@@ -132,7 +132,7 @@ def categorize_shell(step_kind: str | None, tool_name: str | None, text: str | N
 
 
 def categorize_shell_paper(step_kind: str | None, tool_name: str | None, text: str | None) -> str:
-    """The ``shell-paper`` vocabulary: the artifact's token → category map (§6.10) on :func:`shell_token`.
+    """The ``shell-paper`` vocabulary: the artifact's token → category map (study SS10) on :func:`shell_token`.
 
     Like the artifact it reads the first word only; unlike the artifact, :func:`shell_token` strips a leading
     ``VAR=value``, so the artifact's ``PYTHONPATH=/testbed`` token is NONE here (the artifact files it under OTHER;
@@ -157,7 +157,7 @@ _WRITE_VERBS = frozenset({"cancel", "modify", "return", "exchange", "book", "upd
                           "connect", "make", "add", "remove", "change", "edit", "apply", "pay", "assign", "approve",
                           "reject", "close", "write", "save", "upgrade", "downgrade", "activate", "deactivate",
                           "register", "unregister", "subscribe", "unsubscribe", "install", "uninstall", "turn"})
-#: Older keyword rule (τ-bench, Le et al. 2026 §6.15) for names whose first word is no known verb.
+#: Older keyword rule (τ-bench, Tran-Truong & Le 2026, study SS15) for names whose first word is no known verb.
 _LOOKUP = re.compile(r"get|find|list|search|show|calculate|check|lookup|read")
 _WRITE = re.compile(r"cancel|modify|return|exchange|book|update|create|delete|place|refund|reserve|send|set_")
 _NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
@@ -199,10 +199,10 @@ VOCABULARIES: dict[str, ActionVocabulary] = {
                               "SWE-agent / mini-swe-agent shell commands, by what the whole command does",
                               uses_text=True),
     "shell-paper": ActionVocabulary("shell-paper", SHELL_CATEGORIES, categorize_shell_paper,
-                                    "shell commands by their first word, the TraceToChain artifact's map (§6.10)",
+                                    "shell commands by their first word, the TraceToChain artifact's map (study SS10)",
                                     uses_text=True),
     "chat": ActionVocabulary("chat", CHAT_CATEGORIES, categorize_chat,
-                             "chat/tool agents such as τ-bench (paper §6.15)"),
+                             "chat/tool agents such as τ-bench (paper study SS15)"),
 }
 
 

@@ -207,7 +207,7 @@ def tool_error_rule(*, flag: bool = True, prefix: str | None = "Error") -> ToolE
     """Build a :data:`ToolErrorRule`: the ``error`` field when ``flag`` and present, else the content prefix test.
 
     τ-bench marks a failed call only by a result text starting with ``"Error"``; τ²-bench
-    (§3.2) sets ``ToolMessage.error``.
+    sets ``ToolMessage.error``.
     """
 
     def rule(reply: Mapping[str, Any], where: str) -> ToolError:

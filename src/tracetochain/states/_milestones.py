@@ -1,4 +1,4 @@
-"""MilestoneStates: states the user declares by conditions on step fields (seed document 2, §3.1).
+"""MilestoneStates: states the user declares by conditions on step fields.
 
 A milestone file (TOML, or YAML when PyYAML is installed) lists named states in priority order; a step takes the
 first state whose conditions all hold, and unmatched steps go to a named catch-all::

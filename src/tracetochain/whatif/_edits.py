@@ -77,7 +77,7 @@ def _take(row: NDArray[np.float64], amount: float, source: int | None, keep: int
 class Reroute:
     """Move ``fraction`` of ``state``'s ``source`` mass (default: its failure exit) to ``target``.
 
-    The paper's fallback tool (§6.14) is ``Reroute("*", 0.1)``: R⊕' = R⊕ + 0.1·R⊖, R⊖' = 0.9·R⊖ in every row.
+    The paper's fallback tool (study SS14) is ``Reroute("*", 0.1)``: R⊕' = R⊕ + 0.1·R⊖, R⊖' = 0.9·R⊖ in every row.
     """
 
     state: str
