@@ -54,13 +54,9 @@ def _chain(name: str) -> Any:
 def run_corpus(job: dict[str, Any]) -> dict[str, Any]:
     """Simulate one corpus and run every layer on it; returns p-values and statistics."""
     import tracetochain as tt
-    from tracetochain.audit import (
-        ks_calibrated,
-        ks_paper,
-        order_test,
-        simulate_memory_traces,
-        split_indices,
-    )
+    from tracetochain.audit import ks_calibrated, ks_paper, order_test
+    from tracetochain.audit._holdout import split_indices
+    from tracetochain.datasets import simulate_memory_traces
 
     seed = np.random.SeedSequence(job["entropy"], spawn_key=(job["index"],))
     sim_seed, ks_seed, order_seed, paper_seed = seed.spawn(4)
@@ -96,7 +92,7 @@ def run_corpus(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
-    from tracetochain.audit import wilson_interval
+    from tracetochain.audit._holdout import wilson_interval
 
     return wilson_interval(k, n) if n else (float("nan"), float("nan"))
 

@@ -61,7 +61,8 @@ def run_ours(case: str) -> dict[str, float]:
     import tracetochain.pipeline  # the modules the protocol uses, imported before the clock starts
     import tracetochain.readers.swe_agent
     import tracetochain.states
-    from tracetochain.audit import empirical_rdc, ks_paper, l_inf_distance, order_test
+    from tracetochain.audit import ks_paper, order_test
+    from tracetochain.audit._holdout import empirical_rdc, l_inf_distance
 
     t0, c0 = time.perf_counter(), time.process_time()
     traces = tt.read_traces(CORPUS)

@@ -7,7 +7,7 @@ and measures what the certificate would need:
 1. **Held out on four corpora** — τ-bench airline gpt-4o (200 traces, 50 tasks × 4; split by task), τ²-bench airline
    (8 agents' runs pooled, 394 traces; split by trace), the mini-swe-agent Gemini 3 Pro runs (250; by trace) and the
    artifact's SWE-agent corpus (479; by trace). States: the chat vocabulary (τ, τ²), the shell vocabulary
-   (mini-swe-agent), the artifact's 10 shell categories (SWE). Splits: :func:`tracetochain.audit.split_indices`,
+   (mini-swe-agent), the artifact's 10 shell categories (SWE). Splits: ``audit._holdout.split_indices``,
    50/50, seeds 0–4. For every family fitted on the fit half: log-likelihood per held-out trace; the timing check
    (lattice KS of the held-out success times against the compiled chain's R(d)/R∞, Monte Carlo null shaped like the
    held-out set, a task drawing its class once — :func:`tracetochain.models.timing_check`); L∞ between R(d) and the
@@ -36,7 +36,7 @@ import pyarrow as pa
 import tracetochain as tt
 from studies import _swe
 from studies._common import REPO, Figure, StudyResult
-from tracetochain.audit import split_indices
+from tracetochain.audit._holdout import split_indices
 from tracetochain.models import (
     CompiledModel,
     DurationModel,

@@ -1,7 +1,7 @@
 """SS7 — size and power of the audit (Tran-Truong & Le 2026, §VII-B).
 
-(A) Markov ground truth — :func:`tracetochain.audit.ss7_chain` (m = 5, s0 = 0), 30 corpora × 300 traces
-(d_max 200); (B) second-order ground truth — :func:`tracetochain.audit.simulate_memory_traces` with memory 0.6,
+(A) Markov ground truth — :func:`tracetochain.datasets.ss7_chain` (m = 5, s0 = 0), 30 corpora × 300 traces
+(d_max 200); (B) second-order ground truth — :func:`tracetochain.datasets.simulate_memory_traces` with memory 0.6,
 15 corpora × 300 traces; (C) 500 traces from each of the seven SS6 chains. The traces are the true states
 (the artifact's noise-free one-hot features with k fixed to the true m recover exactly these), so the states are
 the labels. Per corpus, in sample as the artifact did:

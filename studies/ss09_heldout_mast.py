@@ -22,15 +22,8 @@ import numpy as np
 
 import tracetochain as tt
 from studies._common import Figure, StudyResult, artifact_json
-from tracetochain.audit import (
-    OrderSettings,
-    TimingSettings,
-    empirical_rdc,
-    holdout_audit,
-    ks_paper,
-    l_inf_distance,
-    split_traces,
-)
+from tracetochain.audit import OrderSettings, TimingSettings, holdout_audit, ks_paper, split_traces
+from tracetochain.audit._holdout import empirical_rdc, l_inf_distance
 
 NAMES5 = ("plan", "tool_call", "observe", "reflect", "answer")
 NAMES6 = (*NAMES5, "retry")

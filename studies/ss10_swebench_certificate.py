@@ -22,7 +22,8 @@ import numpy as np
 import tracetochain as tt
 from studies import _swe
 from studies._common import Figure, StudyResult, artifact_json, artifact_path
-from tracetochain.audit import audit, empirical_rdc, ks_paper, l_inf_distance, order_test, r_inf_check
+from tracetochain.audit import audit, ks_paper, order_test, r_inf_check
+from tracetochain.audit._holdout import empirical_rdc, l_inf_distance
 from tracetochain.pipeline import fit_chain
 
 HORIZON = 80

@@ -21,16 +21,8 @@ import tracetochain as tt
 from studies import _swe
 from studies._common import Figure, StudyResult, artifact_json, artifact_path
 from studies.ss10_swebench_certificate import in_order, subsample_order
-from tracetochain.audit import (
-    OrderSettings,
-    TimingSettings,
-    empirical_rdc,
-    holdout_audit,
-    ks_paper,
-    l_inf_distance,
-    order_test,
-    r_inf_check,
-)
+from tracetochain.audit import OrderSettings, TimingSettings, holdout_audit, ks_paper, order_test, r_inf_check
+from tracetochain.audit._holdout import empirical_rdc, l_inf_distance
 from tracetochain.pipeline import fit_chain
 
 HORIZON = 80

@@ -1,6 +1,6 @@
 """SS14 — order-k and phase-type lifts on the full SWE-bench corpus (Tran-Truong & Le 2026, Table VII).
 
-All 479 traces, split with :func:`tracetochain.audit.split_indices` (seed 20260606: the first 239 of
+All 479 traces, split with :func:`tracetochain.audit._holdout.split_indices` (seed 20260606: the first 239 of
 ``default_rng(20260606).permutation(479)`` are the fit half — the artifact's split), states = the 10 shell action
 categories (the artifact's mapping, ``studies/_swe.py``), lifted to order k ∈ {1, 2, 3} (k-tuples, BEGIN-padded) or
 to phase type (category, stage) with B = 16 stages of W ∈ {6, 8, 10} steps. Chain: :class:`tracetochain.ChainEstimator`
@@ -16,7 +16,8 @@ from typing import Any
 from studies import _swe
 from studies._common import Figure, StudyResult, artifact_json
 from tracetochain import ChainEstimator
-from tracetochain.audit import empirical_rdc, ks_paper, l_inf_distance, r_inf_check, split_indices
+from tracetochain.audit import ks_paper, r_inf_check
+from tracetochain.audit._holdout import empirical_rdc, l_inf_distance, split_indices
 from tracetochain.whatif import Reroute, what_if
 
 HORIZON = 80

@@ -86,3 +86,44 @@ def test_no_stray_files_are_committed() -> None:
         pytest.skip("not a git checkout")
     stray = [f for f in listed.splitlines() if STRAY.search(f)]
     assert not stray, f"leftover files committed: {stray}"
+
+
+# ---------------------------------------------------------------------------------------------------- public API
+def test_audit_exports_what_users_need_and_moved_names_warn() -> None:
+    import sys
+    import warnings
+
+    import tracetochain.audit  # noqa: F401 (the package; ``tracetochain.audit`` the attribute is the function)
+
+    pkg = sys.modules["tracetochain.audit"]
+    assert len(pkg.__all__) <= 25 and "audit" in pkg.__all__ and "Certificate" in pkg.__all__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in pkg.__all__:
+            assert getattr(pkg, name) is not None, name
+    for name, module in pkg._MOVED.items():
+        assert name not in pkg.__all__
+        with pytest.warns(DeprecationWarning, match=f"import it from tracetochain.audit.{module}"):
+            obj = getattr(pkg, name)
+        assert obj is getattr(sys.modules[f"tracetochain.audit.{module}"], name)
+    with pytest.raises(AttributeError):
+        _ = pkg.no_such_name
+
+
+def test_the_repository_imports_only_public_audit_names() -> None:
+    import sys
+
+    import tracetochain.audit  # noqa: F401
+
+    public = set(sys.modules["tracetochain.audit"].__all__)
+    statement = re.compile(r"^[ \t]*from tracetochain\.audit import (\(([^)]*)\)|[^\n]*)", re.M)
+    bad = []
+    for path in _files():
+        if path.suffix != ".py":
+            continue
+        for m in statement.finditer(path.read_text(encoding="utf-8")):
+            names = re.sub(r"#[^\n]*", "", m.group(2) if m.group(2) is not None else m.group(1))
+            for name in (n.split(" as ")[0].strip() for n in names.replace("\n", " ").split(",")):
+                if name and name not in public:
+                    bad.append(f"{path.relative_to(REPO)}: {name}")
+    assert not bad, "import these from their private module (tracetochain.audit._…):\n  " + "\n  ".join(bad)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 import tracetochain as tt
 from tracetochain.analysis import analyze
-from tracetochain.audit import LAYERS, OUTPUTS, LayerResult, audit, build_certificate
+from tracetochain.audit import LAYERS, OUTPUTS, LayerResult, audit
+from tracetochain.audit._certificate import build_certificate
 from tracetochain.datasets import simulate_memory_traces, ss7_chain
 
 STATUS = {"certified": 2, "untested": 1, "withheld": 0}

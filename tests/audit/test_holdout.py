@@ -15,18 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracetochain as tt
-from tracetochain.audit import (
-    TimingSettings,
+from tracetochain.audit import TimingSettings, holdout_audit, r_inf_check, split_traces
+from tracetochain.audit._holdout import (
     clopper_pearson_interval,
     empirical_rdc,
-    holdout_audit,
     l_inf_distance,
     label_traces,
     mover_p_value,
-    r_inf_check,
     r_inf_check_counts,
     split_indices,
-    split_traces,
     wilson_interval,
 )
 from tracetochain.datasets import simulate_memory_traces, ss7_chain

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracetochain as tt
-from tracetochain.audit import artifact_aic, order_observations, order_test
+from tracetochain.audit import order_test
+from tracetochain.audit._order import artifact_aic, order_observations
 from tracetochain.datasets import simulate_memory_traces, ss7_chain
 
 

@@ -9,17 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracetochain as tt
-from tracetochain.audit import (
+from tracetochain.audit import ks_calibrated, ks_paper
+from tracetochain.audit._censoring import length_histograms
+from tracetochain.audit._timing import (
     kolmogorov_asymptotic_pvalue,
-    ks_calibrated,
     ks_calibrated_counts,
-    ks_paper,
     lattice_ks_statistic,
-    length_histograms,
+    replicate_counts,
     success_time_cdf,
     timing_test,
 )
-from tracetochain.audit._timing import replicate_counts
 from tracetochain.numerics import simulate_traces
 
 
@@ -185,7 +184,8 @@ def test_rescaled_bootstrap_keeps_the_level_and_the_decisions() -> None:
     """60 null corpora (SS7 truth, 2,000 traces split 50/50, held-out refit): replicates at 1/8 of the size and
     rescaled reject about as often as full-size ones and almost always decide alike (benchmarks/
     ks_rescale_calibration.py runs the 400-corpus version: 5.0% vs 5.5%)."""
-    from tracetochain.audit import ks_calibrated, split_indices
+    from tracetochain.audit import ks_calibrated
+    from tracetochain.audit._holdout import split_indices
     from tracetochain.datasets import simulate_memory_traces, ss7_chain
 
     chain = ss7_chain()

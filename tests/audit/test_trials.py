@@ -13,13 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracetochain as tt
-from tracetochain.audit import (
-    TaskTable,
-    per_task_pass_at_k,
-    per_task_pass_hat_k,
-    trials_check,
-    trials_check_table,
-)
+from tracetochain.audit import trials_check
+from tracetochain.audit._trials import TaskTable, per_task_pass_at_k, per_task_pass_hat_k, trials_check_table
 
 
 @settings(max_examples=100, deadline=None)

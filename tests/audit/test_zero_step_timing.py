@@ -9,8 +9,8 @@ from numpy.testing import assert_array_equal
 
 import tracetochain as tt
 from tracetochain.analysis import analyze
-from tracetochain.audit import censoring_survival, ks_calibrated, length_histograms
-from tracetochain.audit._censoring import draw_caps
+from tracetochain.audit import ks_calibrated
+from tracetochain.audit._censoring import censoring_survival, draw_caps, length_histograms
 from tracetochain.audit._timing import replicate_counts, success_time_cdf, table_histogram
 from tracetochain.numerics import simulate_traces
 

@@ -460,7 +460,8 @@ def test_withheld_costs_are_not_shown_as_numbers() -> None:
     from dataclasses import replace
 
     from tracetochain.analysis import analyze
-    from tracetochain.audit import LayerResult, build_certificate
+    from tracetochain.audit import LayerResult
+    from tracetochain.audit._certificate import build_certificate
     from tracetochain.report import build_report, render_html
 
     res = analyze(simulated(300, seed=18), intervals=None, n_bootstrap=19, n_permutations=19)

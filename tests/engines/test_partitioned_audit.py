@@ -13,16 +13,10 @@ from cli_runner import CliResult, run_cli
 
 import tracetochain as tt
 from tracetochain.analysis import analyze
-from tracetochain.audit import (
-    cauchy_combination,
-    empirical_rdc,
-    ks_calibrated,
-    mover_p_value,
-    order_observations,
-    order_test,
-    order_test_counts,
-    order_triplets,
-)
+from tracetochain.audit import ks_calibrated, order_test
+from tracetochain.audit._combine import cauchy_combination
+from tracetochain.audit._holdout import empirical_rdc, mover_p_value
+from tracetochain.audit._order import order_observations, order_test_counts, order_triplets
 from tracetochain.chain import per_trace_counts
 from tracetochain.engines import Engine
 from tracetochain.exceptions import TraceValidationError

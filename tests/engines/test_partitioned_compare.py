@@ -11,7 +11,8 @@ import pytest
 from cli_runner import run_cli
 
 import tracetochain as tt
-from tracetochain.audit import homogeneity_from_counts, homogeneity_test
+from tracetochain.audit import homogeneity_test
+from tracetochain.audit._homogeneity import homogeneity_from_counts
 from tracetochain.compare import compare
 from tracetochain.engines import Engine
 from tracetochain.partitioned import compare_partitioned

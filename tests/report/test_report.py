@@ -12,7 +12,8 @@ import pytest
 
 import tracetochain as tt
 from tracetochain.analysis import AnalysisResult, analyze
-from tracetochain.audit import LayerResult, build_certificate
+from tracetochain.audit import LayerResult
+from tracetochain.audit._certificate import build_certificate
 from tracetochain.report import build_report, render_html, to_dot, to_mermaid, to_prism
 from tracetochain.report._markdown import render_markdown
 from tracetochain.report.gates import GateError, evaluate_gate

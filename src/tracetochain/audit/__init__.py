@@ -14,7 +14,12 @@ Layers, each a calibrated test usable on its own:
 :func:`audit` runs them all on repeated held-out splits and returns the :class:`Certificate`: a status per output
 (certified / withheld / untested) and a decision (accept / partial / reject / insufficient evidence) at a stated
 family-wise level. :func:`holdout_audit` and :func:`split_traces` are the paper's single-split protocol, kept for
-reproducing its studies.
+reproducing its studies. The statistics behind each layer are described in ``docs/statistics.md``.
+
+Only what a user needs is public here. The building blocks the studies, benchmarks and the analysis core use (the
+layers on sufficient statistics, interval helpers, the artifact's AIC, Holm and Cauchy combination, …) live in the
+private modules (``tracetochain.audit._holdout``, ``._timing``, ``._order``, ``._trials``, ``._combine``, …);
+importing one of them from ``tracetochain.audit`` still works but warns and names its module.
 
 >>> import tracetochain as tt
 >>> from tracetochain.audit import audit
@@ -24,10 +29,11 @@ reproducing its studies.
 ('accept', 'certified')
 """
 
-from tracetochain.audit._censoring import censoring_survival, length_histograms
+import importlib
+import warnings
+from typing import Any
+
 from tracetochain.audit._certificate import (
-    ALL_OUTPUTS,
-    CERTIFICATE_KIND,
     CERTIFICATE_SCHEMA_VERSION,
     LAYERS,
     OUTPUTS,
@@ -35,59 +41,15 @@ from tracetochain.audit._certificate import (
     LayerResult,
     OutputCertification,
     audit,
-    build_certificate,
 )
-from tracetochain.audit._combine import cauchy_combination, holm
-from tracetochain.audit._holdout import (
-    HoldoutResult,
-    RInfCheck,
-    clopper_pearson_interval,
-    empirical_rdc,
-    fit_states_and_chain,
-    holdout_audit,
-    l_inf_distance,
-    label_traces,
-    mover_p_value,
-    r_inf_check,
-    r_inf_check_counts,
-    split_indices,
-    split_traces,
-    wilson_interval,
-)
-from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts, homogeneity_test
-from tracetochain.audit._order import (
-    OrderResult,
-    artifact_aic,
-    order_observations,
-    order_observations_from_codes,
-    order_test,
-    order_test_counts,
-    order_triplets,
-)
+from tracetochain.audit._holdout import HoldoutResult, RInfCheck, holdout_audit, r_inf_check, split_traces
+from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_test
+from tracetochain.audit._order import OrderResult, order_test
 from tracetochain.audit._settings import OrderSettings, TimingSettings
-from tracetochain.audit._timing import (
-    TimingResult,
-    kolmogorov_asymptotic_pvalue,
-    ks_calibrated,
-    ks_calibrated_counts,
-    ks_paper,
-    lattice_ks_statistic,
-    success_time_cdf,
-    timing_test,
-)
-from tracetochain.audit._trials import (
-    TaskTable,
-    TrialsResult,
-    per_task_pass_at_k,
-    per_task_pass_hat_k,
-    task_table,
-    trials_check,
-    trials_check_table,
-)
+from tracetochain.audit._timing import TimingResult, ks_calibrated, ks_paper
+from tracetochain.audit._trials import TrialsResult, trials_check
 
 __all__ = [
-    "ALL_OUTPUTS",
-    "CERTIFICATE_KIND",
     "CERTIFICATE_SCHEMA_VERSION",
     "LAYERS",
     "OUTPUTS",
@@ -99,46 +61,42 @@ __all__ = [
     "OrderSettings",
     "OutputCertification",
     "RInfCheck",
-    "TaskTable",
     "TimingResult",
     "TimingSettings",
     "TrialsResult",
-    "artifact_aic",
     "audit",
-    "build_certificate",
-    "cauchy_combination",
-    "censoring_survival",
-    "clopper_pearson_interval",
-    "empirical_rdc",
-    "fit_states_and_chain",
     "holdout_audit",
-    "holm",
-    "homogeneity_from_counts",
     "homogeneity_test",
-    "kolmogorov_asymptotic_pvalue",
     "ks_calibrated",
-    "ks_calibrated_counts",
     "ks_paper",
-    "l_inf_distance",
-    "label_traces",
-    "lattice_ks_statistic",
-    "length_histograms",
-    "mover_p_value",
-    "order_observations",
-    "order_observations_from_codes",
     "order_test",
-    "order_test_counts",
-    "order_triplets",
-    "per_task_pass_at_k",
-    "per_task_pass_hat_k",
     "r_inf_check",
-    "r_inf_check_counts",
-    "split_indices",
     "split_traces",
-    "success_time_cdf",
-    "task_table",
-    "timing_test",
     "trials_check",
-    "trials_check_table",
-    "wilson_interval",
 ]
+
+#: Names this package exported before its public API was trimmed → the private module that defines them.
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(("ALL_OUTPUTS", "CERTIFICATE_KIND", "build_certificate"), "_certificate"),
+    **dict.fromkeys(("censoring_survival", "length_histograms"), "_censoring"),
+    **dict.fromkeys(("cauchy_combination", "holm"), "_combine"),
+    **dict.fromkeys(("clopper_pearson_interval", "empirical_rdc", "fit_states_and_chain", "l_inf_distance",
+                     "label_traces", "mover_p_value", "r_inf_check_counts", "split_indices", "wilson_interval"),
+                    "_holdout"),
+    "homogeneity_from_counts": "_homogeneity",
+    **dict.fromkeys(("artifact_aic", "order_observations", "order_observations_from_codes", "order_test_counts",
+                     "order_triplets"), "_order"),
+    **dict.fromkeys(("kolmogorov_asymptotic_pvalue", "ks_calibrated_counts", "lattice_ks_statistic",
+                     "success_time_cdf", "timing_test"), "_timing"),
+    **dict.fromkeys(("TaskTable", "per_task_pass_at_k", "per_task_pass_hat_k", "task_table", "trials_check_table"),
+                    "_trials"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tracetochain.audit' has no attribute {name!r}")
+    warnings.warn(f"tracetochain.audit.{name} is an internal building block; import it from "
+                  f"tracetochain.audit.{module}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(f"tracetochain.audit.{module}"), name)

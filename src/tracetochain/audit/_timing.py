@@ -381,7 +381,7 @@ def ks_calibrated_counts(chain: AbsorbingChain, histogram: NDArray[np.int64], *,
     chain : AbsorbingChain
         The fitted chain (its metadata supplies the refit settings unless given here).
     histogram : (3, L + 1) int array
-        Lengths of the tested traces by outcome (success, failure, censored): :func:`~tracetochain.audit.
+        Lengths of the tested traces by outcome (success, failure, censored): :func:`~tracetochain.audit._censoring.
         length_histograms`. Success times are the lengths of the successful traces.
     refit : {"same", "train", "none"}, default "same"
         ``"same"``: the chain was fitted on the tested traces; each replicate simulates one corpus of the same size,

@@ -273,7 +273,7 @@ def fit(
 def _trials_label(result: Any) -> dict[str, Any]:
     """What can be said of the chain's i.i.d. pass^k without the full audit: the trials check (cheap: per-task
     counts) when tasks repeat, else that the assumption is untested."""
-    from tracetochain.audit import trials_check_table
+    from tracetochain.audit._trials import trials_check_table
 
     res = trials_check_table(result.summary.tasks, result.chain.r_inf, seed=0)
     if not res.applicable:

@@ -5,7 +5,7 @@ The family was fitted on one part of the traces; here it meets the other part.
 * log-likelihood per held-out trace (the model-choice criterion);
 * R∞ against the held-out pass rate (:func:`tracetochain.audit.r_inf_check`, Wilson interval);
 * timing: the lattice Kolmogorov–Smirnov statistic D between the held-out success times and the compiled chain's
-  success-time law F(d) = R(d)/R∞ (:func:`tracetochain.audit.lattice_ks_statistic`), with a Monte Carlo p-value:
+  success-time law F(d) = R(d)/R∞ (:func:`tracetochain.audit._timing.lattice_ks_statistic`), with a Monte Carlo p-value:
   held-out corpora of the same shape are drawn from the model — the same number of tasks with the same numbers of
   trials, a task drawing its class once when the model's trials share one — and p = (1 + #{D* ≥ D}) / (B + 1).
   Trials of one task are not independent when tasks differ (their lengths cluster), and a null that draws them
@@ -28,17 +28,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import fmt_number
-from tracetochain.audit import (
-    RInfCheck,
-    TimingResult,
-    empirical_rdc,
-    l_inf_distance,
-    lattice_ks_statistic,
-    r_inf_check,
-    success_time_cdf,
-)
+from tracetochain.audit import RInfCheck, TimingResult, r_inf_check
 from tracetochain.audit._common import json_dict
-from tracetochain.audit._timing import UNCAPPED_SIMULATION_STEPS
+from tracetochain.audit._holdout import empirical_rdc, l_inf_distance
+from tracetochain.audit._timing import UNCAPPED_SIMULATION_STEPS, lattice_ks_statistic, success_time_cdf
 from tracetochain.exceptions import UndefinedMetricError
 from tracetochain.models._base import CompiledModel, TraceModel, simulate_runs
 from tracetochain.models._encoded import SUCCESS, EncodedTraces

@@ -284,7 +284,7 @@ def _evaluate(cand: Candidate, enc: EncodedTraces, splits: list[NDArray[np.int64
     """Fit on every split's fit part and score its held-out units; with ``checks`` also run the held-out checks
     (timing with a refitting null where the family is cheap to refit, else against the fixed model with twice the
     replicates; R∞ against the held-out pass rate; pass^k against the held-out tasks)."""
-    from tracetochain.audit import r_inf_check_counts
+    from tracetochain.audit._holdout import r_inf_check_counts
     from tracetochain.models.evaluation import timing_check
 
     out = _Scores(np.zeros(enc.n_units), [], [])
