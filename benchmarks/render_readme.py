@@ -265,7 +265,7 @@ def single_section(fit: dict[str, Any] | None, horizon: dict[str, Any] | None, a
                 rows.append([what, f"{_s(c['median_s'])}, {_mb(c['median_peak_mb'])}", target, "`bench_states.py`"])
     if audit:
         med = audit["medians"]
-        rows.append([f"audit of the SWE-bench corpus, held-out, B = {audit['bootstrap']} KS refits",
+        rows.append([f"audit of the SWE-bench corpus, held-out on 5 splits, B = {audit['bootstrap']} KS refits",
                      _s(med["audit_holdout_s"]), "< 10 s", "`bench_audit.py`"])
     if unc:
         for r in unc["results"]:
