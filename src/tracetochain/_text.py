@@ -110,7 +110,7 @@ def markdown_text(text: str, *, limit: int | None = 500) -> str:
     images, emphasis, headings or raw HTML), and a zero-width space after ``@``, in ``://`` and after ``www`` (no
     ``@mentions``, no autolinks).
 
-    >>> markdown_text("see [x](http://e) @octocat") == "see \\[x\\]\\(http\\:\u200b//e\\) @\u200boctocat"
+    >>> markdown_text("see [x](http://e) @octocat") == r"see \\[x\\]\\(http\\:\u200b//e\\) @\u200boctocat"
     True
     """
     body = _LINE_BREAKS.sub(" ", str(text))
