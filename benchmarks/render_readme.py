@@ -121,8 +121,8 @@ def scale_section(doc: dict[str, Any]) -> str:
         out += ["", "Acceptance (10M traces, 2 workers, < 8 GB in total): " + "; ".join(notes) + "."]
     if ratios:
         out += ["", "On 2 cores Dask runs at " + ", ".join(ratios) + " (the local engine already decodes Parquet on "
-                "both cores): it is there for clusters and for memory. Past 10,000 traces per half the audit's KS "
-                "replicates are simulated at 10,000 traces and rescaled by √(size ratio), so its cost stops growing; "
+                "both cores): it is there for clusters and for memory. Past 2,000 traces per half the audit's KS "
+                "replicates are simulated at 2,000 traces and rescaled by √(size ratio), so its cost stops growing; "
                 "the pass over the data is what grows."]
     calibration = _load("ks_rescale_calibration")
     if calibration:
