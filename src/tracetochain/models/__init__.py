@@ -50,10 +50,12 @@ from tracetochain.models.passk import (
     BetaBinomial,
     PassKCheck,
     PassKEstimate,
+    PassKTest,
     beta_binomial_pass_k,
     empirical_pass_k,
     model_pass_k,
     pass_k_check,
+    pass_k_test,
     task_trials,
 )
 from tracetochain.models.selection import (
@@ -65,6 +67,7 @@ from tracetochain.models.selection import (
     choose_model,
     decide,
     fit_model,
+    make_candidate,
     unit_splits,
 )
 from tracetochain.models.tasks import TaskClassModel
@@ -87,6 +90,7 @@ __all__ = [
     "ModelFit",
     "PassKCheck",
     "PassKEstimate",
+    "PassKTest",
     "TaskClassModel",
     "TraceModel",
     "beta_binomial_pass_k",
@@ -96,8 +100,10 @@ __all__ = [
     "encode_traces",
     "evaluate_heldout",
     "fit_model",
+    "make_candidate",
     "model_pass_k",
     "pass_k_check",
+    "pass_k_test",
     "sample_compiled",
     "simulate_runs",
     "task_trials",

@@ -454,3 +454,110 @@ def pass_k_check(traces: TraceTable | EncodedTraces | tuple[ArrayLikeInt, ArrayL
     known = [x for x in inside if x is not None]
     return PassKCheck(ks_t, model, est.pass_hat_k, est.pass_hat_k_interval, tuple(inside),
                       all(known) if known else None, compiled.trials, confidence)
+
+
+# ---------------------------------------------------------------------------------------------------- test
+@dataclass(frozen=True)
+class PassKTest:
+    """A calibrated test of a model's law of successes within a task (the certificate's trials layer for a model).
+
+    ``statistic`` T = Σ_k ((ê_k − m_k)/s_k)² over k = 2 … K, where ê_k is the traces' per-task unbiased pass^k, m_k
+    the model's pass^k and s_k the standard deviation of ê_k under the model for these tasks' trial counts; p is
+    the Monte Carlo rank of T among corpora of the same shape drawn from the model (:func:`pass_k_test`). None when
+    no task has two trials (``applicable`` False) or the traces are too few (``notes`` says why).
+    """
+
+    applicable: bool
+    ks: tuple[int, ...]
+    model: tuple[float, ...]
+    empirical: tuple[float | None, ...]
+    statistic: float | None
+    p_value: float | None
+    n_tasks: int
+    n_repeated_traces: int
+    n_simulations: int
+    trials: str
+    seed: int
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        from tracetochain.audit._common import json_dict
+
+        return json_dict({
+            "applicable": self.applicable, "ks": list(self.ks), "model_pass_hat_k": list(self.model),
+            "empirical_pass_hat_k": list(self.empirical), "statistic": self.statistic, "p_value": self.p_value,
+            "n_tasks": self.n_tasks, "n_repeated_traces": self.n_repeated_traces,
+            "n_simulations": self.n_simulations, "model_trials": self.trials, "seed": self.seed,
+            "notes": list(self.notes),
+            "definitions": {
+                "statistic": "sum over k = 2..K of ((per-task pass^k - model pass^k) / sd)^2, sd of the per-task "
+                             "estimate under the model for these trial counts",
+                "null": "tasks of the same trial counts drawn from the model: a task draws its class once when its "
+                        "trials share one, then each trial succeeds with the class's R_inf",
+            },
+        })
+
+
+def pass_k_test(traces: TraceTable | EncodedTraces | tuple[ArrayLikeInt, ArrayLikeInt], compiled: Any,
+                ks: Sequence[int] | None = None, *, n_simulations: int = 999, min_traces: int = 20,
+                seed: int = 0) -> PassKTest:
+    """Test a compiled model's pass^k against the traces' tasks with two or more trials (:class:`PassKTest`).
+
+    Under the model a task's trials succeed independently with probability R_c of the class c the task draws once
+    (w_c, when the model's trials share a class), or with R∞ (i.i.d. trials). The per-task estimator
+    C(c, k)/C(n, k) is unbiased for pass^k given the task (Yao et al. 2024), so its average over tasks is centred
+    on the model's Σ_c w_c R_c^k when the model is right. The test standardises each k's gap by its sd under the
+    model (from a pilot of ``n_simulations`` draws) and ranks the observed T among ``n_simulations`` fresh draws:
+    p = (1 + #{T* ≥ T}) / (B + 1). ``ks`` default 2 … the fewest trials of the tasks that have at least two (as
+    :func:`pass_k_check`). Fewer than ``min_traces`` traces in such tasks: no p-value.
+    """
+    if n_simulations < 1:
+        raise ValueError(f"n_simulations must be >= 1, got {n_simulations}")
+    c_all, n_all = _as_counts(traces)
+    multi = n_all >= 2
+    c, n = c_all[multi], n_all[multi]
+    if ks is None:
+        ks = list(range(2, int(n.min()) + 1)) if n.size else [2]
+    ks_t = tuple(int(k) for k in ks)
+    if not ks_t or min(ks_t) < 2:
+        raise ValueError(f"ks must be integers >= 2 (pass^1 is R∞, the R∞ layer's), got {ks!r}")
+    model = tuple(float(v) for v in compiled.pass_hat_k(list(ks_t)))
+    trials = str(compiled.trials)
+    none: tuple[float | None, ...] = tuple(None for _ in ks_t)
+    if not n.size:
+        return PassKTest(False, ks_t, model, none, None, None, 0, 0, n_simulations, trials, seed,
+                         ("no task has two or more trials",))
+    if n.min() < max(ks_t):
+        raise ValueError(f"every task with two or more trials needs at least k = {max(ks_t)} of them")
+    empirical = tuple(float(np.mean(per_task_pass_hat_k(c, n, k))) for k in ks_t)
+    n_rep = int(n.sum())
+    if n_rep < min_traces:
+        return PassKTest(True, ks_t, model, empirical, None, None, int(n.size), n_rep, n_simulations, trials, seed,
+                         (f"only {n_rep} traces in tasks with two or more trials; the test needs at least "
+                          f"{min_traces}",))
+    if trials == "task" and compiled.n_components > 1:
+        weights = np.asarray(compiled.component_weights, dtype=np.float64)
+        rates = np.asarray(compiled.component_r_inf(), dtype=np.float64)
+    else:
+        weights, rates = np.ones(1), np.array([float(compiled.chain.r_inf)])
+    weights = weights / weights.sum()
+    target = np.asarray(model)
+    rng = np.random.default_rng(seed)
+
+    def draw(size: int) -> NDArray[np.float64]:
+        cls = rng.choice(weights.size, size=(size, n.size), p=weights)
+        succ = rng.binomial(np.broadcast_to(n, (size, n.size)), np.clip(rates[cls], 0.0, 1.0))
+        trials_b = np.broadcast_to(n, succ.shape)
+        return np.stack([per_task_pass_hat_k(succ, trials_b, k).mean(axis=1) for k in ks_t], axis=1)
+
+    sd = draw(n_simulations).std(axis=0, ddof=1)
+    sd = np.where(sd > 0, sd, 1e-12)  # a degenerate model (R_c all 0 or 1) makes any gap infinitely unlikely
+
+    def stat(e: NDArray[np.float64]) -> NDArray[np.float64]:
+        out: NDArray[np.float64] = np.sum(((e - target) / sd) ** 2, axis=-1)
+        return out
+
+    t_obs = float(stat(np.asarray(empirical)))
+    t_star = stat(draw(n_simulations))
+    p = (1 + int(np.count_nonzero(t_star >= t_obs - 1e-9 * max(1.0, t_obs)))) / (n_simulations + 1)
+    return PassKTest(True, ks_t, model, empirical, t_obs, p, int(n.size), n_rep, n_simulations, trials, seed)

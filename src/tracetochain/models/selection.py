@@ -23,6 +23,7 @@ The chosen model is then refitted on all traces.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +83,27 @@ def _with_task_classes(winner: Candidate, size: int, seed: int, group: Grouping)
     make = winner.make
     return Candidate(f"{winner.name}+tasks(C={size})", "task-classes", size,
                      lambda: TaskClassModel(make(), size, seed=seed, group=group))
+
+
+_NAME = re.compile(r"^(markov|duration|lifted\(k=(\d+)\)|hmm\(K=(\d+)\)|mixture\(C=(\d+)\))(?:\+tasks\(C=(\d+)\))?$")
+
+
+def make_candidate(name: str, *, seed: int = 0, group: Grouping = "auto") -> Candidate:
+    """The candidate a model-choice table names (``"lifted(k=3)"``, ``"hmm(K=4)"``, ``"duration+tasks(C=2)"`` …),
+    built as :func:`choose_model` builds it (same seed and grouping), e.g. to refit it on the fit half of a split.
+
+    >>> make_candidate("lifted(k=3)+tasks(C=2)").family
+    'task-classes'
+    """
+    m = _NAME.match(name)
+    if m is None:
+        raise ValueError(f"not a candidate name: {name!r} (e.g. markov, duration, lifted(k=2), hmm(K=3), "
+                         "mixture(C=2), duration+tasks(C=2))")
+    base, k, hidden, classes, tasks = m.groups()
+    family = base.split("(")[0]
+    size = int(k or hidden or classes or 0)
+    cand = _make(family, size, seed, group)
+    return _with_task_classes(cand, int(tasks), seed, group) if tasks else cand
 
 
 @dataclass(frozen=True)
@@ -397,7 +419,7 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
                  sizes: Mapping[str, Sequence[int]] | None = None, n_splits: int = 5, test_fraction: float = 0.2,
                  z_threshold: float | None = None, group: Grouping = "auto", seed: int = 0, refit: bool = True,
                  state_names: Sequence[str] | None = None, with_task_classes: bool = True, checks: bool = True,
-                 n_timing_bootstrap: int = 49) -> ModelChoice:
+                 n_timing_bootstrap: int = 49, splits: Sequence[NDArray[np.int64]] | None = None) -> ModelChoice:
     """Pick a model family (and its size) by held-out log-likelihood over repeated splits (module docstring).
 
     Parameters
@@ -432,7 +454,13 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
         ``sizes["tasks"]``) on the best structure of the first round.
     state_names : sequence of str, optional
         The alphabet (default: the labels seen in all traces — labels are observations, not fitted quantities).
+    splits : sequence of int arrays, optional
+        The held-out units of every split, given instead of drawn (``n_splits`` is then their number): how
+        :func:`~tracetochain.analysis.analyze` scores the candidates on the halves its certificate holds out (unit
+        hashes of trace or task ids). Every split must hold out at least one unit and keep at least one.
     """
+    if splits is not None:
+        n_splits = len(splits)
     if n_splits < 1:
         raise ValueError(f"n_splits must be >= 1, got {n_splits}")
     enc = encode_traces(traces, tuple(state_names) if state_names is not None else None, group=group)
@@ -448,14 +476,21 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
                            "markov", (), model, 0, test_fraction, enc.grouped_by, enc.n_units, enc.n_traces,
                            z_threshold if z_threshold is not None else math.nan, seed,
                            ("insufficient evidence to choose a family",))
-    splits = unit_splits(enc.n_units, n_splits, test_fraction, seed)
+    if splits is None:
+        held_out = unit_splits(enc.n_units, n_splits, test_fraction, seed)
+    else:
+        held_out = [np.unique(np.asarray(s, dtype=np.int64)) for s in splits]
+        for i, s in enumerate(held_out):
+            if s.size == 0 or s.size >= enc.n_units or s.min() < 0 or s.max() >= enc.n_units:
+                raise ValueError(f"split {i} must hold out between 1 and {enc.n_units - 1} of the {enc.n_units} "
+                                 f"units (indices 0 … {enc.n_units - 1}); it holds out {s.size}")
     held = np.zeros(enc.n_units)
-    for s in splits:
+    for s in held_out:
         held[s] += 1
     evaluated = held > 0
     unit_traces = np.bincount(enc.unit, minlength=enc.n_units)
     n_eval_traces = int(unit_traces[evaluated].sum())
-    scores: dict[str, _Scores] = {c.name: _evaluate(c, enc, splits, seed=seed) for c in cands}
+    scores: dict[str, _Scores] = {c.name: _evaluate(c, enc, held_out, seed=seed) for c in cands}
     by_name = {c.name: c for c in cands}
 
     def mean_units(name: str) -> NDArray[np.float64]:
@@ -476,7 +511,7 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     if enc.grouped_by == "task" and task_sizes and by_name[winner].family != "mixture" and with_task_classes:
         extra = [_with_task_classes(by_name[winner], int(k), seed, group) for k in task_sizes]
         for c in extra:
-            scores[c.name] = _evaluate(c, enc, splits, seed=seed)
+            scores[c.name] = _evaluate(c, enc, held_out, seed=seed)
             by_name[c.name] = c
             cands.append(c)
             params[c.name] = int(np.median(scores[c.name].params)) if scores[c.name].params else None
@@ -496,7 +531,7 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
         checked = {"markov", chosen, *(nm for _, nm in best_of.values())}
         for c in fine:
             if c.name in checked:
-                again = _evaluate(c, enc, splits, checks=True, n_timing=n_timing_bootstrap, seed=seed)
+                again = _evaluate(c, enc, held_out, checks=True, n_timing=n_timing_bootstrap, seed=seed)
                 if again.error is None:
                     sc = scores[c.name]
                     sc.timing_p, sc.r_inf_holds = again.timing_p, again.r_inf_holds
