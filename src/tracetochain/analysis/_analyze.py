@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +34,7 @@ from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
 from tracetochain.analysis._audit import AuditSettings, audit_summary
 from tracetochain.analysis._intervals import design_effect, summary_ensemble
+from tracetochain.analysis._models import DEFAULT_MODEL_REFITS
 from tracetochain.analysis._summary import (
     CorpusSummary,
     SummarySpec,
@@ -43,8 +44,12 @@ from tracetochain.analysis._summary import (
 )
 from tracetochain.audit._certificate import Certificate
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
-from tracetochain.exceptions import EmptyTraceSetError, TraceValidationError
+from tracetochain.exceptions import ChainValidationError, EmptyTraceSetError, TraceValidationError
 from tracetochain.traces import IngestReport, TraceTable
+
+if TYPE_CHECKING:
+    from tracetochain.analysis._models import ModelSelection
+    from tracetochain.metrics import ReliabilitySummary
 from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, unit_hashes
 
 UNSEEN_STATE = "(unseen)"
@@ -258,6 +263,34 @@ class AnalysisResult(ResultDisplay):
     timings: dict[str, float] = field(default_factory=dict)
     #: The traces themselves when they were analysed in memory (None for a partitioned corpus).
     traces: TraceTable | None = field(default=None, repr=False)
+    #: How the model was chosen (``analyze(model="auto" | family)``): the candidates side by side, the reason, and —
+    #: unless the first-order chain stayed — the compiled model behind ``chain`` (None with ``model="markov"``).
+    model_choice: ModelSelection | None = field(default=None, repr=False)
+
+    @property
+    def model_name(self) -> str:
+        """The model behind ``chain``: ``"markov"`` or the chosen candidate (e.g. ``"lifted(k=3)+tasks(C=2)"``)."""
+        return "markov" if self.model_choice is None else self.model_choice.chosen
+
+    @property
+    def compiled(self) -> Any:
+        """The chosen model compiled to ``chain`` with its map back to the observed states (None for the first-order
+        chain, whose states are the observed ones)."""
+        return None if self.model_choice is None else self.model_choice.compiled
+
+    def metrics(self, *, horizon: int = 50, ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01
+                ) -> ReliabilitySummary:
+        """:func:`~tracetochain.summarize` of ``chain``, with the chosen model's own pass^k / pass@k when its trials of
+        one task share a class (Σ_c w_c R_c^k instead of R∞^k)."""
+        from dataclasses import replace
+
+        from tracetochain.metrics import summarize
+
+        out = summarize(self.chain, horizon=horizon, ks=tuple(ks), delta=delta)
+        own = None if self.model_choice is None else self.model_choice.pass_k(list(out.ks))
+        if own is not None:
+            out = replace(out, pass_hat_k=own[0], pass_at_k=own[1])
+        return out
 
     @property
     def pass_rate(self) -> float:
@@ -275,21 +308,25 @@ class AnalysisResult(ResultDisplay):
 
     def states_document(self) -> dict[str, Any]:
         """The taxonomy: the learned model's, or the traces' labels with their step counts."""
+        names = self.summary.state_names  # the observed states (the chain's unless a model expanded them)
         if self.state_model is not None and hasattr(self.state_model, "to_dict"):
             doc: dict[str, Any] = self.state_model.to_dict()
-            if UNSEEN_STATE in self.chain.state_names:
-                doc["unseen_steps"] = int(self.summary.visits[self.chain.state_names.index(UNSEEN_STATE)])
+            if UNSEEN_STATE in names:
+                doc["unseen_steps"] = int(self.summary.visits[names.index(UNSEEN_STATE)])
             return doc
         visits = self.summary.visits
         total = int(visits.sum())
-        return {"method": "label", "state_names": list(self.chain.state_names),
+        return {"method": "label", "state_names": list(names),
                 "taxonomy": [{"name": n, "n_steps": int(v), "share_of_steps": int(v) / max(1, total),
-                              "composition": {n: 1.0}} for n, v in zip(self.chain.state_names, visits, strict=True)],
+                              "composition": {n: 1.0}} for n, v in zip(names, visits, strict=True)],
                 "settings": {"n_steps": total}, "silhouette_by_k": {}}
 
     def intervals(self, *, horizon: int = 50, ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01
                   ) -> dict[str, Any] | None:
-        """An interval for every reported metric (:func:`~tracetochain.uncertainty.interval_summary`)."""
+        """An interval for every reported metric (:func:`~tracetochain.uncertainty.interval_summary`; for a chosen
+        model other than the first-order chain, from its refits over units, without per-state intervals)."""
+        if self.model_choice is not None and not self.model_choice.first_order:
+            return self.model_choice.intervals(horizon=horizon, ks=ks, delta=delta)
         if self.ensemble is None:
             return None
         from tracetochain.uncertainty import interval_summary
@@ -301,7 +338,8 @@ class AnalysisResult(ResultDisplay):
         return {"kind": "tracetochain.analysis", "source": {k: v for k, v in self.source.items() if k != "report"}
                 | {"ingest": rep.to_dict()}, "settings": self.settings, "chain": self.chain.to_dict(),
                 "certificate": None if self.certificate is None else self.certificate.to_dict(),
-                "pass_rate": self.pass_rate, "design_effect": self.design_effect, "timings": self.timings}
+                "pass_rate": self.pass_rate, "design_effect": self.design_effect, "timings": self.timings,
+                "model_choice": None if self.model_choice is None else self.model_choice.to_dict()}
 
     def __str__(self) -> str:
         n = self.summary.counts.n_traces
@@ -311,6 +349,12 @@ class AnalysisResult(ResultDisplay):
         if self.ensemble is not None:
             s = self.ensemble.stats("r_inf")
             lines[-1] += f", {s.confidence:.0%} interval [{s.lower:.4f}, {s.upper:.4f}] ({self.ensemble.method})"
+        if self.model_choice is not None:
+            iv = self.intervals()
+            if iv is not None and iv["metrics"]["r_inf"]["lower"] is not None:
+                q = iv["metrics"]["r_inf"]
+                lines[-1] += f", {iv['confidence']:.0%} interval [{q['lower']:.4f}, {q['upper']:.4f}] ({iv['method']})"
+            lines.insert(1, f"model: {self.model_choice.chosen} — {self.model_choice.reason}")
         if self.certificate is not None:
             lines += ["", str(self.certificate)]
         return "\n".join(lines)
@@ -333,11 +377,12 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             on_error: str = "raise", engine: Any = None, states: Any = "label",
             state_options: dict[str, Any] | None = None, pseudocount: float | None = None, prior: str | None = None,
             unvisited: str = "auto", initial: str = "empirical", audit: bool | AuditSettings = True,
-            n_splits: int = 5, test_fraction: float = 0.5, split_by: Literal["trace", "task"] = "trace",
+            n_splits: int = 5, test_fraction: float = 0.5, split_by: Literal["trace", "task"] | None = None,
             intervals: Intervals | None = "posterior", n_samples: int | None = None, confidence: float = 0.95,
             horizon: int | None = None, seed: int = 0, state_sample: int = DEFAULT_STATE_SAMPLE,
             check_traces: bool = True, progress: Callable[[str], None] | None = None,
-            partition_options: dict[str, Any] | None = None, **audit_options: Any) -> AnalysisResult:
+            partition_options: dict[str, Any] | None = None, model: str = "markov",
+            model_options: dict[str, Any] | None = None, **audit_options: Any) -> AnalysisResult:
     """Fit, audit and bound a corpus in one pass (module docstring).
 
     Parameters
@@ -357,7 +402,9 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         Run the certificate; ``audit_options`` are :class:`AuditSettings` fields (``level``, ``n_bootstrap``,
         ``n_permutations``, ``order_criterion``, ``max_steps``, ``holdout`` …).
     n_splits, test_fraction, split_by
-        The repeated held-out splits (random halves by trace id, or by task id).
+        The repeated held-out splits (random halves by trace id, or by task id). ``split_by`` default: by trace,
+        except with a ``model`` other than ``"markov"`` when task ids repeat (then by task: the families' likelihood
+        unit, so a held-out task is a new task).
     intervals : {"posterior", "bootstrap"} or None, default "posterior"
         The ensemble behind the intervals; ``n_samples`` draws (default 2000 posterior, 200 bootstrap).
     confidence : float, default 0.95
@@ -367,6 +414,14 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         Seeds the splits, the bootstrap weights and every test.
     state_sample : int
         Largest fit-half sample learned states are fitted on (partitioned corpora).
+    model : {"markov", "auto", "mixture", "lifted", "hmm", "duration"}, default "markov"
+        The model of the traces. ``"markov"``: the first-order chain on the states. ``"auto"``: the model family
+        (and size) with the best held-out log-likelihood over the analysis's own splits, kept only when it beats the
+        first-order chain by enough standard errors; a family name: that family at its best size. The certificate,
+        the intervals (refits over units) and every metric are then the chosen model's; ``result.model_choice``
+        holds the candidates side by side and why one was chosen (:mod:`tracetochain.analysis._models`). Needs the
+        traces in memory (not a partitioned corpus). ``model_options``: ``sizes`` per family, ``candidates`` (with
+        ``"auto"``), ``z_threshold``, ``with_task_classes`` (:func:`~tracetochain.models.choose_model`).
 
     Examples
     --------
@@ -377,6 +432,12 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     ('certified', True)
     """
     step = progress or (lambda stage: None)
+    from tracetochain.analysis._models import MODEL_CHOICES
+
+    if model not in MODEL_CHOICES:
+        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {model!r}")
+    if model == "markov" and model_options:
+        raise TypeError("model_options apply to a model other than 'markov' (auto or a family)")
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if intervals not in ("posterior", "bootstrap", None):
@@ -399,6 +460,15 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     parts, src, reader_name = plan_input(source, engine=eng, reader=reader, on_error=on_error,
                                          reader_options=dict(reader_options or {}),
                                          partition_options=dict(partition_options or {}))
+    in_memory = parts[0].traces if len(parts) == 1 and isinstance(parts[0], MemoryPartition) else None
+    if model != "markov" and in_memory is None:
+        if owns and eng is not None:
+            eng.close()
+        raise ValueError(f"model={model!r} fits the model families on the traces in memory, and {src} is read "
+                         "partition by partition (--engine). Run without --engine (the corpus is then read into "
+                         "memory), or keep model='markov' for a corpus that does not fit in memory")
+    if split_by is None:
+        split_by = "task" if model != "markov" and in_memory is not None and _tasks_repeat(in_memory) else "trace"
     spec = SummarySpec(seed=seed, n_splits=n_splits if run_audit and settings_audit.holdout else 0,
                        test_fraction=test_fraction, split_by=split_by,
                        n_replicates=n_draws if intervals == "bootstrap" else 0,
@@ -406,14 +476,14 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                        include_outcomes=settings_audit.include_outcomes)
     try:
         step("states")
-        model, vocab = resolve_states(states, dict(state_options or {}), parts, spec, on_error, state_sample)
+        state_model, vocab = resolve_states(states, dict(state_options or {}), parts, spec, on_error, state_sample)
         if intervals is not None:  # refuse draws that cannot fit before the replicates are accumulated
-            known = _known_state_count(model, vocab, parts)
+            known = _known_state_count(state_model, vocab, parts)
             if known is not None:
                 check_ensemble_size(n_draws, known)
         t1 = time.perf_counter()
         step("summarising")
-        acc = summarize_parts(parts, eng, on_error=on_error, model=model, spec=spec, check_traces=check_traces)
+        acc = summarize_parts(parts, eng, on_error=on_error, model=state_model, spec=spec, check_traces=check_traces)
     finally:
         if owns and eng is not None:
             eng.close()
@@ -425,8 +495,8 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                                        hint=f"add it to the state list ({len(missing)} label(s) missing) or relabel "
                                             "those steps")
         acc = reindex_summary(acc, tuple(vocab))
-    elif model is not None:
-        names = tuple(model.state_names) + ((UNSEEN_STATE,) if UNSEEN_STATE in acc.state_names else ())
+    elif state_model is not None:
+        names = tuple(state_model.state_names) + ((UNSEEN_STATE,) if UNSEEN_STATE in acc.state_names else ())
         acc = reindex_summary(acc, names)
     if acc.counts.n_fitted_traces == 0 or acc.n_states == 0:
         n = acc.counts.n_traces
@@ -436,15 +506,15 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     t2 = time.perf_counter()
     step("chain")
     chain = estimate_chain(acc.counts, prior=prior_obj, unvisited=policy, initial=initial)
-    if model is not None and hasattr(model, "to_dict"):
-        chain = chain.with_metadata(states=model.to_dict())
+    if state_model is not None and hasattr(state_model, "to_dict"):
+        chain = chain.with_metadata(states=state_model.to_dict())
     if acc.base.costs is not None:  # the per-state usage of the same steps (tokens, dollars, seconds)
         chain = chain.with_metadata(costs=acc.base.costs.reindexed(chain.state_names).to_dict())
     certificate = None
     if run_audit:
         step("audit")
         certificate = audit_summary(acc, chain, prior=prior_obj, unvisited=policy, initial=initial,
-                                    settings=settings_audit, seed=seed, horizon=horizon, state_model=model,
+                                    settings=settings_audit, seed=seed, horizon=horizon, state_model=state_model,
                                     extra_settings={"states": _describe_states(states), "n_splits": spec.n_splits,
                                                     "split_by": split_by, "test_fraction": test_fraction})
     t3 = time.perf_counter()
@@ -455,6 +525,18 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         ensemble = summary_ensemble(acc, chain, method=intervals, prior=prior_obj, unvisited=policy, initial=initial,
                                     n_samples=n_draws, seed=seed, confidence=confidence)
     t4 = time.perf_counter()
+    selection = None
+    if model != "markov":
+        assert in_memory is not None
+        chain, certificate, ensemble, selection = _model_path(
+            in_memory, model, acc=acc, chain=chain, certificate=certificate, ensemble=ensemble, state_model=state_model,
+            split_by=split_by, test_fraction=test_fraction, n_splits=n_splits, seed=seed,
+            audit=settings_audit if run_audit else None, holdout=settings_audit.holdout, horizon=horizon,
+            prior=prior_obj, unvisited=policy, initial=initial,
+            n_refits=(n_draws if intervals == "bootstrap" and n_samples is not None else DEFAULT_MODEL_REFITS)
+            if intervals is not None else 0, confidence=confidence, states=states, progress=step,
+            options=model_options)
+    t5 = time.perf_counter()
     report = _ingest_report(acc, src, reader_name)
     for part in parts:  # what a reader keeps beside the step table travels with the traces it read
         if isinstance(part, MemoryPartition):
@@ -470,10 +552,73 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                 "split_by": split_by, "test_fraction": test_fraction, "intervals": intervals,
                 "n_samples": n_draws if intervals else None, "confidence": confidence,
                 "resample_by": spec.resample_by}
-    in_memory = parts[0].traces if len(parts) == 1 and isinstance(parts[0], MemoryPartition) else None
-    return AnalysisResult(chain, certificate, ensemble, acc, model, source_doc, settings,
-                          {"read_and_states": t1 - t0, "summaries": t2 - t1, "audit": t3 - t2,
-                           "intervals": t4 - t3}, in_memory)
+    timings = {"read_and_states": t1 - t0, "summaries": t2 - t1, "audit": t3 - t2, "intervals": t4 - t3}
+    if selection is not None:
+        settings["model"] = model
+        timings["model"] = t5 - t4
+    return AnalysisResult(chain, certificate, ensemble, acc, state_model, source_doc, settings, timings, in_memory,
+                          selection)
+
+
+def _tasks_repeat(traces: TraceTable) -> bool:
+    """Some task id has two or more usable traces."""
+    from tracetochain.analysis._models import _repeats
+
+    return "task_id" in traces.columns and traces.n_traces > 0 and _repeats(traces)
+
+
+def _model_path(traces: TraceTable, model: str, *, acc: CorpusSummary, chain: AbsorbingChain,
+                certificate: Certificate | None, ensemble: Any, state_model: Any, split_by: str, test_fraction: float,
+                n_splits: int, seed: int, audit: AuditSettings | None, holdout: bool, horizon: int | None,
+                prior: ChainPrior, unvisited: str, initial: str, n_refits: int, confidence: float, states: Any,
+                progress: Callable[[str], None], options: dict[str, Any] | None
+                ) -> tuple[AbsorbingChain, Certificate | None, Any, Any]:
+    """Choose the model (``analysis._models``) and, unless the first-order chain stays, put the chosen model's compiled
+    chain, certificate and intervals in place of the first-order ones."""
+    from tracetochain.analysis._models import model_certificate, select_model
+
+    if not holdout:
+        raise ValueError(f"model={model!r} chooses and certifies on held-out splits; drop the in-sample audit "
+                         "(--in-sample / holdout=False)")
+    codes, names = label_steps(traces, state_model)
+    longest = int(np.flatnonzero(acc.all_lengths.sum(axis=0))[-1]) if acc.n_usable else 0
+    D = longest if horizon is None else int(horizon)
+
+    def split_chain(s: int) -> AbsorbingChain | None:
+        if s >= acc.spec.n_splits:
+            return None
+        counts = acc.split_fit_counts(s)
+        if counts.n_fitted_traces == 0:
+            return None
+        try:
+            return estimate_chain(counts, prior=prior, unvisited=unvisited, initial=initial)
+        except ChainValidationError:
+            return None
+
+    selection, layers = select_model(traces, codes, names, acc.state_names, requested=model, split_by=split_by,
+                                     test_fraction=test_fraction, n_splits=n_splits, seed=seed, audit=audit,
+                                     first_order=certificate, first_order_split_chain=split_chain, horizon=D,
+                                     n_refits=n_refits, confidence=confidence, progress=progress,
+                                     options=options)
+    if selection.first_order:
+        return chain, certificate, ensemble, selection
+    compiled = selection.compiled
+    E = compiled.emission
+    observable = bool(np.all((E == 0) | (E == 1)))
+    shows: dict[str, Any] = ({"shows": [compiled.observed_names[int(j)] for j in np.argmax(E, axis=1)]} if observable
+                             else {"emission": [[float(x) for x in row] for row in E]})
+    model_chain = compiled.chain.with_metadata(model={
+        "name": selection.chosen, "family": selection.family, "observed_states": list(compiled.observed_names),
+        "trials": compiled.trials, "class_weights": [float(w) for w in compiled.component_weights],
+        "class_of_state": [int(c) for c in compiled.component], **shows,
+        "note": "pass^k of this model is Σ_c w_c R_c^k when trials of a task share a class (trials 'task'), not "
+                "R∞^k"})
+    cert = None
+    if audit is not None and layers is not None:
+        cert = model_certificate(selection, layers, audit, horizon=D, settings={
+            "states": _describe_states(states), "n_splits": n_splits, "split_by": split_by,
+            "test_fraction": test_fraction, "seed": seed})
+    return model_chain, cert, None, selection
 
 
 def _ingest_report(acc: CorpusSummary, source: str, fmt: str) -> IngestReport:

@@ -56,6 +56,17 @@ class Comparison(ResultDisplay):
     #: Cost per success of A and B and its change with an interval, per cost metric both sets carry (see
     #: :func:`cost_deltas`); empty when neither has cost data.
     costs: tuple[dict[str, Any], ...] = ()
+    #: With ``model=`` other than "markov": the model both sets were fitted with (its R∞, ΔR∞ and ΔR(d) replace the
+    #: first-order chains' above; :class:`~tracetochain.analysis._models.ModelComparison`).
+    model: Any = None
+
+    @property
+    def r_inf(self) -> tuple[float, float]:
+        """R∞ of A and of B: the chosen model's when there is one, else the first-order chains'."""
+        if self.model is not None:
+            a, b = self.model.compiled
+            return float(a.chain.r_inf), float(b.chain.r_inf)
+        return self.chain_a.r_inf, self.chain_b.r_inf
 
     @property
     def insufficient(self) -> bool:
@@ -93,20 +104,24 @@ class Comparison(ResultDisplay):
                 "min_traces_per_side": self.min_traces, "n_usable": list(self.n_usable),
                 "pass_rate": {"a": self.pass_rates[0], "b": self.pass_rates[1]},
                 "design_effect": {"a": self.design_effects[0], "b": self.design_effects[1]},
-                "r_inf": {"a": self.chain_a.r_inf, "b": self.chain_b.r_inf},
+                "r_inf": {"a": self.r_inf[0], "b": self.r_inf[1]},
                 "delta_r_inf": self.delta_r_inf, "delta_r_inf_interval": list(self.delta_r_inf_interval),
                 "horizon": self.horizon, "delta_reliability": self.delta_reliability,
                 "delta_reliability_lower": self.delta_reliability_lower,
                 "delta_reliability_upper": self.delta_reliability_upper, "homogeneity": self.homogeneity.to_dict(),
                 "changed_transitions": list(self.changed_transitions), "confidence": self.confidence,
                 "method": self.method, "samples": self.samples, "seed": self.seed,
-                "state_names": list(self.chain_a.state_names), "costs": list(self.costs)}
+                "state_names": list(self.chain_a.state_names), "costs": list(self.costs),
+                **({"model": self.model.to_dict()} if self.model is not None else {})}
 
     def __str__(self) -> str:
-        lines = [self.verdict, f"  R∞: {self.names[0]} {self.chain_a.r_inf:.4f}, {self.names[1]} "
-                               f"{self.chain_b.r_inf:.4f} ({self.confidence:.0%} {self.method}, {self.samples} draws; "
+        lines = [self.verdict, f"  R∞: {self.names[0]} {self.r_inf[0]:.4f}, {self.names[1]} "
+                               f"{self.r_inf[1]:.4f} ({self.confidence:.0%} {self.method}, {self.samples} draws; "
                                f"usable traces {self.n_usable[0]} / {self.n_usable[1]})",
                  "  " + str(self.homogeneity)]
+        if self.model is not None:
+            lines.insert(1, f"  model: {self.model.chosen} — {self.model.reason}; the state test and the "
+                            "transitions below are the first-order chains'")
         lines += [f"  {_cost_line(c, self.names)}" for c in self.costs]
         if self.changed_transitions:
             lines.append("  transitions that changed most:")
@@ -127,8 +142,10 @@ class Comparison(ResultDisplay):
         lo, hi = self.delta_r_inf_interval
         lines = [f"### {md_text(self.verdict)}", "", f"| | {a} | {b} | Δ ({self.confidence:.0%} interval) |",
                  "|---|---|---|---|",
-                 f"| R∞ | {self.chain_a.r_inf:.3f} | {self.chain_b.r_inf:.3f} | {self.delta_r_inf:+.3f} "
+                 f"| R∞ | {self.r_inf[0]:.3f} | {self.r_inf[1]:.3f} | {self.delta_r_inf:+.3f} "
                  f"[{lo:+.3f}, {hi:+.3f}] |"]
+        if self.model is not None:
+            lines[0:0] = [f"Model: {cell(self.model.chosen)} — {md_text(self.model.reason)}", ""]
         for d in (10, 20, 50):
             if d <= self.horizon:
                 lo_d, hi_d = self.delta_reliability_lower[d], self.delta_reliability_upper[d]
@@ -234,13 +251,23 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
             prior: str | None = None, horizon: int = 50, samples: int = 200,
             method: Literal["bootstrap", "posterior"] = "bootstrap", confidence: float = 0.95, seed: int = 0,
             level: float = 0.05, min_row_count: int = 5, top: int = 5, min_traces: int = MIN_TRACES_PER_SIDE,
-            partition_options: dict[str, Any] | None = None) -> Comparison:
+            partition_options: dict[str, Any] | None = None, model: str = "markov",
+            model_options: dict[str, Any] | None = None) -> Comparison:
     """Compare B with A (module docstring): ΔR∞ and ΔR(d) with intervals, per-state homogeneity, biggest moves.
 
     ``a`` and ``b`` are TraceTables or paths (any reader; canonical Parquet/JSONL corpora partition by partition with
     an ``engine``). Seeds: A's replicates use ``seed``, B's ``seed + 1``; the same inputs give the same numbers on
     every engine and every partitioning.
+
+    ``model`` other than ``"markov"`` (``"auto"`` or a family, as :func:`~tracetochain.analysis.analyze`): one model
+    family and size, chosen on A ∪ B by held-out log-likelihood (or asked for), is fitted on each set; R∞, ΔR∞ and
+    ΔR(d) are then that model's, with intervals from ``samples`` refits over each set's units
+    (:func:`~tracetochain.analysis._models.compare_models`). Needs both sets in memory.
     """
+    from tracetochain.analysis._models import MODEL_CHOICES
+
+    if model not in MODEL_CHOICES:
+        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {model!r}")
     if samples < 2:
         raise ValueError(f"samples must be >= 2, got {samples}")
     if not 0.0 < confidence < 1.0:
@@ -260,22 +287,22 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
                                        partition_options=popts)
         # One state model for both: learned on a seeded sample of both corpora (no held-out split here).
         learn_spec = SummarySpec(seed=seed, n_splits=0)
-        model, vocab = resolve_states(states, dict(state_options or {}), [*parts_a, *parts_b], learn_spec, on_error,
-                                      50_000)
+        state_model, vocab = resolve_states(states, dict(state_options or {}), [*parts_a, *parts_b], learn_spec,
+                                            on_error, 50_000)
         summaries = []
         for k, parts in enumerate((parts_a, parts_b)):
             spec = SummarySpec(seed=seed + k, n_splits=0, n_replicates=samples if method == "bootstrap" else 0,
                                resample_by="task")
-            summaries.append(summarize_parts(parts, eng, on_error=on_error, model=model, spec=spec))
+            summaries.append(summarize_parts(parts, eng, on_error=on_error, model=state_model, spec=spec))
     finally:
         if owns and eng is not None:
             eng.close()
     sa, sb = summaries
     if vocab is not None:
         union = tuple(vocab)
-    elif model is not None:
+    elif state_model is not None:
         seen = set(sa.state_names) | set(sb.state_names)
-        union = tuple(model.state_names) + ((UNSEEN_STATE,) if UNSEEN_STATE in seen else ())
+        union = tuple(state_model.state_names) + ((UNSEEN_STATE,) if UNSEEN_STATE in seen else ())
     else:
         union = sa.state_names + tuple(s for s in sb.state_names if s not in set(sa.state_names))
     check_ensemble_size(samples, len(union))  # each side's replicates on the shared vocabulary
@@ -307,6 +334,11 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
                                     n_traces=(sa.n_usable, sb.n_usable),
                                     boot=(sa.boot, sb.boot) if method == "bootstrap" else None, seed=seed)
     (ra, ca, da), (rb, cb, db) = draws
+    chosen = None
+    if model != "markov":
+        chosen = _compare_models(model, parts_a, parts_b, state_model=state_model, union=union, seed=seed,
+                                 samples=samples, horizon=horizon, options=model_options)
+        (ra, rb), (ca, cb) = chosen.r_inf_draws, chosen.reliability_draws
     n = min(ra.size, rb.size)
     alpha = (1 - confidence) / 2
     diff = rb[:n] - ra[:n]
@@ -320,11 +352,36 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
             moves.append({"from": union[i], "to": targets[j], "a": float(Pa[i, j]), "b": float(Pb[i, j]),
                           "delta": float(Pb[i, j] - Pa[i, j])})
     moves.sort(key=lambda t: -abs(t["delta"]))
-    return Comparison(names, chain_a, chain_b, chain_b.r_inf - chain_a.r_inf,
+    rel_a, rel_b = chain_a.reliability(horizon), chain_b.reliability(horizon)
+    r_a, r_b = chain_a.r_inf, chain_b.r_inf
+    if chosen is not None:
+        ma, mb = chosen.compiled
+        rel_a, rel_b, r_a, r_b = ma.chain.reliability(horizon), mb.chain.reliability(horizon), ma.chain.r_inf, \
+            mb.chain.r_inf
+    return Comparison(names, chain_a, chain_b, r_b - r_a,
                       (float(np.quantile(diff, alpha)), float(np.quantile(diff, 1 - alpha))), horizon,
-                      [float(x) for x in chain_b.reliability(horizon) - chain_a.reliability(horizon)],
+                      [float(x) for x in rel_b - rel_a],
                       [float(x) for x in np.quantile(curve_diff, alpha, axis=0)],
                       [float(x) for x in np.quantile(curve_diff, 1 - alpha, axis=0)], homog, tuple(moves[:top]),
-                      confidence, samples, seed, method, (sa.n_usable, sb.n_usable),
+                      confidence, samples, seed, method if chosen is None else "bootstrap (model refits)",
+                      (sa.n_usable, sb.n_usable),
                       (sa.n_success / max(1, sa.n_usable), sb.n_success / max(1, sb.n_usable)), (float(da), float(db)),
-                      int(min_traces), costs)
+                      int(min_traces), costs, chosen)
+
+
+def _compare_models(model: str, parts_a: list[Any], parts_b: list[Any], *, state_model: Any, union: tuple[str, ...],
+                    seed: int, samples: int, horizon: int, options: dict[str, Any] | None) -> Any:
+    """The model side of a comparison (both sets in memory, labelled with the comparison's states)."""
+    from tracetochain.analysis._analyze import label_steps
+    from tracetochain.analysis._models import compare_models
+
+    labelled = []
+    for parts in (parts_a, parts_b):
+        if not (len(parts) == 1 and isinstance(parts[0], MemoryPartition)):
+            raise ValueError(f"model={model!r} fits the model families on the traces in memory; compare without "
+                             "--engine (the sets are then read into memory), or keep model='markov'")
+        traces = parts[0].traces
+        codes, names = label_steps(traces, state_model)
+        labelled.append(traces.with_states(codes, list(names)))
+    return compare_models((labelled[0], labelled[1]), union, requested=model, seed=seed, samples=samples,
+                          horizon=horizon, options=options)

@@ -1,0 +1,837 @@
+"""Model choice inside the one analysis: ``analyze(..., model="auto" | family)`` and what the report shows of it.
+
+With ``model="markov"`` (the default) :func:`~tracetochain.analysis.analyze` fits the first-order chain and nothing
+here runs. Otherwise, on the labelled traces in memory:
+
+1. **Units and splits.** The likelihood unit is the task when task ids repeat (trials of one task may share their
+   difficulty; a held-out task is then a new task), else the trace. The held-out halves are the analysis's own:
+   split s holds a unit out iff u(hash of its id, seed, s) < ``test_fraction`` (``traces._hashing``), so the
+   first-order certificate and every candidate are checked on the same halves.
+2. **Choice** by held-out log-likelihood (:func:`~tracetochain.models.choose_model`: a candidate must beat the
+   first-order chain by a Bonferroni z over the units' paired gains; among those that do, the fewest parameters within
+   one standard error of the best). A family name (``"lifted"``, ``"hmm"`` …) keeps that family and picks its size
+   the same way.
+3. **Checks.** The first-order chain, the choice and the best candidate of every family meet the certificate's
+   held-out layers on every split: R∞ against the held-out pass rate (censoring-aware), timing (the family's own KS
+   test of the held-out success times with a null that refits it on redrawn fit halves where that is cheap, else
+   holds it fixed) and, when tasks repeat, trials (:func:`~tracetochain.models.pass_k_test`: the model's pass^k law
+   against the held-out tasks). Per layer the split p-values are combined (Cauchy) and Holm is applied over the fixed
+   family of layers — the certificate's own rule (``audit._certificate``).
+4. **Certificate of the choice.** For a family other than the first-order chain, its certificate is built from its
+   own checks; the order layer does not apply (the family models memory, a clock or hidden states, so "the next step
+   depends on the current observed state only" is not its assumption): what-ifs and sensitivities on its expanded
+   states are then untested, never silently certified.
+5. **Intervals** of the compiled model: its family refitted (same size) on units resampled with Poisson(1) weights
+   of their id hash (the analysis's bootstrap rule); per-state intervals do not exist (the expanded states differ
+   between refits) and are marked unavailable.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from tracetochain.analysis._audit import (
+    MIN_HALF,
+    MIN_TIMES,
+    AuditSettings,
+    _combine,
+    _observable_success,
+    _survival,
+    _too_few_times,
+)
+from tracetochain.audit._certificate import Certificate, LayerResult, apply_holm, build_certificate
+from tracetochain.audit._common import fmt, json_dict
+from tracetochain.audit._holdout import l_inf_distance, r_inf_check_counts
+from tracetochain.audit._trials import MIN_REPEATED_TRACES
+from tracetochain.chain import AbsorbingChain
+from tracetochain.exceptions import TraceToChainError, UndefinedMetricError
+from tracetochain.traces import TraceTable
+from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
+
+#: What ``model=`` / ``--model`` accepts.
+MODEL_CHOICES = ("markov", "auto", "mixture", "lifted", "hmm", "duration")
+#: Refits behind a compiled model's intervals unless ``intervals="bootstrap"`` asks for another number.
+DEFAULT_MODEL_REFITS = 200
+#: Monte Carlo replicates of the timing check for the candidates that are not chosen (a screen beside the
+#: certificate-grade check of the choice).
+SCREEN_BOOTSTRAP = 49
+_SUCCESS, _FAILURE, _CENSORED = 0, 1, 2
+_FIT_ERRORS = (TraceToChainError, ValueError, ArithmeticError, np.linalg.LinAlgError)
+
+
+# ---------------------------------------------------------------------------------------------------- records
+@dataclass(frozen=True)
+class CandidateResult:
+    """One row of the model-choice table: the candidate's held-out fit and, when checked, its held-out layers."""
+
+    name: str
+    family: str
+    size: int | None
+    n_parameters: int | None
+    heldout_loglik_per_trace: float | None
+    heldout_loglik_se: float | None
+    gain_vs_baseline: float | None
+    se_vs_baseline: float | None
+    z_vs_baseline: float | None
+    chosen: bool
+    verdict: str
+    #: The certificate layers of this candidate's held-out checks (Holm over the fixed family applied); empty when
+    #: it was not checked.
+    layers: dict[str, LayerResult] = field(default_factory=dict)
+    #: Mean over the splits of max_d |R(d) − R̂(d)| against the held-out reliability curve (descriptive).
+    l_inf: float | None = None
+    timing_null: str | None = None
+    timing_replicates: int | None = None
+    note: str = ""
+
+    @property
+    def checked(self) -> bool:
+        return bool(self.layers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_dict({
+            "name": self.name, "family": self.family, "size": self.size, "n_parameters": self.n_parameters,
+            "heldout_loglik_per_trace": self.heldout_loglik_per_trace, "heldout_loglik_se": self.heldout_loglik_se,
+            "gain_vs_baseline": self.gain_vs_baseline, "se_vs_baseline": self.se_vs_baseline,
+            "z_vs_baseline": self.z_vs_baseline, "chosen": self.chosen, "verdict": self.verdict,
+            "checked": self.checked, "l_inf": self.l_inf, "timing_null": self.timing_null,
+            "timing_replicates": self.timing_replicates, "note": self.note,
+            "layers": {name: {"status": layer.status, "p_value": layer.p_value, "p_adjusted": layer.p_adjusted,
+                              "reason": layer.reason, "message": layer.message,
+                              "split_p_values": list(layer.split_p_values)}
+                       for name, layer in self.layers.items()},
+        })
+
+
+@dataclass(frozen=True, eq=False)
+class ModelSelection:
+    """How the analysis's model was chosen and what it compiled to (module docstring).
+
+    ``chosen`` names the model (``"markov"`` or e.g. ``"lifted(k=3)+tasks(C=2)"``) and ``reason`` says in one
+    sentence why; ``candidates`` is the table. ``compiled`` is None when the first-order chain was chosen (the
+    analysis's chain and certificate are then the usual ones); otherwise it is the chosen model as one absorbing
+    chain on its expanded states, with the map back to the observed states (``compiled.emission``), and ``draws``
+    the refits behind its intervals.
+    """
+
+    requested: str
+    chosen: str
+    family: str
+    reason: str
+    candidates: tuple[CandidateResult, ...]
+    grouped_by: str
+    n_units: int
+    n_traces: int
+    splits: dict[str, Any]
+    choice: Any = field(repr=False)
+    model: Any = field(default=None, repr=False)
+    compiled: Any = field(default=None, repr=False)
+    draws: tuple[Any, ...] = field(default=(), repr=False)
+    interval_settings: dict[str, Any] = field(default_factory=dict)
+    intervals_unavailable: str | None = None
+    notes: tuple[str, ...] = ()
+    #: (3, L + 1) modelled traces by outcome (success, failure, censored) and length.
+    length_histogram: NDArray[np.int64] | None = field(default=None, repr=False)
+    _interval_cache: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def first_order(self) -> bool:
+        """The choice is the plain first-order chain (the analysis's own chain and certificate)."""
+        return self.compiled is None
+
+    @property
+    def trials(self) -> str:
+        """``"task"`` when the chosen model's trials of one task share a class (pass^k = Σ w_c R_c^k), else
+        ``"iid"``."""
+        return "iid" if self.compiled is None else str(self.compiled.trials)
+
+    def candidate(self, name: str) -> CandidateResult:
+        for c in self.candidates:
+            if c.name == name:
+                return c
+        raise KeyError(f"no candidate {name!r}; candidates are {[c.name for c in self.candidates]}")
+
+    def pass_k(self, ks: Sequence[int]) -> tuple[list[float], list[float]] | None:
+        """(pass^k, pass@k) of the compiled model (None for the first-order chain: R∞^k)."""
+        if self.compiled is None:
+            return None
+        return ([float(x) for x in self.compiled.pass_hat_k(list(ks))],
+                [float(x) for x in self.compiled.pass_at_k(list(ks))])
+
+    # ------------------------------------------------------------------ intervals
+    def intervals(self, *, horizon: int = 50, ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01
+                  ) -> dict[str, Any] | None:
+        """Intervals of the compiled model's metrics from its refits (same keys as
+        :func:`~tracetochain.uncertainty.interval_summary`; per-state intervals unavailable). None without refits."""
+        if self.compiled is None or not self.draws:
+            return None
+        key = (int(horizon), tuple(int(k) for k in ks), float(delta))
+        if key not in self._interval_cache:  # every draw is a chain of its own size: computed once per setting
+            self._interval_cache[key] = model_intervals(self.compiled, self.draws, horizon=horizon, ks=ks,
+                                                        delta=delta, settings=self.interval_settings)
+        return copy.deepcopy(self._interval_cache[key])
+
+    # ------------------------------------------------------------------ io
+    def to_dict(self) -> dict[str, Any]:
+        doc = {
+            "kind": "tracetochain.model_choice", "requested": self.requested, "chosen": self.chosen,
+            "family": self.family, "reason": self.reason, "first_order": self.first_order, "trials": self.trials,
+            "grouped_by": self.grouped_by, "n_units": self.n_units, "n_traces": self.n_traces,
+            "splits": self.splits, "candidates": [c.to_dict() for c in self.candidates],
+            "z_threshold": getattr(self.choice, "z_threshold", None), "notes": list(self.notes),
+            "intervals": {"settings": self.interval_settings, "unavailable": self.intervals_unavailable},
+            "rule": "held-out log-likelihood over the analysis's held-out splits of units; better than the "
+                    "first-order chain when the summed gain is >= z_threshold standard errors (Bonferroni over the "
+                    "candidates); among those, the fewest parameters within one standard error of the best",
+        }
+        if self.compiled is not None:
+            c = self.compiled
+            doc["compiled"] = {"family": c.family, "n_expanded_states": c.n_states,
+                               "n_observed_states": len(c.observed_names), "trials": c.trials,
+                               "n_classes": c.n_components,
+                               "class_weights": [float(w) for w in c.component_weights],
+                               "class_r_inf": [float(r) for r in c.component_r_inf()],
+                               "failure_attribution": c.failure_attribution()}
+        return json_dict(doc)
+
+    def describe(self) -> str:
+        head = f"Model: {self.chosen} — {self.reason}"
+        rows = []
+        for c in self.candidates:
+            lay = " ".join(f"{k}:{v.status}" for k, v in c.layers.items()) or "not checked"
+            ll = "—" if c.heldout_loglik_per_trace is None else f"{c.heldout_loglik_per_trace:.3f}"
+            se = "" if c.heldout_loglik_se is None else f" ± {c.heldout_loglik_se:.3f}"
+            rows.append(f"  {'*' if c.chosen else ' '} {c.name:<26} LL/trace {ll}{se}  params "
+                        f"{'—' if c.n_parameters is None else c.n_parameters:<5} {lay}")
+        return "\n".join([head, *rows, *(f"  note: {n}" for n in self.notes)])
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+# ---------------------------------------------------------------------------------------------------- intervals
+def _stats(point: Any, samples: list[Any], confidence: float, n_draws: int, undefined: str | None) -> dict[str, Any]:
+    """The compact interval entry of one quantity (the keys of ``interval_summary``'s metrics)."""
+    ok = [s for s in samples if s is not None]
+    lo_q, hi_q = (1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0
+
+    def out(x: Any) -> Any:
+        if x is None:
+            return None
+        a = np.asarray(x, dtype=np.float64)
+        return float(a) if a.ndim == 0 else [float(v) for v in a]
+
+    if ok:
+        arr = np.asarray(ok, dtype=np.float64)
+        entry = {"point": out(point), "mean": out(arr.mean(axis=0)),
+                 "std": out(arr.std(axis=0, ddof=1)) if len(ok) > 1 else None,
+                 "lower": out(np.quantile(arr, lo_q, axis=0)), "upper": out(np.quantile(arr, hi_q, axis=0))}
+    else:
+        entry = {"point": out(point), "mean": None, "std": None, "lower": None, "upper": None}
+    entry.update({"n_samples": n_draws, "n_excluded": n_draws - len(ok),
+                  "excluded": {"refit failed or quantity undefined": n_draws - len(ok)} if len(ok) < n_draws else {},
+                  "point_undefined": undefined})
+    return entry
+
+
+def _quantities(compiled: Any, horizon: int, ks: list[int], delta: float) -> dict[str, Any]:
+    chain: AbsorbingChain = compiled.chain
+
+    def guarded(fn: Callable[[], Any]) -> Any:
+        try:
+            return float(fn())
+        except (UndefinedMetricError, ArithmeticError, ValueError):
+            return None
+
+    rel = chain.reliability(horizon)
+    return {"r_inf": chain.r_inf, "failure_probability": chain.failure_probability, "reliability": rel,
+            "residual_at_horizon": float(chain.r_inf - rel[-1]), "mean_steps": guarded(chain.mean_steps),
+            "steps_std": guarded(lambda: math.sqrt(chain.steps_variance())),
+            "mean_steps_given_success": guarded(chain.mean_steps_given_success),
+            "mean_steps_given_failure": guarded(chain.mean_steps_given_failure),
+            "pass_hat_k": compiled.pass_hat_k(ks), "pass_at_k": compiled.pass_at_k(ks),
+            "step_budget": _exact_step_budget(chain, delta)}
+
+
+def _exact_step_budget(chain: AbsorbingChain, delta: float, max_horizon: int = 16_384) -> float | None:
+    """Smallest d with R∞ − R(d) ≤ δ, by the forward sweep in growing blocks (the exact part of
+    :meth:`AbsorbingChain.step_budget`, without its eigendecomposition-based bound, which refits do not need)."""
+    from tracetochain.numerics.horizon import forward_sweep
+
+    horizon = 64
+    while horizon <= max_horizon:
+        sweep = forward_sweep(chain.Q, chain.R_success, chain.R_failure, chain.pi0, horizon,
+                              chain.success_probabilities)
+        hit = np.flatnonzero(sweep.residual <= delta)
+        if hit.size:
+            return float(hit[0])
+        horizon *= 4
+    return None
+
+
+def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Sequence[int], delta: float,
+                    settings: dict[str, Any]) -> dict[str, Any]:
+    """Percentile intervals of a compiled model's metrics over its refits (the structure of
+    :func:`~tracetochain.uncertainty.interval_summary`; per-state entries are unavailable and say why)."""
+    from tracetochain._version import __version__
+    from tracetochain.uncertainty._summary import INTERVALS_SCHEMA_VERSION
+
+    ks_list = [int(k) for k in ks]
+    confidence = float(settings.get("confidence", 0.95))
+    point = _quantities(compiled, horizon, ks_list, delta)
+    per_draw = [_quantities(d, horizon, ks_list, delta) for d in draws]
+    n = int(settings.get("n_refits", len(draws)))
+
+    def entry(key: str, index: int | None = None) -> dict[str, Any]:
+        def pick(q: dict[str, Any]) -> Any:
+            v = q[key]
+            return None if v is None else (v if index is None else v[index])
+        p = pick(point)
+        return _stats(p, [pick(q) for q in per_draw], confidence, n, None if p is not None else "undefined")
+
+    metrics: dict[str, Any] = {
+        name: entry(name) for name in ("r_inf", "failure_probability", "reliability", "residual_at_horizon",
+                                       "mean_steps", "steps_std", "mean_steps_given_success",
+                                       "mean_steps_given_failure")}
+    metrics["pass_hat_k"] = {str(k): entry("pass_hat_k", i) for i, k in enumerate(ks_list)}
+    metrics["pass_at_k"] = {str(k): entry("pass_at_k", i) for i, k in enumerate(ks_list)}
+    metrics["step_budget"] = {"exact": entry("step_budget")}
+    metrics["states"] = []
+    return {
+        "kind": "tracetochain.intervals", "schema_version": INTERVALS_SCHEMA_VERSION,
+        "tracetochain_version": __version__, "method": "bootstrap (model refits)", "confidence": confidence,
+        "interval": "equal-tailed percentile of the refits", "samples": n, "n_draws": len(draws),
+        "seed": settings.get("seed"), "point_estimator": f"{compiled.family} model fitted on all usable traces",
+        "settings": dict(settings), "horizon": int(horizon), "ks": ks_list, "delta": float(delta),
+        "metrics": metrics, "entries": None,
+        "unavailable": {"states": "per-state intervals are not defined for this model: its expanded states are "
+                                  "not the same from one refit to the next",
+                        "entries": "per-entry intervals of Q are not defined for this model (same reason)"},
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+def _length_histogram(enc: Any, top: int | None = None) -> NDArray[np.int64]:
+    """(3, L + 1) counts of traces by outcome (success, failure, censored) and length."""
+    L = int(enc.lengths.max()) if enc.n_traces else 0
+    if top is not None:
+        L = max(L, top)
+    hist = np.zeros((3, L + 1), np.int64)
+    np.add.at(hist, (enc.outcomes, enc.lengths), 1)
+    return hist
+
+
+def _empirical_rdc(hist: NDArray[np.int64], horizon: int) -> NDArray[np.float64]:
+    c = np.zeros(horizon + 1, np.int64)
+    k = min(horizon + 1, hist.shape[1])
+    c[:k] = hist[_SUCCESS, :k]
+    out: NDArray[np.float64] = np.cumsum(c) / max(1, int(hist.sum()))
+    return out
+
+
+def _seed(seed: int, name: str, what: str) -> np.random.SeedSequence:
+    """A seed for one candidate and one check that does not depend on which other candidates are checked."""
+    return np.random.SeedSequence([int(seed) & 0xFFFF_FFFF, zlib.crc32(name.encode()), zlib.crc32(what.encode())])
+
+
+def _int_seed(ss: np.random.SeedSequence) -> int:
+    return int(ss.generate_state(1)[0])
+
+
+def split_hashes(usable: TraceTable, by: str) -> NDArray[np.uint64]:
+    """The hash that decides every trace's half in ``analyze``'s splits: its task id's when splitting by task, else
+    its own id's."""
+    ids = usable.trace_id_array
+    if by == "task" and "task_id" in usable.columns:
+        return unit_hashes(ids, usable.trace_column("task_id"))
+    return fnv1a_hashes(ids)
+
+
+# ---------------------------------------------------------------------------------------------------- checks
+@dataclass
+class _Checks:
+    layers: dict[str, LayerResult]
+    l_inf: float | None
+    timing_null: str | None
+    replicates: int
+    note: str = ""
+
+
+def heldout_checks(name: str, make: Callable[[], Any], enc: Any, held_out: list[NDArray[np.bool_]],
+                   settings: AuditSettings, *, seed: int, horizon: int, test_fraction: float,
+                   n_timing: int | None = None) -> _Checks:
+    """The certificate's held-out layers for one candidate (module docstring, step 3), before Holm.
+
+    ``held_out[s]`` marks the traces of ``enc`` held out in split s; the candidate (``make()``) is fitted on the rest.
+    ``n_timing``: Monte Carlo replicates of the timing null (default: the audit's ``n_bootstrap``; twice as many,
+    plus one, when the model is held fixed, as :func:`~tracetochain.models.choose_model` does).
+    """
+    from tracetochain.models.evaluation import timing_check
+    from tracetochain.models.passk import pass_k_test
+    from tracetochain.models.selection import _cheap_to_refit
+
+    S = len(held_out)
+    base = n_timing if n_timing is not None else settings.n_bootstrap
+    tasks = enc.grouped_by == "task" and bool(np.any(np.bincount(enc.unit) >= 2))
+    r_checks: list[Any] = []
+    r_ps: list[float | None] = []
+    t_results: list[Any] = []
+    t_ps: list[float | None] = []
+    k_results: list[Any] = []
+    k_ps: list[float | None] = []
+    l_infs: list[float] = []
+    n_test = np.array([int(m.sum()) for m in held_out])
+    n_fit = enc.n_traces - n_test
+    times = []
+    null: str | None = None
+    replicates = base
+    errors: list[str] = []
+    t_seed, k_seed = (_seed(seed, name, w).spawn(S) for w in ("timing", "trials"))
+    for s, mask in enumerate(held_out):
+        fit = enc.select(np.flatnonzero(~mask))
+        test = enc.select(np.flatnonzero(mask))
+        hist = _length_histogram(test)
+        times.append(int(hist[_SUCCESS].sum()))
+        try:
+            model = make().fit(fit)
+            compiled = model.to_chain()
+        except _FIT_ERRORS as exc:
+            errors.append(f"split {s + 1}: {type(exc).__name__}: {exc}")
+            r_ps.append(None)
+            t_ps.append(None)
+            k_ps.append(None)
+            continue
+        chain = compiled.chain
+        surv = _survival(hist, settings.max_steps)
+        r_c = _observable_success(chain, surv)
+        check = r_inf_check_counts(chain.r_inf, int(hist[_SUCCESS].sum()), test.n_traces, method=settings.interval,
+                                   confidence=settings.confidence, n_fit=fit.n_traces,
+                                   r_observable=None if surv is None else r_c)
+        r_checks.append(check)
+        r_ps.append(check.p_value)
+        l_infs.append(l_inf_distance(chain.reliability(horizon), _empirical_rdc(hist, horizon)))
+        refit = _cheap_to_refit(model)
+        null = "refit" if refit else "fixed model"
+        replicates = base if refit else 2 * base + 1
+        tm = timing_check(compiled, test, n_bootstrap=replicates, seed=_int_seed(t_seed[s]),
+                          max_steps=settings.max_steps, refit=model.like if refit else None,
+                          fit_shape=fit if refit else None)
+        t_results.append(tm)
+        t_ps.append(tm.p_value)
+        if tasks:
+            pk = pass_k_test(test, compiled, n_simulations=settings.trials_permutations,
+                             min_traces=MIN_REPEATED_TRACES, seed=_int_seed(k_seed[s]))
+            k_results.append(pk)
+            k_ps.append(pk.p_value if pk.applicable else None)
+    level = settings.level
+    what = f"the {name} model"
+    # R∞ layer.
+    if n_test.mean() < MIN_HALF or n_fit.mean() < MIN_HALF:
+        need = math.ceil(MIN_HALF / min(test_fraction, 1.0 - test_fraction))
+        r_layer = LayerResult("r_inf", "insufficient", None, "too_few_traces",
+                              f"each half needs at least {MIN_HALF} usable traces (about {need} in all; "
+                              f"{enc.n_traces} modelled)", traces_needed=need)
+    else:
+        first = r_checks[0] if r_checks else None
+        vs = f" (split 1: {fmt(first.compared)} vs {fmt(first.pass_rate)})" if first is not None else ""
+        r_layer = _combine("r_inf", r_ps, level, f"R∞ of {what} fitted on one half agrees with the held-out pass "
+                           f"rate{vs}", f"R∞ of {what} fitted on one half disagrees with the held-out pass rate{vs}",
+                           r_checks, {"model": name})
+    # Timing layer.
+    pass_rate = float(np.mean(enc.outcomes == _SUCCESS)) if enc.n_traces else 0.0
+    if float(np.mean(times)) < MIN_TIMES:
+        t_layer = _too_few_times(int(np.mean(times)), pass_rate, test_fraction)
+    else:
+        first_t = t_results[0] if t_results else None
+        d = f" (split 1: D = {fmt(first_t.statistic)})" if first_t is not None and first_t.statistic is not None \
+            else ""
+        how = ("the null refits the family on redrawn fit halves" if null == "refit" else
+               "the null holds the fitted model fixed, which rejects more easily")
+        t_layer = _combine("timing", t_ps, level, f"the success-time law of {what} fits the held-out success times"
+                           f"{d}; {how}", f"the held-out success times do not follow the law of {what}{d}; {how}",
+                           t_results, {"model": name, "null": null, "n_replicates": replicates})
+    # Trials layer.
+    if not tasks:
+        k_layer = LayerResult("trials", "not_applicable", None, "no_repeated_tasks",
+                              "no task was tried twice, so the law of repeated trials cannot be tested; pass^k "
+                              "(k ≥ 2) assumes the model's trials")
+    elif not any(p is not None for p in k_ps):
+        notes = sorted({n for r in k_results for n in r.notes}) or ["the test is undefined on every split"]
+        k_layer = LayerResult("trials", "insufficient", None, "too_few_traces", "; ".join(notes),
+                              traces_needed=math.ceil(MIN_REPEATED_TRACES / test_fraction), detail=k_results)
+    else:
+        first_k = next((r for r in k_results if r.p_value is not None), None)
+        gap = ""
+        if first_k is not None and first_k.ks:
+            e0 = first_k.empirical[0]
+            gap = (f" (split 1, k = {first_k.ks[0]}: model {fmt(first_k.model[0])} vs per-task "
+                   f"{fmt(e0)})")
+        k_layer = _combine("trials", k_ps, level, f"the pass^k of {what} agrees with the held-out tasks' "
+                           f"per-task pass^k{gap}", f"the pass^k of {what} disagrees with the held-out tasks' "
+                           f"per-task pass^k{gap}", k_results,
+                           {"model": name, "model_trials": getattr(first_k, "trials", None)})
+    note = "; ".join(errors[:3]) + (f" (and {len(errors) - 3} more)" if len(errors) > 3 else "")
+    return _Checks({"r_inf": r_layer, "timing": t_layer, "trials": k_layer},
+                   float(np.mean(l_infs)) if l_infs else None, null, replicates,
+                   f"the fit failed on {len(errors)} of {S} splits: {note}" if errors else "")
+
+
+def order_not_applicable(name: str, family: str) -> LayerResult:
+    """The order layer of a family that models more than the current observed state."""
+    what = {"lifted": "the last few states", "duration": "the step count", "hmm": "hidden states",
+            "mixture": "latent classes of tasks", "task-classes": "task classes"}.get(family, "more than the state")
+    return LayerResult("order", "not_applicable", None, "model_has_memory",
+                       f"the {name} model conditions on {what}, so the first-order test does not apply; what-ifs and "
+                       "sensitivities on its expanded states are not checked by any layer")
+
+
+# ---------------------------------------------------------------------------------------------------- driver
+def _loglik_se(unit_ll: list[float], n_traces: int) -> float | None:
+    u = np.asarray(unit_ll, dtype=np.float64)
+    if u.size < 2 or n_traces <= 0:
+        return None
+    return float(np.std(u, ddof=1) * math.sqrt(u.size) / n_traces)
+
+
+def _reason(requested: str, choice: Any) -> str:
+    chosen = choice.chosen
+    if requested == "auto":
+        if chosen == "markov":
+            return f"the first-order chain is kept: {choice.reason}"
+        return f"{chosen} is chosen: {choice.reason}"
+    markov = next((c for c in choice.candidates if c.name == "markov"), None)
+    own = next((c for c in choice.candidates if c.name == chosen), None)
+    text = f"the {requested} family was asked for, and {chosen} is its size with the best held-out log-likelihood"
+    if own is not None and markov is not None and own.gain_vs_baseline is not None and own.z_vs_baseline is not None:
+        text += (f" ({own.gain_vs_baseline:+.1f} nats against the first-order chain, "
+                 f"{own.z_vs_baseline:+.1f} standard errors)")
+    return text
+
+
+def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str, ...], alphabet: tuple[str, ...], *,
+                 requested: str, split_by: str, test_fraction: float, n_splits: int, seed: int,
+                 audit: AuditSettings | None, first_order: Certificate | None,
+                 first_order_split_chain: Callable[[int], AbsorbingChain | None] | None, horizon: int,
+                 n_refits: int, confidence: float, progress: Callable[[str], None] | None = None,
+                 options: dict[str, Any] | None = None) -> tuple[ModelSelection, dict[str, LayerResult] | None]:
+    """Choose (or fit) the model, check the candidates and refit the choice for its intervals (module docstring).
+
+    ``codes``/``names``: the analysis's state of every step of ``traces`` (the traces in memory); ``alphabet`` the
+    chain's observed states. ``first_order``: the analysis's certificate of the first-order chain (the baseline
+    row's layers); ``first_order_split_chain(s)``: that chain fitted on the fit half of split s (its held-out L∞).
+    ``audit`` None: no checks (``fit``). ``options`` go to :func:`~tracetochain.models.choose_model` (``sizes``,
+    ``candidates`` with ``"auto"``, ``z_threshold``, ``with_task_classes``). Returns the selection and, for a chosen
+    family other than the first-order chain, the raw layers of its certificate (before Holm;
+    :func:`model_certificate` finishes it).
+    """
+    from tracetochain._limits import check_ensemble_size
+    from tracetochain.exceptions import ResourceLimitError
+    from tracetochain.models import choose_model, encode_traces, fit_model, make_candidate
+    from tracetochain.models.passk import resample_units
+    from tracetochain.models.selection import MIN_UNITS
+
+    step = progress or (lambda stage: None)
+    if requested not in MODEL_CHOICES or requested == "markov":
+        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {requested!r}")
+    if n_splits < 1:
+        raise ValueError(f"model={requested!r} chooses by held-out log-likelihood, so it needs held-out splits "
+                         "(n_splits >= 1, and not --in-sample)")
+    labelled = traces.with_states(codes, list(names))
+    has_tasks = "task_id" in traces.columns and traces.trace_column("task_id").null_count < traces.n_traces
+    group: Literal["task", "trace"] = "task" if split_by == "task" and has_tasks else "trace"
+    enc = encode_traces(labelled, alphabet, group=group)
+    usable = traces.select_traces(traces.outcomes() != 3)
+    if tuple(usable.trace_ids) != tuple(enc.trace_ids):
+        raise AssertionError("internal: the encoded traces are not the usable traces in table order")
+    hashes = split_hashes(usable, split_by if group == "task" else "trace")
+    # A unit is held out whole: its traces share the hash of its task (or it is one trace).
+    held_units = [np.unique(enc.unit[holdout_mask(hashes, test_fraction, seed, s)]) for s in range(n_splits)]
+    held_traces = [np.isin(enc.unit, u) for u in held_units]
+    step(f"model choice ({requested})")
+    extra = dict(options or {})
+    unknown = set(extra) - {"sizes", "candidates", "z_threshold", "with_task_classes"}
+    if unknown:
+        raise TypeError(f"unknown model option(s) {sorted(unknown)}; use sizes, candidates, z_threshold or "
+                        "with_task_classes")
+    if "candidates" in extra and requested != "auto":
+        raise TypeError(f"candidates are chosen among with model='auto' only (model={requested!r} is one family)")
+    common: dict[str, Any] = {"seed": seed, "splits": held_units, "test_fraction": test_fraction,
+                              "checks": False, "group": group, **extra}
+    if requested == "auto":
+        choice = choose_model(enc, **common)
+    else:
+        if enc.n_units < MIN_UNITS:
+            raise ValueError(f"model={requested!r} picks the family's size by held-out log-likelihood, which needs "
+                             f"at least {MIN_UNITS} {enc.grouped_by}s ({enc.n_units} here); use model='markov', "
+                             "or 'auto' (which keeps the first-order chain and says why)")
+        fitted = fit_model(enc, requested, **common)
+        assert fitted.choice is not None
+        choice = fitted.choice
+    chosen = choice.chosen
+    table = list(choice.candidates)
+    best_of: dict[str, tuple[float, str]] = {}
+    for c in table:
+        ll = c.heldout_loglik_per_trace
+        if ll is not None and (c.family not in best_of or ll > best_of[c.family][0]):
+            best_of[c.family] = (ll, c.name)
+    to_check = {"markov", chosen, *(nm for _, nm in best_of.values())}
+    checks: dict[str, _Checks] = {}
+    if audit is not None:
+        for c in table:
+            if c.verdict != "failed" and c.name in to_check and c.name != "markov":
+                step(f"checking {c.name}")
+                checks[c.name] = heldout_checks(
+                    c.name, make_candidate(c.name, seed=seed, group=group).make, enc, held_traces, audit, seed=seed,
+                    horizon=horizon, test_fraction=test_fraction,
+                    n_timing=None if c.name == chosen else SCREEN_BOOTSTRAP)
+    evaluated = np.unique(np.concatenate(held_units)) if held_units else np.zeros(0, np.int64)
+    n_eval = int(np.bincount(enc.unit, minlength=enc.n_units)[evaluated].sum())
+    rows: list[CandidateResult] = []
+    for c in table:
+        layers: dict[str, LayerResult] = {}
+        l_inf: float | None = None
+        null: str | None = None
+        reps: int | None = None
+        note = ""
+        if c.name == "markov" and first_order is not None:
+            layers = dict(first_order.layers)
+            l_inf = _first_order_l_inf(enc, held_traces, first_order_split_chain, horizon)
+            timing = first_order.layers.get("timing")
+            null = "refit" if timing is not None and timing.status in ("pass", "reject") else None
+            reps = audit.n_bootstrap if audit is not None else None
+            note = "the analysis's first-order chain and its certificate"
+        elif c.name in checks:
+            ch = checks[c.name]
+            layers = apply_holm({**ch.layers, "order": order_not_applicable(c.name, c.family)},
+                                audit.level if audit is not None else 0.05)
+            l_inf, null, reps, note = ch.l_inf, ch.timing_null, ch.replicates, ch.note
+        verdict = ("chosen" if c.name == chosen else "baseline" if c.name == "markov" else
+                   "not chosen" if c.verdict == "chosen" else c.verdict)
+        if c.name != chosen and c.name in checks:
+            note = "; ".join(x for x in (note, f"screening check ({reps} timing replicates)") if x)
+        rows.append(CandidateResult(
+            c.name, c.family, c.size, c.n_parameters, c.heldout_loglik_per_trace,
+            _loglik_se(choice.unit_loglik.get(c.name, []), n_eval), c.gain_vs_baseline, c.se_vs_baseline,
+            c.z_vs_baseline, c.name == chosen, verdict, layers, l_inf, null, reps, note))
+    notes = list(choice.notes) + [n for n in enc.notes if n not in choice.notes]
+    splits = {"n_splits": n_splits, "by": enc.grouped_by, "test_fraction": test_fraction, "seed": seed,
+              "rule": "a unit is held out iff u(id hash, seed, split) < test_fraction (SplitMix64); the unit is the "
+                      "task when task ids repeat, else the trace",
+              "n_units": enc.n_units, "n_test_traces": [int(m.sum()) for m in held_traces]}
+    family = next((c.family for c in table if c.name == chosen), "markov")
+    selection = ModelSelection(requested, chosen, family, _reason(requested, choice), tuple(rows), enc.grouped_by,
+                               enc.n_units, enc.n_traces, splits, choice, notes=tuple(notes),
+                               length_histogram=_length_histogram(enc))
+    if chosen == "markov":
+        return selection, None
+    model = choice.model
+    assert model is not None
+    compiled = model.to_chain()
+    raw = None
+    if chosen in checks:
+        raw = {**checks[chosen].layers, "order": order_not_applicable(chosen, family)}
+    draws: list[Any] = []
+    unavailable: str | None = None
+    interval_settings: dict[str, Any] = {}
+    if n_refits > 0:
+        try:
+            check_ensemble_size(n_refits, compiled.n_states)
+        except ResourceLimitError as exc:
+            unavailable = str(exc)
+        else:
+            step(f"intervals ({n_refits} refits of {chosen})")
+            first = np.unique(enc.unit, return_index=True)[1]
+            weights = replicate_weights(hashes[first], seed, range(n_refits), "poisson").astype(np.int64)
+            failed = 0
+            for b in range(n_refits):
+                units = np.repeat(np.arange(enc.n_units, dtype=np.int64), weights[:, b])
+                try:
+                    draws.append(model.like().fit(resample_units(enc, units)).to_chain())
+                except _FIT_ERRORS:
+                    failed += 1
+            interval_settings = {"n_refits": n_refits, "n_failed": failed, "seed": seed, "confidence": confidence,
+                                 "resample_by": enc.grouped_by, "weights": "Poisson(1) of the unit's id hash",
+                                 "refit": f"{chosen} (family and size fixed)"}
+            if not draws:
+                unavailable = f"none of the {n_refits} refits of {chosen} could be fitted"
+    else:
+        unavailable = "no intervals were asked for"
+    if compiled.n_components > 1 and compiled.trials == "task":
+        notes.append(f"trials of one task share a class of {chosen}: pass^k = Σ_c w_c R_c^k, not R∞^k")
+    return replace(selection, model=model, compiled=compiled, draws=tuple(draws),
+                   interval_settings=interval_settings, intervals_unavailable=unavailable,
+                   notes=tuple(notes)), raw
+
+
+def _first_order_l_inf(enc: Any, held: list[NDArray[np.bool_]], split_chain: Callable[[int], AbsorbingChain | None]
+                       | None, horizon: int) -> float | None:
+    if split_chain is None:
+        return None
+    out = []
+    for s, mask in enumerate(held):
+        chain = split_chain(s)
+        if chain is not None:
+            hist = _length_histogram(enc.select(np.flatnonzero(mask)))
+            out.append(l_inf_distance(chain.reliability(horizon), _empirical_rdc(hist, horizon)))
+    return float(np.mean(out)) if out else None
+
+
+def model_certificate(selection: ModelSelection, layers: dict[str, LayerResult], audit: AuditSettings, *,
+                      horizon: int, settings: dict[str, Any]) -> Certificate:
+    """The certificate of the chosen model from its own held-out layers (Holm, per-output statuses and the decision
+    of :func:`~tracetochain.audit._certificate.build_certificate`)."""
+    compiled = selection.compiled
+    assert compiled is not None
+    D = int(horizon)
+    model_rdc = compiled.chain.reliability(D)
+    hist = selection.length_histogram
+    emp = None if hist is None else _empirical_rdc(hist, D)
+    doc = {"audit": audit.to_dict(), "model": selection.chosen, "model_family": selection.family,
+           "prior": f"not used: the {selection.family} model has its own estimator (rows shrunk toward pooled rows)",
+           **settings}
+    return build_certificate(layers, level=audit.level, settings=doc, horizon=D,
+                             l_inf=None if emp is None else l_inf_distance(model_rdc, emp),
+                             model_rdc=tuple(float(x) for x in model_rdc),
+                             empirical_rdc=() if emp is None else tuple(float(x) for x in emp),
+                             splits={**selection.splits, "mean_test": round(float(np.mean(
+                                 selection.splits["n_test_traces"]))), "n_usable": selection.n_traces},
+                             chain=compiled.chain, state_model=selection.model)
+
+
+def model_costs(chain: AbsorbingChain, certificate: Certificate | None, selection: ModelSelection) -> dict[str, Any]:
+    """The cost document of a chosen model other than the first-order chain: not computed yet, and why (the cost
+    model gives every observed state a per-visit cost; the expanded states would need their own)."""
+    from tracetochain.costs import cost_report
+
+    doc = cost_report(chain, method=None, certificate=certificate)
+    doc["reason"] = (f"cost figures are computed for the first-order chain only; the chosen {selection.chosen} "
+                     "model's expanded states have no per-visit costs of their own yet (run with --model markov for "
+                     "the cost section)")
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------------- compare
+@dataclass(frozen=True, eq=False)
+class ModelComparison:
+    """The model side of ``compare(..., model=…)``: one family and size for both sets (chosen on A ∪ B by held-out
+    log-likelihood, or asked for), fitted on each set, with refits over each set's units behind ΔR∞ and ΔR(d)."""
+
+    chosen: str
+    family: str
+    reason: str
+    choice: Any = field(repr=False)
+    compiled: tuple[Any, Any] = field(repr=False)
+    r_inf_draws: tuple[NDArray[np.float64], NDArray[np.float64]] = field(repr=False)
+    reliability_draws: tuple[NDArray[np.float64], NDArray[np.float64]] = field(repr=False)
+    n_failed: tuple[int, int] = (0, 0)
+    grouped_by: str = "trace"
+
+    def to_dict(self, ks: Sequence[int] = (1, 2, 3, 4, 5)) -> dict[str, Any]:
+        a, b = self.compiled
+        rows = [{"name": c.name, "family": c.family, "n_parameters": c.n_parameters,
+                 "heldout_loglik_per_trace": c.heldout_loglik_per_trace, "gain_vs_baseline": c.gain_vs_baseline,
+                 "z_vs_baseline": c.z_vs_baseline, "chosen": c.name == self.chosen}
+                for c in getattr(self.choice, "candidates", ())]
+        return json_dict({
+            "chosen": self.chosen, "family": self.family, "reason": self.reason, "grouped_by": self.grouped_by,
+            "candidates": rows, "r_inf": {"a": a.chain.r_inf, "b": b.chain.r_inf},
+            "pass_hat_k": {"a": {str(k): float(v) for k, v in zip(ks, a.pass_hat_k(list(ks)), strict=True)},
+                           "b": {str(k): float(v) for k, v in zip(ks, b.pass_hat_k(list(ks)), strict=True)}},
+            "trials": {"a": a.trials, "b": b.trials}, "n_refits_failed": list(self.n_failed),
+            "scope": "R∞, ΔR∞ and ΔR(d) are the model's; the per-state homogeneity test, the transitions that moved "
+                     "and the costs are the first-order chains' on the observed states",
+        })
+
+
+def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str, ...], *, requested: str,
+                   seed: int, samples: int, horizon: int, test_fraction: float = 0.5, n_splits: int = 5,
+                   options: dict[str, Any] | None = None) -> ModelComparison:
+    """The model of :class:`ModelComparison`: the candidates are scored on A ∪ B (every trace and task id prefixed by
+    its set, so units never straddle the sets) over held-out splits by id hash; the chosen family and size are fitted
+    on A and on B; each side is refitted ``samples`` times on its units resampled with Poisson(1) weights of their id
+    hash (seed for A, seed + 1 for B, as the first-order comparison)."""
+    import pyarrow as pa
+
+    from tracetochain.models import choose_model, encode_traces, fit_model, make_candidate
+    from tracetochain.models.passk import resample_units
+    from tracetochain.models.selection import MIN_UNITS
+
+    if requested not in MODEL_CHOICES or requested == "markov":
+        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {requested!r}")
+    sides = []
+    for k, t in enumerate(labelled):
+        arrow = t.to_arrow()
+        for col in ("trace_id", "task_id"):
+            if col in arrow.column_names:
+                vals = arrow.column(col).to_pylist()
+                arrow = arrow.set_column(arrow.column_names.index(col), col, pa.array(
+                    [None if v is None else f"{'AB'[k]}/{v}" for v in vals], pa.string()))
+        sides.append(TraceTable.from_arrow(arrow, source=t.report.source))
+    cols = [c for c in sides[0].to_arrow().column_names if c in sides[1].to_arrow().column_names]
+    union = TraceTable.from_arrow(pa.concat_tables([s.to_arrow().select(cols) for s in sides],
+                                                   promote_options="permissive"), source="A ∪ B")
+    repeats = "task_id" in union.columns and _repeats(union)
+    group: Literal["task", "trace"] = "task" if repeats else "trace"
+    enc = encode_traces(union, alphabet, group=group)
+    usable = union.select_traces(union.outcomes() != 3)
+    hashes = split_hashes(usable, group)
+    held = [np.unique(enc.unit[holdout_mask(hashes, test_fraction, seed, s)]) for s in range(n_splits)]
+    common: dict[str, Any] = {"seed": seed, "splits": held, "test_fraction": test_fraction, "checks": False,
+                              "group": group, "refit": False, **dict(options or {})}
+    if requested == "auto":
+        choice = choose_model(enc, **common)
+    else:
+        if enc.n_units < MIN_UNITS:
+            raise ValueError(f"model={requested!r} picks the family's size by held-out log-likelihood, which needs "
+                             f"at least {MIN_UNITS} {enc.grouped_by}s in A ∪ B ({enc.n_units} here)")
+        common.pop("refit")
+        fitted = fit_model(enc, requested, **common)
+        assert fitted.choice is not None
+        choice = fitted.choice
+    chosen = choice.chosen
+    family = next((c.family for c in choice.candidates if c.name == chosen), "markov")
+    compiled = []
+    r_draws: list[NDArray[np.float64]] = []
+    rel_draws: list[NDArray[np.float64]] = []
+    failed = []
+    for k, side in enumerate(sides):
+        side_enc = encode_traces(side, alphabet, group=group)
+        model = make_candidate(chosen, seed=seed, group=group).make().fit(side_enc)
+        compiled.append(model.to_chain())
+        side_usable = side.select_traces(side.outcomes() != 3)
+        h = split_hashes(side_usable, group)
+        first = np.unique(side_enc.unit, return_index=True)[1]
+        w = replicate_weights(h[first], seed + k, range(samples), "poisson").astype(np.int64)
+        r, rel, bad = [], [], 0
+        for b in range(samples):
+            units = np.repeat(np.arange(side_enc.n_units, dtype=np.int64), w[:, b])
+            try:
+                c = model.like().fit(resample_units(side_enc, units)).to_chain().chain
+            except _FIT_ERRORS:
+                bad += 1
+                continue
+            r.append(c.r_inf)
+            rel.append(c.reliability(horizon))
+        if not r:
+            raise ValueError(f"none of the {samples} refits of {chosen} on set {'AB'[k]} could be fitted")
+        r_draws.append(np.asarray(r))
+        rel_draws.append(np.asarray(rel))
+        failed.append(bad)
+    reason = _reason(requested, choice) + " (scored on A ∪ B)"
+    return ModelComparison(chosen, family, reason, choice, (compiled[0], compiled[1]), (r_draws[0], r_draws[1]),
+                           (rel_draws[0], rel_draws[1]), (failed[0], failed[1]), group)
+
+
+def _repeats(traces: TraceTable) -> bool:
+    import pyarrow.compute as pc
+
+    task = traces.select_traces(traces.outcomes() != 3).trace_column("task_id").drop_null()
+    return len(task) > len(pc.unique(task))
