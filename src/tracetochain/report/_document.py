@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tracetochain._version import __version__
+from tracetochain.audit._common import json_dict
 from tracetochain.chain import AbsorbingChain
 from tracetochain.metrics import ReliabilitySummary, summarize
 from tracetochain.whatif import bottlenecks
@@ -44,7 +45,12 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
                  fallback_fraction: float = 0.1, thin_evidence: int = THIN_EVIDENCE) -> Report:
     """The report document of an :class:`~tracetochain.analysis.AnalysisResult` (every number comes from it)."""
     chain: AbsorbingChain = result.chain
-    summary: ReliabilitySummary = summarize(chain, horizon=horizon, ks=ks)
+    # The chosen model's own pass^k (Σ_c w_c R_c^k when a task's trials share a class); summarize(chain) otherwise.
+    metrics = getattr(result, "metrics", None)
+    summary: ReliabilitySummary = metrics(horizon=horizon, ks=ks) if callable(metrics) else \
+        summarize(chain, horizon=horizon, ks=ks)
+    selection: Any = getattr(result, "model_choice", None)
+    expanded = selection is not None and not selection.first_order
     counts = result.summary.success_length_counts()
     top = int(np.flatnonzero(counts)[-1]) if counts.any() else 0
     pmf = chain.success_pmf(max(top, horizon)) if chain.r_inf > 0 else None
@@ -65,16 +71,23 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
     intervals = result.intervals(horizon=horizon, ks=ks)
     visits = result.summary.visits
     row_totals = result.summary.counts.row_totals
+    observed = result.summary.state_names  # the chain's states, unless a chosen model expanded them
     thin = [{"state": n, "observations": int(row_totals[i]), "steps": int(visits[i])}
-            for i, n in enumerate(chain.state_names) if row_totals[i] < thin_evidence]
-    trials = cert.trials if cert is not None else None
-    never_failed = [n for i, n in enumerate(chain.state_names) if result.summary.counts.exits_failure[i] == 0]
+            for i, n in enumerate(observed) if row_totals[i] < thin_evidence]
+    trials = _trials_detail(cert, selection)
+    never_failed = [n for i, n in enumerate(observed) if result.summary.counts.exits_failure[i] == 0]
     from tracetochain.costs import cost_report
 
     ens = result.ensemble
-    costs = cost_report(chain, traces=getattr(result, "traces", None), method=None if ens is None else "posterior",
-                        confidence=ens.confidence if ens is not None else 0.95, seed=result.settings.get("seed", 0),
-                        certificate=cert, ensemble=ens)
+    if expanded:
+        from tracetochain.analysis._models import model_costs
+
+        costs = model_costs(chain, cert, selection)
+    else:
+        costs = cost_report(chain, traces=getattr(result, "traces", None),
+                            method=None if ens is None else "posterior",
+                            confidence=ens.confidence if ens is not None else 0.95,
+                            seed=result.settings.get("seed", 0), certificate=cert, ensemble=ens)
     return Report({
         "kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -109,4 +122,58 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "never_failed_states": never_failed,
         "bottlenecks": bottlenecks(chain, fraction=fallback_fraction).to_dict(),
         "costs": costs,
+        "model_choice": None if selection is None else model_choice_section(selection),
+        "pass_k_trials": "iid" if selection is None else selection.trials,
+        "states_expanded": expanded,
     })
+
+
+def _trials_detail(cert: Any, selection: Any) -> Any:
+    """The per-task pass^k behind the report's observed column: the certificate's trials layer for the first-order
+    chain; for a chosen model, the first-order certificate's (the model's own layer tests it on held-out tasks)."""
+    from tracetochain.audit._trials import TrialsResult
+
+    found = cert.trials if cert is not None else None
+    if isinstance(found, TrialsResult):
+        return found
+    if selection is not None:
+        for c in selection.candidates:
+            layer = c.layers.get("trials") if c.name == "markov" else None
+            if layer is not None and isinstance(layer.detail, TrialsResult):
+                return layer.detail
+    return None
+
+
+def model_choice_section(selection: Any) -> dict[str, Any]:
+    """The report's "Model choice" section: the candidates side by side (held-out log-likelihood with its standard
+    error, parameters, each certificate layer's status and p-value, held-out L∞) and the sentence saying why."""
+    doc = selection.to_dict()
+    rows = []
+    for c in selection.candidates:
+        rows.append({
+            "name": c.name, "family": c.family, "size": c.size, "n_parameters": c.n_parameters,
+            "heldout_loglik_per_trace": c.heldout_loglik_per_trace, "heldout_loglik_se": c.heldout_loglik_se,
+            "gain_vs_baseline": c.gain_vs_baseline, "z_vs_baseline": c.z_vs_baseline, "chosen": c.chosen,
+            "verdict": c.verdict, "checked": c.checked, "l_inf": c.l_inf, "timing_null": c.timing_null,
+            "note": c.note,
+            "layers": {name: {"status": layer.status, "p_value": layer.p_value, "p_adjusted": layer.p_adjusted}
+                       for name, layer in c.layers.items()}})
+    checked = [r for r in rows if r["checked"]]
+    return json_dict({"requested": doc["requested"], "chosen": doc["chosen"], "family": doc["family"],
+            "first_order": doc["first_order"], "trials": doc["trials"], "reason": doc["reason"],
+            "why": _why(selection), "grouped_by": doc["grouped_by"], "n_units": doc["n_units"],
+            "z_threshold": doc["z_threshold"], "splits": doc["splits"], "rule": doc["rule"], "candidates": rows,
+            "n_checked": len(checked), "notes": doc["notes"], "compiled": doc.get("compiled"),
+            "intervals": doc["intervals"]})
+
+
+def _why(selection: Any) -> str:
+    """One sentence: which model the numbers of the report come from, and why."""
+    if selection.requested == "auto":
+        if selection.first_order:
+            return (f"The first-order chain is used: among {len(selection.candidates)} candidates none beat it on "
+                    f"held-out traces by enough ({selection.reason.split(': ', 1)[-1]}).")
+        return (f"{selection.chosen} is used: it predicts held-out {selection.grouped_by}s best among "
+                f"{len(selection.candidates)} candidates, with the fewest parameters of those within one standard "
+                f"error ({selection.reason.split(': ', 1)[-1]}).")
+    return f"{selection.chosen} is used: {selection.reason}."

@@ -126,8 +126,14 @@ def render_html(doc: dict[str, Any]) -> str:
                                                                else ""))
                            if layer.get("share_rejecting") is not None and len(layer.get("split_p_values", [])) > 1
                            else ""})
-    thin = {t["state"]: t["observations"] for t in (doc.get("thin_evidence") or {}).get("states", [])}
-    never_failed = set(doc.get("never_failed_states") or [])
+    expanded = bool(doc.get("states_expanded"))
+    # Thin evidence and "never failed" are about the observed states; a chosen model's expanded states may share a
+    # name with one of them without being it, so they are marked only on the first-order chain.
+    thin = {} if expanded else {t["state"]: t["observations"]
+                                for t in (doc.get("thin_evidence") or {}).get("states", [])}
+    never_failed = set() if expanded else set(doc.get("never_failed_states") or [])
+    mc = doc.get("model_choice")
+    pass_k = _pass_k_labels(doc, cert)
     costs_view = _costs_view(doc.get("costs"))
     settings = [(k, str(v)) for k, v in (doc.get("settings") or {}).items()]
     if meta:
@@ -154,7 +160,86 @@ def render_html(doc: dict[str, Any]) -> str:
         fpt_svg=fpt, graph_svg=graph, graph_note=graph_note(doc["chain"]), transitions=transitions,
         emp_pass=emp_pass, settings=settings,
         bottleneck_sentences=[shorten(s, 4 * DISPLAY_NAME_LIMIT)
-                              for s in doc.get("bottlenecks", {}).get("sentences", [])], costs=costs_view)
+                              for s in doc.get("bottlenecks", {}).get("sentences", [])], costs=costs_view,
+        mc=mc, **_model_choice_view(mc), **pass_k)
+
+
+def _layer_cell(layer: dict[str, Any] | None) -> str:
+    """A certificate layer in one table cell: its status and p-value (Holm-adjusted where it differs)."""
+    if not layer:
+        return "—"
+    status = str(layer.get("status", "")).replace("_", " ")
+    p = layer.get("p_value")
+    if p is None:
+        return status
+    text = f"{status} (p {float(p):.3g}"
+    adj = layer.get("p_adjusted")
+    if adj is not None and abs(float(adj) - float(p)) > 1e-12:
+        text += f", Holm {float(adj):.3g}"
+    return text + ")"
+
+
+def _model_choice_view(mc: dict[str, Any] | None) -> dict[str, Any]:
+    """The rows of the "Model choice" table and what goes beside it (no number is recomputed)."""
+    if not mc:
+        return {"mc_rows": [], "mc_rule": "", "mc_classes": [], "mc_attribution": []}
+    rows = []
+    for c in mc["candidates"]:
+        ll = c.get("heldout_loglik_per_trace")
+        se = c.get("heldout_loglik_se")
+        gain, z = c.get("gain_vs_baseline"), c.get("z_vs_baseline")
+        layers = c.get("layers") or {}
+        checked = bool(c.get("checked"))
+        rows.append({
+            "name": c["name"], "family": c["family"], "chosen": bool(c.get("chosen")),
+            "params": "—" if c.get("n_parameters") is None else str(c["n_parameters"]),
+            "ll": "—" if ll is None else f"{ll:.3f}" + ("" if se is None else f" ± {se:.3f}"),
+            "gain": "—" if gain is None else f"{gain:+.1f}" + ("" if z is None else f" ({z:+.1f})"),
+            "r_inf": _layer_cell(layers.get("r_inf")) if checked else "not checked",
+            "timing": _layer_cell(layers.get("timing")) if checked else "—",
+            "trials": _layer_cell(layers.get("trials")) if checked else "—",
+            "order": _layer_cell(layers.get("order")) if checked else "—",
+            "l_inf": "—" if c.get("l_inf") is None else f"{c['l_inf']:.3f}",
+            "verdict": c.get("verdict", "") + (f"; {c['note']}" if c.get("note") else "")})
+    splits = mc.get("splits") or {}
+    rule = (f"Held-out log-likelihood over the analysis's {splits.get('n_splits')} splits of {mc.get('n_units')} "
+            f"{mc.get('grouped_by')}s ({float(splits.get('test_fraction') or 0):.0%} held out each time, by id hash, "
+            f"seed {splits.get('seed')}): a candidate must beat the first-order chain by "
+            + (f"{mc['z_threshold']:.2f} " if isinstance(mc.get("z_threshold"), (int, float)) else "")
+            + "standard errors of the summed gain over units; among those that do, the one with the fewest "
+              "parameters within one standard error of the best is chosen. The first-order chain, the choice and "
+              "the best of every family are checked with the certificate's held-out layers (Holm over the four "
+              "layers); the choice's layers are its certificate.")
+    classes = []
+    attribution: list[tuple[str, float]] = []
+    compiled = mc.get("compiled") or {}
+    if compiled.get("n_classes", 1) > 1:
+        classes = [{"name": f"class {i + 1}", "weight": f"{w:.3f}", "r_inf": f"{r:.3f}"}
+                   for i, (w, r) in enumerate(zip(compiled["class_weights"], compiled["class_r_inf"], strict=True))]
+    overall = (compiled.get("failure_attribution") or {}).get("overall") or {}
+    attribution = sorted(((str(k), float(v)) for k, v in overall.items()), key=lambda kv: -kv[1])
+    return {"mc_rows": rows, "mc_rule": rule, "mc_classes": classes, "mc_attribution": attribution}
+
+
+def _pass_k_labels(doc: dict[str, Any], cert: dict[str, Any] | None) -> dict[str, Any]:
+    """The column label and the assumption sentence of the pass^k table: the first-order chain's i.i.d. trials, or
+    the chosen model's own law of a task's trials."""
+    mc = doc.get("model_choice")
+    if not mc or mc.get("first_order"):
+        return {"pass_k_source": "chain, i.i.d.", "pass_k_withheld_note": "", "pass_k_untested_note": "",
+                "pass_k_assumption": "Chain values assume i.i.d. trials (pass^k = R∞^k, pass@k = 1 − (1 − R∞)^k)"}
+    layer = ((cert or {}).get("layers") or {}).get("trials") or {}
+    if doc.get("pass_k_trials") == "task":
+        source = f"model {mc['chosen']}"
+        assumption = ("Model values: a task draws its class once and its trials then succeed independently with "
+                      "that class's R∞ (pass^k = Σ_c w_c R_c^k, pass@k = 1 − Σ_c w_c (1 − R_c)^k)")
+    else:
+        source = f"model {mc['chosen']}, i.i.d."
+        assumption = (f"Model values assume i.i.d. trials of the {mc['chosen']} model (pass^k = R∞^k, "
+                      "pass@k = 1 − (1 − R∞)^k)")
+    return {"pass_k_source": source, "pass_k_assumption": assumption,
+            "pass_k_withheld_note": str(layer.get("message") or ""),
+            "pass_k_untested_note": str(layer.get("message") or "")}
 
 
 def transition_rows(chain: dict[str, Any], visits: list[float], min_prob: float = 0.01) -> list[tuple[str, str, str,

@@ -67,10 +67,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
             value = _f(m["reliability"][d]) if timing_ok else "withheld"
             lines.append(f"| R({d}) | {value} |")
     lines.append(f"| mean steps (MTTA) | {_f(m['mean_steps'], 1) if timing_ok else 'withheld'} |")
+    mc = doc.get("model_choice")
+    model_path = mc is not None and not mc.get("first_order")
     for k in ("1", "3", "5"):
         if k in m["pass_hat_k"]:
             if pass_k == "withheld" and k != "1":
-                value = "withheld (tasks differ: see the per-task values)"
+                value = ("withheld (the model's pass^k disagrees with held-out tasks)" if model_path else
+                         "withheld (tasks differ: see the per-task values)")
             else:
                 value = f"{_f(m['pass_hat_k'][k])} / {_f(m['pass_at_k'][k])}"
                 if pass_k == "untested" and k != "1":
@@ -85,12 +88,43 @@ def render_markdown(doc: dict[str, Any]) -> str:
         for name, layer in cert["layers"].items():
             lines.append(f"| {_cell(name)} | {_cell(layer['status'].replace('_', ' '))} | {_f(layer.get('p_value'))} |")
         lines.append("")
+    lines += _model_choice_lines(mc)
     lines += _bottleneck_lines(doc.get("bottlenecks") or {})
     lines += _cost_lines(doc.get("costs"))
     text = "\n".join(lines).rstrip() + "\n"
     if len(text) > MAX_COMMENT_CHARS:  # cannot happen with names cut to their display length; a last guard
         text = text[:MAX_COMMENT_CHARS].rsplit("\n", 1)[0] + "\n\n_(cut to fit a pull-request comment)_\n"
     return text
+
+
+def _model_choice_lines(mc: dict[str, Any] | None) -> list[str]:
+    """The model-choice table: every candidate's held-out log-likelihood, parameters and certificate layers."""
+    if not mc:
+        return []
+
+    def layer(c: dict[str, Any], name: str) -> str:
+        if not c.get("checked"):
+            return "—"
+        entry = (c.get("layers") or {}).get(name)
+        if not entry:
+            return "—"
+        p = entry.get("p_value")
+        status = str(entry.get("status", "")).replace("_", " ")
+        return _cell(status if p is None else f"{status} (p {float(p):.3g})")
+
+    out = [f"#### Model: {markdown_code(str(mc['chosen']), in_table=False)}", "", markdown_text(str(mc["why"])), "",
+           "| candidate | parameters | held-out LL / trace (± se) | gain vs first-order (z) | R∞ | timing | trials |",
+           "|---|---|---|---|---|---|---|"]
+    for c in mc["candidates"]:
+        ll, se = c.get("heldout_loglik_per_trace"), c.get("heldout_loglik_se")
+        gain, z = c.get("gain_vs_baseline"), c.get("z_vs_baseline")
+        name = markdown_code(str(c["name"])) + (" **✓**" if c.get("chosen") else "")
+        out.append(f"| {name} | {'—' if c.get('n_parameters') is None else c['n_parameters']} | "
+                   f"{'—' if ll is None else f'{ll:.3f}'}{'' if se is None else f' ± {se:.3f}'} | "
+                   f"{'—' if gain is None else f'{gain:+.1f}'}{'' if z is None else f' ({z:+.1f})'} | "
+                   f"{layer(c, 'r_inf')} | {layer(c, 'timing')} | {layer(c, 'trials')} |")
+    out.append("")
+    return out
 
 
 def _cost_lines(costs: dict[str, Any] | None) -> list[str]:
