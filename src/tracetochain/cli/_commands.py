@@ -42,6 +42,25 @@ class InitialChoice(StrEnum):
     modal = "modal"
 
 
+class ModelChoice(StrEnum):
+    markov = "markov"
+    auto = "auto"
+    mixture = "mixture"
+    lifted = "lifted"
+    hmm = "hmm"
+    duration = "duration"
+
+
+ModelOpt = Annotated[ModelChoice, typer.Option(
+    "--model",
+    help="The model of the traces. markov: the first-order chain on the states (default). auto: every family — "
+         "mixture (latent task classes), lifted (memory of the last k states), hmm (hidden states), duration "
+         "(a step clock), and task classes on the best of them — fitted on the held-out splits; the one with the "
+         "best held-out log-likelihood is kept only if it beats the first-order chain by enough standard errors, "
+         "and the certificate then checks the choice. A family name: that family, its size chosen the same way. "
+         "Needs the traces in memory (not --engine).")]
+
+
 def _parse_ks(text: str) -> tuple[int, ...]:
     try:
         ks = tuple(int(x) for x in text.split(",") if x.strip())
@@ -208,6 +227,7 @@ def fit(
     samples: SamplesOpt = 1000,
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
+    model: ModelOpt = ModelChoice.markov,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     legacy_format: LegacyFormatOpt = None,
@@ -216,7 +236,6 @@ def fit(
     """Fit an absorbing Markov chain to agent traces and print its reliability summary with intervals.
 
     `fit` does not audit (see `audit` and `report`); pass^k is labelled with the trials check when tasks repeat."""
-    from tracetochain import summarize
 
     ks = _parse_ks(k)
     reader = reader_name(reader, legacy_format)
@@ -236,17 +255,19 @@ def fit(
     result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                           options=state_options(states, features, vocabulary, k_min, k_max, seed),
                           pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value, audit=False,
-                          intervals=method, n_samples=samples, confidence=ci, seed=seed)
+                          intervals=method, n_samples=samples, confidence=ci, seed=seed,
+                          **model_arguments(model))
     chain = result.chain
     if output is not None:
         _write_chain(chain, output, result.ingest.to_dict(), force, inputs)
     if quiet:
         return
-    summary = summarize(chain, horizon=horizon, ks=ks)
+    summary = result.metrics(horizon=horizon, ks=ks)
     intervals = result.intervals(horizon=horizon, ks=ks)
     trials = _trials_label(result)
-    costs = _costs(chain, "posterior" if method else None, ci, samples, seed, traces=result.traces,
-                   ensemble=result.ensemble)
+    expanded = result.model_choice is not None and not result.model_choice.first_order
+    costs = _model_costs(result) if expanded else _costs(chain, "posterior" if method else None, ci, samples, seed,
+                                                          traces=result.traces, ensemble=result.ensemble)
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals
@@ -255,6 +276,8 @@ def fit(
         doc["pass_hat_k_status"] = {k: v for k, v in trials.items() if k != "per_task"}
         doc["design_effect"] = result.design_effect
         doc["chain_file"] = str(output) if output else None
+        if result.model_choice is not None:
+            doc["model_choice"] = result.model_choice.to_dict()
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
     from tracetochain.cli._render import render_costs, render_ingest, render_summary
@@ -262,6 +285,8 @@ def fit(
     render_ingest(result.ingest, dict(result.summary.counts.n_traces), detected=reader is None)
     if result.state_model is not None and (result.state_model.method != "categorical" or vocabulary is not None):
         echo_text(result.state_model.describe())
+    if result.model_choice is not None:
+        echo_text(result.model_choice.describe())
     render_summary(summary, intervals, pass_k_note=trials["note"])
     render_costs(costs)
     if output is not None:
@@ -270,10 +295,31 @@ def fit(
         typer.echo("(use -o chain.json to save the chain for `tracetochain metrics`)")
 
 
+def model_arguments(model: Any) -> dict[str, Any]:
+    """``--model`` as :func:`~tracetochain.analysis.analyze` arguments (nothing for the default, so that a plain run
+    is the call it always was)."""
+    value = str(getattr(model, "value", model))
+    return {} if value == "markov" else {"model": value}
+
+
+def _model_costs(result: Any) -> dict[str, Any]:
+    from tracetochain.analysis._models import model_costs
+
+    return model_costs(result.chain, result.certificate, result.model_choice)
+
+
 def _trials_label(result: Any) -> dict[str, Any]:
     """What can be said of the chain's i.i.d. pass^k without the full audit: the trials check (cheap: per-task
     counts) when tasks repeat, else that the assumption is untested."""
     from tracetochain.audit._trials import trials_check_table
+
+    mc = result.model_choice
+    if mc is not None and not mc.first_order:
+        how = ("a task draws a class once and its trials share it: pass^k = Σ_c w_c R_c^k" if mc.trials == "task"
+               else "i.i.d. trials of the model: pass^k = R∞^k")
+        return {"status": "untested", "p_value": None,
+                "note": f"pass^k of the chosen {mc.chosen} model ({how}); fit does not audit it — `tracetochain "
+                        f"audit --model {mc.requested}` tests it on held-out tasks"}
 
     res = trials_check_table(result.summary.tasks, result.chain.r_inf, seed=0)
     if not res.applicable:

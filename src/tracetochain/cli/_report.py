@@ -20,6 +20,8 @@ from tracetochain.cli._commands import (
     ForceOpt,
     KMaxOpt,
     KMinOpt,
+    ModelChoice,
+    ModelOpt,
     OnErrorChoice,
     PseudocountOpt,
     SchedulerOpt,
@@ -30,6 +32,7 @@ from tracetochain.cli._commands import (
     check_output,
     horizon_option,
     input_paths,
+    model_arguments,
     run_analysis,
     samples_option,
     state_options,
@@ -105,6 +108,7 @@ def report(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, only errors and gate results.")] = False,
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
+    model: ModelOpt = ModelChoice.markov,
     force: ForceOpt = False,
 ) -> None:
     """Read traces, discover states, fit and audit the chain, attach intervals, and write a report.
@@ -146,7 +150,7 @@ def report(
                               options=state_options(states, features, vocabulary, k_min, k_max, seed),
                               pseudocount=pseudocount, audit=not no_audit, holdout=not in_sample, n_splits=splits,
                               level=level, intervals=method, n_samples=samples, confidence=ci, seed=seed,
-                              progress=progress)
+                              progress=progress, **model_arguments(model))
         status.update("writing")
         doc = build_report(result, horizon=horizon, ks=ks)
         text = {"html": lambda: render_html(doc), "md": lambda: render_markdown(doc),
@@ -156,8 +160,12 @@ def report(
     write_output(out, text, overwrite=force, inputs=inputs, what="report")
     cert = doc.get("certificate") or {}
     if not quiet:
-        typer.echo(f"{doc['source']['n_traces']} traces → R∞ = {doc['metrics']['r_inf']:.4f}; certificate: "
+        mc = doc.get("model_choice")
+        typer.echo(f"{doc['source']['n_traces']} traces → R∞ = {doc['metrics']['r_inf']:.4f}"
+                   + (f" ({mc['chosen']})" if mc else "") + "; certificate: "
                    f"{str(cert.get('decision', 'not audited')).upper()}; wrote {out}")
+        if mc:
+            echo_text(f"model: {mc['why']}")
         if doc.get("withheld"):
             typer.echo(f"withheld: {', '.join(doc['withheld'])}")
         if doc.get("untested"):
@@ -200,6 +208,7 @@ def audit(
         OnErrorChoice.raise_),
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
+    model: ModelOpt = ModelChoice.markov,
     samples: Annotated[int, typer.Option(
         min=0, help="Bootstrap replicates behind the R∞ interval printed with the certificate; 0 for none.")] = 200,
     as_json: Annotated[bool, typer.Option("--json", help="Print the certificate JSON.")] = False,
@@ -220,12 +229,21 @@ def audit(
                           options=state_options(states, features, vocabulary, k_min, k_max, seed),
                           pseudocount=pseudocount, holdout=not in_sample, n_splits=splits, level=level,
                           n_bootstrap=bootstrap, order_criterion=order_criterion,
-                          intervals="bootstrap" if resamples else None, n_samples=max(resamples, 1), seed=seed)
+                          intervals="bootstrap" if resamples else None, n_samples=max(resamples, 1), seed=seed,
+                          **model_arguments(model))
     cert = result.certificate
     if as_json:
-        typer.echo(cert.to_json())
+        if result.model_choice is None:
+            typer.echo(cert.to_json())
+        else:  # the certificate of the chosen model, with the choice beside it
+            doc = cert.to_dict()
+            doc["model_choice"] = result.model_choice.to_dict()
+            typer.echo(json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False))
     else:
-        echo_text("\n".join(str(result).splitlines()[:2]))
+        head = str(result).splitlines()
+        echo_text("\n".join(head[:3] if result.model_choice is not None else head[:2]))
+        if result.model_choice is not None:
+            echo_text(result.model_choice.describe())
         echo_text(str(cert))
     if fail_on_reject and cert.decision == "reject":
         sys.exit(REJECT_EXIT_CODE)

@@ -12,6 +12,8 @@ import typer
 from tracetochain.cli._commands import (
     EngineOpt,
     ForceOpt,
+    ModelChoice,
+    ModelOpt,
     SchedulerOpt,
     check_output,
     horizon_option,
@@ -139,13 +141,16 @@ def compare(
                                 "evidence).")] = False,
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
+    model: ModelOpt = ModelChoice.markov,
 ) -> None:
     """Compare two trace sets: is B more or less reliable than A, and where do they differ?
 
-    The same comparison in memory and, with --engine, partition by partition."""
+    The same comparison in memory and, with --engine, partition by partition. With --model other than markov, one
+    model (chosen on A ∪ B, or the family asked for) is fitted on each set, and R∞, ΔR∞ and ΔR(d) are its own
+    (intervals from refits over each set's units)."""
     import sys
 
-    from tracetochain.cli._commands import analysis_input
+    from tracetochain.cli._commands import analysis_input, model_arguments
     from tracetochain.compare import compare as run_compare
     from tracetochain.exceptions import TraceToChainError
 
@@ -159,7 +164,7 @@ def compare(
     src_b = analysis_input(b, reader, option, "raise", engine)
     common: dict[str, Any] = {"names": (a.name, b.name), "states": spec, "state_options": options,
                               "pseudocount": pseudocount, "horizon": horizon, "samples": samples, "confidence": ci,
-                              "seed": seed}
+                              "seed": seed, **model_arguments(model)}
     try:
         if engine is not None:
             from tracetochain.engines import get_engine
