@@ -104,3 +104,16 @@ def test_too_few_units_keep_the_plain_chain_and_say_so() -> None:
     assert choice.model is not None
     json.dumps(choice.to_dict(), allow_nan=False)
     assert "at least 20" in str(choice) and "markov" in choice._repr_html_()
+
+
+def test_a_candidate_that_collapses_onto_the_baseline_is_not_better() -> None:
+    """A mixture whose classes coincide scores like the first-order chain up to rounding: a gain of hundredths of a
+    nat with a standard error far smaller (z in the hundreds). It must not be chosen (MIN_GAIN)."""
+    from tracetochain.models import decide
+
+    base = np.random.default_rng(1).normal(-4.5, 1.0, 500)
+    collapsed = base + 3e-5 + np.random.default_rng(2).normal(0.0, 2e-7, 500)
+    d = decide({"markov": base, "mixture(C=3)": collapsed}, {"markov": 17, "mixture(C=3)": 25})
+    assert d.chosen == "markov" and not d.better
+    assert decide({"markov": base, "mixture(C=3)": collapsed}, {"markov": 17, "mixture(C=3)": 25},
+                  min_gain=0.0).chosen == "mixture(C=3)"  # the degenerate case the floor exists for

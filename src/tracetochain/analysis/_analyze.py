@@ -406,7 +406,9 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         except with a ``model`` other than ``"markov"`` when task ids repeat (then by task: the families' likelihood
         unit, so a held-out task is a new task).
     intervals : {"posterior", "bootstrap"} or None, default "posterior"
-        The ensemble behind the intervals; ``n_samples`` draws (default 2000 posterior, 200 bootstrap).
+        The ensemble behind the intervals; ``n_samples`` draws (default 2000 posterior, 200 bootstrap). For a chosen
+        model other than the first-order chain: refits of the model over units resampled by their id hash
+        (``n_samples`` of them with ``"bootstrap"``, at most 200 with ``"posterior"``, which the families lack).
     confidence : float, default 0.95
     horizon : int, optional
         D of the descriptive model-vs-empirical RDC comparison in the certificate (default: the longest trace).
@@ -533,8 +535,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             split_by=split_by, test_fraction=test_fraction, n_splits=n_splits, seed=seed,
             audit=settings_audit if run_audit else None, holdout=settings_audit.holdout, horizon=horizon,
             prior=prior_obj, unvisited=policy, initial=initial,
-            n_refits=(n_draws if intervals == "bootstrap" and n_samples is not None else DEFAULT_MODEL_REFITS)
-            if intervals is not None else 0, confidence=confidence, states=states, progress=step,
+            n_refits=_model_refits(intervals, n_draws), confidence=confidence, states=states, progress=step,
             options=model_options)
     t5 = time.perf_counter()
     report = _ingest_report(acc, src, reader_name)
@@ -558,6 +559,14 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         timings["model"] = t5 - t4
     return AnalysisResult(chain, certificate, ensemble, acc, state_model, source_doc, settings, timings, in_memory,
                           selection)
+
+
+def _model_refits(intervals: str | None, n_draws: int) -> int:
+    """Refits behind a chosen model's intervals: the draws asked for with ``intervals="bootstrap"``; posterior draws
+    do not exist for the families, so ``"posterior"`` becomes a bootstrap of at most ``DEFAULT_MODEL_REFITS``."""
+    if intervals is None:
+        return 0
+    return n_draws if intervals == "bootstrap" else min(n_draws, DEFAULT_MODEL_REFITS)
 
 
 def _tasks_repeat(traces: TraceTable) -> bool:

@@ -47,7 +47,7 @@ from tracetochain.analysis._audit import (
     _survival,
     _too_few_times,
 )
-from tracetochain.audit._certificate import Certificate, LayerResult, apply_holm, build_certificate
+from tracetochain.audit._certificate import LAYERS, Certificate, LayerResult, apply_holm, build_certificate
 from tracetochain.audit._common import fmt, json_dict
 from tracetochain.audit._holdout import l_inf_distance, r_inf_check_counts
 from tracetochain.audit._trials import MIN_REPEATED_TRACES
@@ -610,8 +610,9 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
             note = "the analysis's first-order chain and its certificate"
         elif c.name in checks:
             ch = checks[c.name]
-            layers = apply_holm({**ch.layers, "order": order_not_applicable(c.name, c.family)},
-                                audit.level if audit is not None else 0.05)
+            held = apply_holm({**ch.layers, "order": order_not_applicable(c.name, c.family)},
+                              audit.level if audit is not None else 0.05)
+            layers = {n: held[n] for n in LAYERS if n in held}  # the certificate's order of layers
             l_inf, null, reps, note = ch.l_inf, ch.timing_null, ch.replicates, ch.note
         verdict = ("chosen" if c.name == chosen else "baseline" if c.name == "markov" else
                    "not chosen" if c.verdict == "chosen" else c.verdict)

@@ -378,13 +378,20 @@ class Decision:
     z_threshold: float
 
 
+#: Smallest summed held-out gain (nats; a likelihood ratio of e over all held-out units) that counts as better.
+MIN_GAIN = 1.0
+
+
 def decide(unit_loglik: Mapping[str, NDArray[np.float64]], n_parameters: Mapping[str, int | None], *,
-           baseline: str = "markov", z_threshold: float | None = None) -> Decision:
+           baseline: str = "markov", z_threshold: float | None = None, min_gain: float = MIN_GAIN) -> Decision:
     """The choice from held-out per-unit log-likelihoods (module docstring, steps 1–2).
 
-    A candidate is better than the baseline when its summed gain is positive and at least ``z_threshold``
-    standard errors (default :func:`bonferroni_z` over the candidates); the chosen one has the fewest parameters
-    among the better ones whose gain is within one standard error (paired) of the best's.
+    A candidate is better than the baseline when its summed gain is at least ``min_gain`` nats and at least
+    ``z_threshold`` standard errors (default :func:`bonferroni_z` over the candidates); the chosen one has the fewest
+    parameters among the better ones whose gain is within one standard error (paired) of the best's. The floor in
+    nats matters when a candidate collapses onto the baseline (a mixture whose classes coincide): it then differs
+    from it by rounding only, a gain of hundredths of a nat whose standard error is smaller still, so z alone would
+    call it better.
     """
     others = [nm for nm in unit_loglik if nm != baseline]
     z = bonferroni_z(len(others)) if z_threshold is None else float(z_threshold)
@@ -392,11 +399,12 @@ def decide(unit_loglik: Mapping[str, NDArray[np.float64]], n_parameters: Mapping
     better = []
     for nm in others:
         g, se = paired_gain(unit_loglik[nm], base)
-        if g > 0 and (se == 0 or g / se >= z):
+        if g >= min_gain and (se == 0 or g / se >= z):
             better.append(nm)
     if not better:
         return Decision(baseline, f"no candidate beats the first-order chain on held-out traces by {z:.2f} standard "
-                                  "errors (extra structure is not supported by the data)", (), None, z)
+                                  f"errors and {min_gain:g} nat (extra structure is not supported by the data)", (),
+                        None, z)
     best = max(better, key=lambda nm: paired_gain(unit_loglik[nm], base)[0])
     close = [nm for nm in better
              if paired_gain(unit_loglik[nm], unit_loglik[best])[0]
