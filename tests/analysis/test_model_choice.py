@@ -130,7 +130,9 @@ def test_auto_finds_the_mixture_and_certifies_it_with_its_own_checks(
     # Two classes recovered (a larger mixture may keep a third class of negligible weight).
     weights = res.compiled.component_weights
     assert int(np.sum(weights > 0.05)) == 2, weights
-    assert mc.grouped_by == "task" and res.settings["split_by"] == "task"
+    # Units of the choice are tasks (held out whole); the checks use the certificate's own halves (by trace).
+    assert mc.grouped_by == "task" and mc.splits["choice_by"] == "task"
+    assert res.settings["split_by"] == "trace" and mc.splits["by"] == "trace"
     assert mc.trials == "task"
     # The analysis's chain is the compiled mixture (one block of the three observed states per class).
     assert res.chain.n_states == 3 * weights.size and res.chain.metadata["model"]["name"] == name
@@ -206,6 +208,11 @@ def test_report_has_the_model_choice_section_escaped() -> None:
     assert 'id="model-choice"' in page and 'class="chosen"' in page
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "pass^k (model mixture(C=2))" in page
+    # The result itself prints, renders HTML and converts like every result (one Display).
+    assert "<script>alert" not in res._repr_html_() and "model: mixture(C=2)" in str(res)
+    frame = res.to_frame("model_candidates")
+    assert list(frame["candidate"])[:1] == ["markov"] and frame["chosen"].sum() == 1
+    assert "nan" not in str(res.model_choice).lower()
     md = render_markdown(doc)
     assert "#### Model: `mixture(C=2)`" in md
     outside_code = re.sub(r"(`+)(?:.*?[^`])?\1(?!`)", "", md)  # trace content may only appear inside code spans
@@ -225,17 +232,39 @@ def test_report_of_the_first_order_chain_says_why_it_stayed(first_order: tt.Trac
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("model_cli")
-    a = mixture_tasks(40, 4, seed=7).write(folder / "a.jsonl")
-    b = mixture_tasks(40, 4, seed=8).write(folder / "b.jsonl")
+    a = mixture_tasks(30, 4, seed=7).write(folder / "a.jsonl")
+    b = mixture_tasks(30, 4, seed=8).write(folder / "b.jsonl")
     return Path(a), Path(b)
 
 
+def test_cli_audit_with_a_model_and_the_default_unchanged(runs: tuple[Path, Path]) -> None:
+    from cli_runner import run_cli
+
+    a, _ = runs
+    aud = run_cli("audit", str(a), "--model", "mixture", "--json", "--ks-samples", "49", "--samples", "0",
+                  "--splits", "3")
+    assert aud.returncode == 0, aud.stderr
+    cert = json.loads(aud.stdout)
+    assert cert["settings"]["model"] == cert["model_choice"]["chosen"] and cert["model_choice"]["family"] == "mixture"
+    assert cert["layers"]["order"]["status"] == "not_applicable"
+    assert cert["outputs"]["whatif"]["status"] == "untested"
+    plain = run_cli("fit", str(a), "--json", "--samples", "50")
+    same = run_cli("fit", str(a), "--model", "markov", "--json", "--samples", "50")
+    assert plain.returncode == same.returncode == 0 and plain.stdout == same.stdout
+    assert "model_choice" not in json.loads(plain.stdout)
+    refused = run_cli("fit", str(a), "--model", "auto", "--engine", "local")
+    assert refused.returncode == 2 and "without --engine" in refused.stderr
+    for command in ("fit", "report", "audit", "compare"):
+        assert "--model" in run_cli(command, "--help").stdout, command
+
+
+@pytest.mark.slow
 def test_cli_model_round_trip(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """fit, report and compare with --model: the JSON carries the choice, the page its section."""
     from cli_runner import run_cli
 
     a, b = runs
-    fast = ("--samples", "50")
-    out = run_cli("fit", str(a), "--model", "mixture", "--json", *fast)
+    out = run_cli("fit", str(a), "--model", "mixture", "--json", "--samples", "50")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["model_choice"]["chosen"].startswith("mixture(C=") and doc["model_choice"]["trials"] == "task"
@@ -244,15 +273,6 @@ def test_cli_model_round_trip(runs: tuple[Path, Path], tmp_path: Path) -> None:
     assert doc["pass_hat_k"]["3"] == pytest.approx(sum(w * r**3 for w, r in zip(compiled["class_weights"],
                                                                                   compiled["class_r_inf"],
                                                                                   strict=True)))
-    plain = run_cli("fit", str(a), "--json", *fast)
-    same = run_cli("fit", str(a), "--model", "markov", "--json", *fast)
-    assert plain.returncode == same.returncode == 0 and plain.stdout == same.stdout
-    assert "model_choice" not in json.loads(plain.stdout)
-    aud = run_cli("audit", str(a), "--model", "mixture", "--json", "--ks-samples", "49", "--samples", "0")
-    assert aud.returncode == 0, aud.stderr
-    cert = json.loads(aud.stdout)
-    assert cert["settings"]["model"] == cert["model_choice"]["chosen"]
-    assert cert["layers"]["order"]["status"] == "not_applicable"
     page = tmp_path / "r.html"
     rep = run_cli("report", str(a), "--model", "mixture", "-o", str(page), "--uncertainty", "none", "--splits", "3")
     assert rep.returncode == 0, rep.stderr
@@ -263,9 +283,6 @@ def test_cli_model_round_trip(runs: tuple[Path, Path], tmp_path: Path) -> None:
     assert comparison["model"]["chosen"].startswith("mixture(C=")
     assert comparison["r_inf"]["a"] == pytest.approx(comparison["model"]["r_inf"]["a"])
     assert comparison["method"] == "bootstrap (model refits)"
-    refused = run_cli("fit", str(a), "--model", "auto", "--engine", "local")
-    assert refused.returncode == 2 and "without --engine" in refused.stderr
-    assert "--model" in run_cli("report", "--help").stdout
 
 
 # ------------------------------------------------------------------------------------------------ real data
@@ -295,3 +312,22 @@ def test_tau_bench_report_with_auto_certifies_r_d_or_says_why(shared_data: Path,
         if 2 <= k <= 4:
             assert lo <= doc["metrics"]["pass_hat_k"][str(k)] <= hi, k
     assert status["pass^k"] == "certified", doc["certificate"]["layers"]["trials"]["message"]
+
+
+def test_a_choice_that_fails_timing_names_the_candidate_to_forecast_with() -> None:
+    from tracetochain.analysis._models import CandidateResult, _forecast_hint
+    from tracetochain.audit._certificate import LayerResult
+
+    def row(name: str, family: str, ll: float, timing: str, p: float) -> CandidateResult:
+        layers = {"r_inf": LayerResult("r_inf", "pass", 0.5, "consistent", ""),
+                  "timing": LayerResult("timing", timing, p, "x", "")}
+        return CandidateResult(name, family, None, 10, ll, 0.1, None, None, None, False, "", layers)
+
+    rows = [row("lifted(k=3)", "lifted", -59.3, "reject", 0.005), row("duration", "duration", -60.7, "pass", 0.2),
+            row("hmm(K=6)", "hmm", -61.5, "reject", 0.005),
+            row("duration+tasks(C=2)", "task-classes", -60.0, "pass", 0.3)]
+    hint = _forecast_hint(rows, "lifted(k=3)")
+    assert len(hint) == 1 and "duration+tasks(C=2) passes it" in hint[0] and "make_candidate" in hint[0]
+    assert "--model duration" in _forecast_hint(rows[:3], "lifted(k=3)")[0]
+    assert _forecast_hint(rows, "duration") == []
+    assert "stay withheld" in _forecast_hint([rows[0], rows[2]], "lifted(k=3)")[0]

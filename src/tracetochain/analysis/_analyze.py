@@ -360,16 +360,20 @@ class AnalysisResult(ResultDisplay):
         return "\n".join(lines)
 
     def _display(self) -> Display:
-        head = str(self).splitlines()[:2]
+        text = str(self).splitlines()
+        head = text[:3] if self.model_choice is not None else text[:2]
         c = self.chain
+        # Steps are counted on the observed states; a chosen model's expanded states have none of their own.
+        steps: list[int | None] = ([int(n) for n in self.summary.visits] if self.summary.state_names == c.state_names
+                                   else [None] * c.n_states)
         states = Table("states", ("state", "n_steps", "expected_visits", "r_success", "r_failure"),
-                       tuple((name, int(n), float(z), float(rs), float(rf)) for name, n, z, rs, rf in zip(
-                           c.state_names, self.summary.visits, c.expected_visits(), c.R_success, c.R_failure,
-                           strict=True)))
+                       tuple((name, n, float(z), float(rs), float(rf)) for name, n, z, rs, rf in zip(
+                           c.state_names, steps, c.expected_visits(), c.R_success, c.R_failure, strict=True)))
         cert = self.certificate._display() if self.certificate is not None else None
-        lines = (head[1], *((cert.heading, *cert.lines) if cert is not None else ()))
+        choice = self.model_choice._display().tables if self.model_choice is not None else ()
+        lines = (*head[1:], *((cert.heading, *cert.lines) if cert is not None else ()))
         return Display(head[0], kind="Analysis", lines=lines,
-                       tables=(states, *(cert.tables if cert is not None else ())))
+                       tables=(states, *choice, *(cert.tables if cert is not None else ())))
 
 
 # ---------------------------------------------------------------------------------------------------- driver
@@ -377,7 +381,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             on_error: str = "raise", engine: Any = None, states: Any = "label",
             state_options: dict[str, Any] | None = None, pseudocount: float | None = None, prior: str | None = None,
             unvisited: str = "auto", initial: str = "empirical", audit: bool | AuditSettings = True,
-            n_splits: int = 5, test_fraction: float = 0.5, split_by: Literal["trace", "task"] | None = None,
+            n_splits: int = 5, test_fraction: float = 0.5, split_by: Literal["trace", "task"] = "trace",
             intervals: Intervals | None = "posterior", n_samples: int | None = None, confidence: float = 0.95,
             horizon: int | None = None, seed: int = 0, state_sample: int = DEFAULT_STATE_SAMPLE,
             check_traces: bool = True, progress: Callable[[str], None] | None = None,
@@ -402,9 +406,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         Run the certificate; ``audit_options`` are :class:`AuditSettings` fields (``level``, ``n_bootstrap``,
         ``n_permutations``, ``order_criterion``, ``max_steps``, ``holdout`` …).
     n_splits, test_fraction, split_by
-        The repeated held-out splits (random halves by trace id, or by task id). ``split_by`` default: by trace,
-        except with a ``model`` other than ``"markov"`` when task ids repeat (then by task: the families' likelihood
-        unit, so a held-out task is a new task).
+        The repeated held-out splits (random halves by trace id, or by task id).
     intervals : {"posterior", "bootstrap"} or None, default "posterior"
         The ensemble behind the intervals; ``n_samples`` draws (default 2000 posterior, 200 bootstrap). For a chosen
         model other than the first-order chain: refits of the model over units resampled by their id hash
@@ -469,8 +471,6 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         raise ValueError(f"model={model!r} fits the model families on the traces in memory, and {src} is read "
                          "partition by partition (--engine). Run without --engine (the corpus is then read into "
                          "memory), or keep model='markov' for a corpus that does not fit in memory")
-    if split_by is None:
-        split_by = "task" if model != "markov" and in_memory is not None and _tasks_repeat(in_memory) else "trace"
     spec = SummarySpec(seed=seed, n_splits=n_splits if run_audit and settings_audit.holdout else 0,
                        test_fraction=test_fraction, split_by=split_by,
                        n_replicates=n_draws if intervals == "bootstrap" else 0,
@@ -567,13 +567,6 @@ def _model_refits(intervals: str | None, n_draws: int) -> int:
     if intervals is None:
         return 0
     return n_draws if intervals == "bootstrap" else min(n_draws, DEFAULT_MODEL_REFITS)
-
-
-def _tasks_repeat(traces: TraceTable) -> bool:
-    """Some task id has two or more usable traces."""
-    from tracetochain.analysis._models import _repeats
-
-    return "task_id" in traces.columns and traces.n_traces > 0 and _repeats(traces)
 
 
 def _model_path(traces: TraceTable, model: str, *, acc: CorpusSummary, chain: AbsorbingChain,

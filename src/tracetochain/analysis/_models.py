@@ -38,6 +38,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._display import Display, ResultDisplay, Table
+from tracetochain._display import fmt_number as fmt
 from tracetochain.analysis._audit import (
     MIN_HALF,
     MIN_TIMES,
@@ -48,7 +50,7 @@ from tracetochain.analysis._audit import (
     _too_few_times,
 )
 from tracetochain.audit._certificate import LAYERS, Certificate, LayerResult, apply_holm, build_certificate
-from tracetochain.audit._common import fmt, json_dict
+from tracetochain.audit._common import json_dict
 from tracetochain.audit._holdout import l_inf_distance, r_inf_check_counts
 from tracetochain.audit._trials import MIN_REPEATED_TRACES
 from tracetochain.chain import AbsorbingChain
@@ -112,7 +114,7 @@ class CandidateResult:
 
 
 @dataclass(frozen=True, eq=False)
-class ModelSelection:
+class ModelSelection(ResultDisplay):
     """How the analysis's model was chosen and what it compiled to (module docstring).
 
     ``chosen`` names the model (``"markov"`` or e.g. ``"lifted(k=3)+tasks(C=2)"``) and ``reason`` says in one
@@ -215,6 +217,24 @@ class ModelSelection:
 
     def __str__(self) -> str:
         return self.describe()
+
+    def _display(self) -> Display:
+        def layer(c: CandidateResult, name: str) -> tuple[str | None, float | None]:
+            got = c.layers.get(name)
+            return (None, None) if got is None else (got.status, got.p_value)
+
+        cols = ("candidate", "family", "n_parameters", "heldout_loglik_per_trace", "heldout_loglik_se",
+                "gain_vs_baseline", "z_vs_baseline", "r_inf", "p_r_inf", "timing", "p_timing", "trials",
+                "p_trials", "order", "l_inf", "chosen", "verdict")
+        rows = tuple((c.name, c.family, c.n_parameters, c.heldout_loglik_per_trace, c.heldout_loglik_se,
+                      c.gain_vs_baseline, c.z_vs_baseline, *layer(c, "r_inf"), *layer(c, "timing"),
+                      *layer(c, "trials"), layer(c, "order")[0], c.l_inf, c.chosen, c.verdict)
+                     for c in self.candidates)
+        return Display(f"{self.chosen} — {self.reason}", kind="Model", lines=self.notes,
+                       tables=(Table("model_candidates", cols, rows,
+                                     digits={"heldout_loglik_per_trace": 4, "heldout_loglik_se": 4,
+                                             "gain_vs_baseline": 1, "z_vs_baseline": 1, "p_r_inf": 4,
+                                             "p_timing": 4, "p_trials": 4}),))
 
 
 # ---------------------------------------------------------------------------------------------------- intervals
@@ -545,16 +565,19 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
         raise ValueError(f"model={requested!r} chooses by held-out log-likelihood, so it needs held-out splits "
                          "(n_splits >= 1, and not --in-sample)")
     labelled = traces.with_states(codes, list(names))
-    has_tasks = "task_id" in traces.columns and traces.trace_column("task_id").null_count < traces.n_traces
-    group: Literal["task", "trace"] = "task" if split_by == "task" and has_tasks else "trace"
-    enc = encode_traces(labelled, alphabet, group=group)
+    enc = encode_traces(labelled, alphabet, group="auto")  # units are tasks when task ids repeat
+    group: Literal["task", "trace"] = enc.grouped_by
     usable = traces.select_traces(traces.outcomes() != 3)
     if tuple(usable.trace_ids) != tuple(enc.trace_ids):
         raise AssertionError("internal: the encoded traces are not the usable traces in table order")
-    hashes = split_hashes(usable, split_by if group == "task" else "trace")
-    # A unit is held out whole: its traces share the hash of its task (or it is one trace).
+    # The choice holds units out whole (a held-out task is a new task): split s holds out the units whose id hash
+    # (the task's when units are tasks) falls below the test fraction — analyze's rule with split_by = the unit.
+    hashes = split_hashes(usable, group)
     held_units = [np.unique(enc.unit[holdout_mask(hashes, test_fraction, seed, s)]) for s in range(n_splits)]
-    held_traces = [np.isin(enc.unit, u) for u in held_units]
+    # The checks use the certificate's own halves (split_by), so the first-order row and the others meet the same
+    # held-out traces; a model of tasks is fitted on the tasks' fit-half trials and checked on their held-out trials.
+    cert_hashes = split_hashes(usable, split_by)
+    held_traces = [holdout_mask(cert_hashes, test_fraction, seed, s) for s in range(n_splits)]
     step(f"model choice ({requested})")
     extra = dict(options or {})
     unknown = set(extra) - {"sizes", "candidates", "z_threshold", "with_task_classes"}
@@ -623,10 +646,12 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
             _loglik_se(choice.unit_loglik.get(c.name, []), n_eval), c.gain_vs_baseline, c.se_vs_baseline,
             c.z_vs_baseline, c.name == chosen, verdict, layers, l_inf, null, reps, note))
     notes = list(choice.notes) + [n for n in enc.notes if n not in choice.notes]
-    splits = {"n_splits": n_splits, "by": enc.grouped_by, "test_fraction": test_fraction, "seed": seed,
-              "rule": "a unit is held out iff u(id hash, seed, split) < test_fraction (SplitMix64); the unit is the "
-                      "task when task ids repeat, else the trace",
-              "n_units": enc.n_units, "n_test_traces": [int(m.sum()) for m in held_traces]}
+    notes += _forecast_hint(rows, chosen)
+    splits = {"n_splits": n_splits, "by": split_by, "test_fraction": test_fraction, "seed": seed,
+              "rule": "held out iff u(id hash, seed, split) < test_fraction (SplitMix64); the choice holds out whole "
+                      "units (tasks when task ids repeat, else traces), the checks the certificate's halves (by "
+                      f"{split_by})",
+              "choice_by": group, "n_units": enc.n_units, "n_test_traces": [int(m.sum()) for m in held_traces]}
     family = next((c.family for c in table if c.name == chosen), "markov")
     selection = ModelSelection(requested, chosen, family, _reason(requested, choice), tuple(rows), enc.grouped_by,
                                enc.n_units, enc.n_traces, splits, choice, notes=tuple(notes),
@@ -670,6 +695,25 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
     return replace(selection, model=model, compiled=compiled, draws=tuple(draws),
                    interval_settings=interval_settings, intervals_unavailable=unavailable,
                    notes=tuple(notes)), raw
+
+
+def _forecast_hint(rows: list[CandidateResult], chosen: str) -> list[str]:
+    """When the chosen model fails the held-out timing layer, name the best-scoring checked candidate that passes it
+    (and the R∞ layer): the model to forecast R(d) with, at a cost in likelihood (the choice does not move)."""
+    mine = next((r for r in rows if r.name == chosen), None)
+    timing = None if mine is None else mine.layers.get("timing")
+    if timing is None or timing.status != "reject":
+        return []
+    ok = [r for r in rows if r.name != chosen and r.layers.get("timing") is not None
+          and r.layers["timing"].status == "pass" and r.layers["r_inf"].status == "pass"]
+    if not ok:
+        return ["no checked candidate passes the held-out timing layer either: R(d) and step budgets stay withheld"]
+    best = max(ok, key=lambda r: r.heldout_loglik_per_trace or -math.inf)
+    how = (f"run with --model {best.family}" if best.family in MODEL_CHOICES else
+           f"fit it with tracetochain.models.make_candidate({best.name!r})")
+    return [f"{chosen} fails the held-out timing layer; {best.name} passes it (p {fmt(best.layers['timing'].p_value)}, "
+            f"a screening check) at a held-out log-likelihood of {fmt(best.heldout_loglik_per_trace)} per trace "
+            f"against {fmt(mine.heldout_loglik_per_trace if mine else None)}: to forecast R(d), {how}"]
 
 
 def _first_order_l_inf(enc: Any, held: list[NDArray[np.bool_]], split_chain: Callable[[int], AbsorbingChain | None]
