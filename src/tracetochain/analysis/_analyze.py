@@ -556,6 +556,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     timings = {"read_and_states": t1 - t0, "summaries": t2 - t1, "audit": t3 - t2, "intervals": t4 - t3}
     if selection is not None:
         settings["model"] = model
+        settings["model_options"] = dict(model_options or {})
         timings["model"] = t5 - t4
     return AnalysisResult(chain, certificate, ensemble, acc, state_model, source_doc, settings, timings, in_memory,
                           selection)
