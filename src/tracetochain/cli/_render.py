@@ -149,10 +149,18 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     worst.add_column("state", justify="left", no_wrap=True, max_width=40)
     for col in ("failures", "P(→fail)", "P(→succ)", "visits"):
         worst.add_column(col, justify="right")
+    counts = md.get("counts") or {}
+    observed_failures = dict(zip(counts.get("state_names") or [], counts.get("exits_failure") or [], strict=False))
+    prior_only = False
     for st in s.worst_states(5):
-        worst.add_row(_safe(st.name), f"{st.failure_share:.1%}", f"{st.r_failure:.3f}", f"{st.r_success:.3f}",
-                      f"{st.expected_visits:.2f}")
+        # A state no trace failed from gets its failure share from the prior alone: say so, never name it a source.
+        mark = st.failure_share > 0 and observed_failures.get(st.name, 1) == 0
+        prior_only |= mark
+        worst.add_row(_safe(st.name), f"{st.failure_share:.1%}" + (" *" if mark else ""), f"{st.r_failure:.3f}",
+                      f"{st.r_success:.3f}", f"{st.expected_visits:.2f}")
     _console.print(worst)
+    if prior_only:
+        _console.print("  [dim]* no trace failed from this state: its share is the prior's pseudo-failure[/]")
     top = s.worst_states(1)
     if top and top[0].failure_share > 0:
         _console.print(f"Most failures leave from [bold]{_safe(top[0].name)}[/] ({top[0].failure_share:.0%}).")
