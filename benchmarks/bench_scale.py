@@ -135,6 +135,19 @@ class MemorySampler:
 
 
 # ---------------------------------------------------------------------------------------------------- child
+def _audit_figures(res: Any) -> dict[str, Any]:
+    """Decision, KS p, R∞ interval, stage timings and a digest of the certificate (engine and partition count left
+    out, so that every engine's certificate can be compared with the in-memory one)."""
+    assert res.ensemble is not None and res.certificate is not None
+    s = res.ensemble.stats("r_inf")
+    cert_doc = res.certificate.to_dict()
+    for key in ("engine", "n_partitions"):
+        cert_doc["settings"].pop(key, None)
+    return {"decision": res.certificate.decision, "p_ks": res.certificate.p_ks, "r_inf_interval": [s.lower, s.upper],
+            "timings": res.timings,
+            "certificate_sha256": hashlib.sha256(json.dumps(cert_doc, sort_keys=True).encode()).hexdigest()}
+
+
 def child(path: str, engine_name: str, task: str = "fit") -> None:
     """One measurement in a fresh process; prints one JSON line."""
     import resource
@@ -168,14 +181,7 @@ def child(path: str, engine_name: str, task: str = "fit") -> None:
             res = tracetochain.analyze(table, n_bootstrap=AUDIT["n_bootstrap"], n_permutations=AUDIT["n_permutations"],
                                        intervals="bootstrap", n_samples=AUDIT["n_resamples"], seed=0)
             chain, n_traces = res.chain, table.n_traces
-            assert res.ensemble is not None and res.certificate is not None
-            s = res.ensemble.stats("r_inf")
-            cert_doc = res.certificate.to_dict()
-            for key in ("engine", "n_partitions"):
-                cert_doc["settings"].pop(key, None)
-            extra = {"decision": res.certificate.decision, "p_ks": res.certificate.p_ks,
-                     "r_inf_interval": [s.lower, s.upper], "timings": res.timings,
-                     "certificate_sha256": hashlib.sha256(json.dumps(cert_doc, sort_keys=True).encode()).hexdigest()}
+            extra = _audit_figures(res)
             del table
         elif task == "fit":
             chain = fit_partitioned(path, engine=engine, pseudocount=1.0, rows_per_partition=ROWS_PER_PARTITION)
@@ -183,14 +189,7 @@ def child(path: str, engine_name: str, task: str = "fit") -> None:
         else:
             res = audit_partitioned(path, engine=engine, rows_per_partition=ROWS_PER_PARTITION, **AUDIT)
             chain, n_traces = res.chain, res.ingest.n_traces
-            assert res.ensemble is not None
-            s = res.ensemble.stats("r_inf")
-            cert_doc = res.certificate.to_dict()
-            for key in ("engine", "n_partitions"):
-                cert_doc["settings"].pop(key, None)
-            extra = {"decision": res.certificate.decision, "p_ks": res.certificate.p_ks,
-                     "r_inf_interval": [s.lower, s.upper], "timings": res.timings,
-                     "certificate_sha256": hashlib.sha256(json.dumps(cert_doc, sort_keys=True).encode()).hexdigest()}
+            extra = _audit_figures(res)
         t2 = time.perf_counter()
         mem.sample()  # the workers' last CPU figures, before they go
         if engine is not None:
