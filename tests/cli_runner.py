@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -22,11 +23,16 @@ class CliResult:
     args: tuple[str, ...] = ()
 
 
+#: What the ``run`` fixture of ``tests/cli/conftest.py`` is: ``run(*args, stdin=bytes or text)``.
+Run = Callable[..., CliResult]
+
+
 class _Stream(io.TextIOWrapper):
     """A text stream with a ``buffer`` (like the real ``sys.stdout``) whose text can be read back."""
 
-    def __init__(self, initial: str = "") -> None:
-        super().__init__(io.BytesIO(initial.encode()), encoding="utf-8", newline=None, write_through=True)
+    def __init__(self, initial: str | bytes = "") -> None:
+        data = initial if isinstance(initial, bytes) else initial.encode()
+        super().__init__(io.BytesIO(data), encoding="utf-8", newline=None, write_through=True)
 
     def text(self) -> str:
         self.flush()
@@ -36,7 +42,7 @@ class _Stream(io.TextIOWrapper):
         return False
 
 
-def run_cli(*args: str, input: str | None = None) -> CliResult:
+def run_cli(*args: str, input: str | bytes | None = None) -> CliResult:
     from tracetochain.cli import main
 
     saved = sys.argv, sys.stdin, sys.stdout, sys.stderr

@@ -275,7 +275,7 @@ class ResultDisplay:
     """
 
     def _display(self) -> Display:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must define _display() (the tables it shows itself as)")
 
     def __str__(self) -> str:
         return self._display().text()

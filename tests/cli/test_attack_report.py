@@ -10,43 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-Run = Callable[..., Result]
+from cli_runner import CliResult as Result
+from cli_runner import Run
 
 
 @pytest.fixture
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
-    """The console entry point in this process, run from ``tmp_path`` (the report's "empty scratch folder")."""
-    from tracetochain.cli import main
-
+def run(run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
+    """The command line in this process, run from ``tmp_path`` (the report's "empty scratch folder")."""
     monkeypatch.chdir(tmp_path)
-
-    def call(*args: str) -> Result:
-        monkeypatch.setattr(sys, "argv", ["tracetochain", *args])
-        capsys.readouterr()
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        out = capsys.readouterr()
-        return Result(code, out.out, out.err)
-
-    return call
+    return run
 
 
 def error_line(r: Result) -> str:

@@ -5,46 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_runner import CliResult as Result
+from cli_runner import Run
 
 import tracetochain as tt
 from tracetochain.readers import available_readers
 
 EXAMPLE = tt.datasets.example_path("tau_airline")
 SWE_RUN = Path(__file__).resolve().parents[1] / "data" / "readers" / "swe_agent" / "sweagent_run"
-
-
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-Run = Callable[..., Result]
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
-    """The console entry point in this process (fast); ``test_exit_code_in_a_real_process`` checks a real one."""
-    from tracetochain.cli import main
-
-    def call(*args: str) -> Result:
-        monkeypatch.setattr(sys, "argv", ["tracetochain", *args])
-        capsys.readouterr()
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        out = capsys.readouterr()
-        return Result(code, out.out, out.err)
-
-    return call
 
 
 def one_error_line(r: Result | subprocess.CompletedProcess[str]) -> str:

@@ -3,51 +3,18 @@ the old option spellings kept as deprecated aliases."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_runner import Run
 
 import tracetochain as tt
 from tracetochain.cli._input import stdin_suffix
 
 EXAMPLE = tt.datasets.example_path("tau_airline")
-
-
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-Run = Callable[..., Result]
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
-    """The console entry point in this process; ``stdin=`` feeds bytes to standard input."""
-    from tracetochain.cli import main
-
-    def call(*args: str, stdin: bytes | None = None) -> Result:
-        monkeypatch.setattr(sys, "argv", ["tracetochain", *args])
-        if stdin is not None:
-            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
-        capsys.readouterr()
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        out = capsys.readouterr()
-        return Result(code, out.out, out.err)
-
-    return call
 
 
 def chat_episodes(n: int = 40) -> list[dict[str, object]]:
