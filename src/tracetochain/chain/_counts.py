@@ -1,4 +1,4 @@
-"""Counting transitions and exits from labelled steps (docs/formats.md §2), vectorised.
+"""Counting transitions and exits from labelled steps (docs/formats.md, "From an episode to counts"), vectorised.
 
 One transient→transient count per consecutive pair of steps *inside* a trace (never across trace boundaries);
 one exit count from the last step of each completed (success/failure) trace; censored traces add transitions and
@@ -209,10 +209,10 @@ def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np
         Outcome codes of the episodes that ended before any step (:func:`zero_step_outcome_codes`): successes and
         failures become start exits, and all are counted in ``n_traces``.
 
-    The rules are those of Tran-Truong & Le (2026) (docs/formats.md §2): c_ij counts consecutive steps i → j inside a
-    valid trace, c_i⊕ / c_i⊖ the last state of each success / failure trace, the initial counts the first state of every
-    valid trace; censored traces add transitions and no exit; invalid traces add nothing. Used to count partitions of a
-    large corpus (``tracetochain.partitioned``); ``count_transitions(t)`` equals
+    The rules are those of Tran-Truong & Le (2026) (docs/formats.md, "From an episode to counts"): c_ij counts
+    consecutive steps i → j inside a valid trace, c_i⊕ / c_i⊖ the last state of each success / failure trace, the
+    initial counts the first state of every valid trace; censored traces add transitions and no exit; invalid traces
+    add nothing. Used to count partitions of a large corpus (``tracetochain.partitioned``); ``count_transitions(t)`` equals
     ``count_transitions_from_codes(*t.state_labels()[:1], t.offsets, t.outcomes(), t.state_labels()[1],
     zero_step_outcomes=zero_step_outcome_codes(t.report.zero_step))``.
 

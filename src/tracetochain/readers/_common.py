@@ -442,7 +442,7 @@ def verdict_to_outcome(value: Any, success_values: frozenset[str] | None,
     Booleans map directly; numbers are the reward and succeed at ``≥ threshold``; text is matched
     case-insensitively against ``success_values`` when given (anything else fails), else against
     :data:`SUCCESS_WORDS` / :data:`FAILURE_WORDS` (``censored``/``invalid`` taken literally); numeric text is a
-    reward (an outcome is never guessed; docs/formats.md §3).
+    reward (an outcome is never guessed; docs/formats.md, "Outcomes are never guessed").
 
     >>> verdict_to_outcome("PASSED", None, 1.0), verdict_to_outcome(0.5, None, 1.0), verdict_to_outcome("meh", None, 1)
     (('success', None), ('failure', 0.5), "cannot tell whether verdict 'meh' means success (pass success_values=)")

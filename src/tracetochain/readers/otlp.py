@@ -79,7 +79,7 @@ Field mapping onto the canonical record
   not success — pass outcome_attribute= or verdicts=`` (skipped and counted with ``on_error="skip"``).
 * ``termination_reason``/censoring: ``gen_ai.agent.finish_reason`` of the shallowest span carrying it;
   ``max_iterations``, ``max_turns``, ``max_steps``, ``max_tokens``, ``time_budget`` and ``timeout`` make the episode
-  ``censored`` (a budget ending, docs/formats.md §1) whatever the verdict says.
+  ``censored`` (a budget ending, docs/formats.md, "The canonical record") whatever the verdict says.
 
 Streaming and memory
 --------------------
@@ -149,7 +149,7 @@ __all__ = ["NO_OUTCOME_MESSAGE", "OTLP", "STATE_ATTRIBUTE", "ColumnarTraceBuilde
            "SpanError", "SpanFacts", "SpanTrace", "emit_trace", "parse_otlp_options", "span_from_proto",
            "spans_of_export_request", "spans_of_json_document"]
 
-#: The error every episode without an outcome source gets (refuse to guess; docs/formats.md §3).
+#: The error every episode without an outcome source gets (refuse to guess; docs/formats.md).
 NO_OUTCOME_MESSAGE = (
     "OTLP spans carry no task outcome; span status is not success — pass outcome_attribute= or verdicts="
 )

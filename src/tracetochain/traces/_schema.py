@@ -20,7 +20,7 @@ class Outcome(StrEnum):
 
     SUCCESS = "success"
     FAILURE = "failure"
-    CENSORED = "censored"  # stopped by a budget/timeout: transitions count, no exit (docs/formats.md §2)
+    CENSORED = "censored"  # stopped by a budget/timeout: transitions count, no exit (docs/formats.md)
     INVALID = "invalid"  # infrastructure error: excluded from fitting and counted
 
 
