@@ -212,7 +212,8 @@ def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np
     The rules are those of Tran-Truong & Le (2026) (docs/formats.md, "From an episode to counts"): c_ij counts
     consecutive steps i → j inside a valid trace, c_i⊕ / c_i⊖ the last state of each success / failure trace, the
     initial counts the first state of every valid trace; censored traces add transitions and no exit; invalid traces
-    add nothing. Used to count partitions of a large corpus (``tracetochain.partitioned``); ``count_transitions(t)`` equals
+    add nothing. Used to count partitions of a large corpus (``tracetochain.partitioned``); ``count_transitions(t)``
+    equals
     ``count_transitions_from_codes(*t.state_labels()[:1], t.offsets, t.outcomes(), t.state_labels()[1],
     zero_step_outcomes=zero_step_outcome_codes(t.report.zero_step))``.
 
