@@ -62,3 +62,4 @@ def run_cli(*args: str, input: str | bytes | None = None) -> CliResult:
         else:
             os.environ["TRACETOCHAIN_DEBUG"] = saved_debug
     return CliResult(code, out.text(), err.text(), args)
+

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 from cli_runner import CliResult as Result
-from cli_runner import Run
+from cli_runner import Run, run_cli
 
 
 @pytest.fixture
-def run(run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
+def run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
     """The command line in this process, run from ``tmp_path`` (the report's "empty scratch folder")."""
     monkeypatch.chdir(tmp_path)
-    return run
+    return lambda *args, stdin=None: run_cli(*args, input=stdin)
 
 
 def error_line(r: Result) -> str:

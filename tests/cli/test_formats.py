@@ -9,12 +9,18 @@ from pathlib import Path
 
 import pytest
 from cli_runner import CliResult as Result
-from cli_runner import Run
+from cli_runner import Run, run_cli
 
 import tracetochain as tt
 from tracetochain.readers import available_readers
 
 EXAMPLE = tt.datasets.example_path("tau_airline")
+
+
+@pytest.fixture
+def run() -> Run:
+    """The command line in this process (``cli_runner.run_cli``); ``stdin=`` feeds standard input."""
+    return lambda *args, stdin=None: run_cli(*args, input=stdin)
 SWE_RUN = Path(__file__).resolve().parents[1] / "data" / "readers" / "swe_agent" / "sweagent_run"
 
 

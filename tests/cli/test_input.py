@@ -9,12 +9,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_runner import Run
+from cli_runner import Run, run_cli
 
 import tracetochain as tt
 from tracetochain.cli._input import stdin_suffix
 
 EXAMPLE = tt.datasets.example_path("tau_airline")
+
+
+@pytest.fixture
+def run() -> Run:
+    """The command line in this process (``cli_runner.run_cli``); ``stdin=`` feeds standard input."""
+    return lambda *args, stdin=None: run_cli(*args, input=stdin)
 
 
 def chat_episodes(n: int = 40) -> list[dict[str, object]]:
