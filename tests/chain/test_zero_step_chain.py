@@ -26,8 +26,8 @@ from tracetochain.chain import (
 )
 from tracetochain.exceptions import ChainValidationError, EmptyTraceSetError, SchemaVersionError
 from tracetochain.numerics.batched import ChainBatch
-from tracetochain.readers._common import build_table, records_to_arrow
 from tracetochain.report import to_dot, to_mermaid, to_prism
+from tracetochain.traces._build import build_table, records_to_arrow
 
 PROPERTY = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 

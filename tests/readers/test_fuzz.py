@@ -795,7 +795,7 @@ _EVAL_HUGE = _zip({"header.json": json.dumps({k: v for k, v in _toy.items() if k
 _MAST = b"trace_id,step_idx,state,error,outcome\n"
 
 FOUND: dict[str, Found] = {
-    # --- the canonical long table (its parsing moved into readers/canonical.py; see the report on _table.py)
+    # --- the canonical long table (decoded by traces/_canonical.py for TraceTable.read and the canonical reader alike)
     "canonical-line-not-utf8": Found(
         "canonical", {"t.jsonl": _jl(_step("a"), _BAD_UTF8, _step("b"))}, "t.jsonl", r"not UTF-8", (2, None), 2),
     "canonical-line-nested-too-deeply": Found(

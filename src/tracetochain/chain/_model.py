@@ -419,7 +419,7 @@ class AbsorbingChain(ResultDisplay):
         import os
 
         from tracetochain._files import input_problem
-        from tracetochain.readers._common import JSONLimitError, json_loads
+        from tracetochain.traces._json import JSONLimitError, json_loads
 
         is_text = isinstance(source, str) and source.lstrip().startswith("{") and not os.path.exists(source)
         where = "chain document" if is_text else str(source)

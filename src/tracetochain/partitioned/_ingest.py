@@ -20,10 +20,11 @@ from numpy.typing import NDArray
 
 from tracetochain._files import check_input_file
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.readers._common import build_table, json_loads, records_to_arrow
-from tracetochain.readers.canonical import parse_jsonl_lines
 from tracetochain.traces import TraceTable
+from tracetochain.traces._build import build_table, records_to_arrow
+from tracetochain.traces._canonical import parse_jsonl_lines
 from tracetochain.traces._hashing import fnv1a_hashes
+from tracetochain.traces._json import json_loads
 
 PartitionBy = Literal["range", "file"]
 OnError = Literal["raise", "skip"]

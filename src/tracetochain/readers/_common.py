@@ -4,7 +4,10 @@ Every reader turns its source into canonical step records with :class:`TraceBuil
 them to :func:`build_table`, which validates through :meth:`TraceTable.from_arrow`, so validation, skip-and-count and
 the ingest report work the same for all formats.
 The small helpers here (verdict words, ISO times, dotted attribute lookup, usage sums, the cheap JSON head scan) are
-shared by several readers; each one documents the rule it applies.
+shared by several readers; each one documents the rule it applies. Table building (:func:`build_table`,
+:func:`records_to_arrow`, …) and JSON parsing with located errors (:func:`json_loads`, :func:`load_json`, header
+lines) live with the table, in ``traces._build`` and ``traces._json``, because :meth:`TraceTable.read` needs them
+too; they are re-exported here for the readers.
 """
 
 from __future__ import annotations
@@ -18,13 +21,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-from numpy.typing import NDArray
-
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.traces._schema import COLUMNS
+from tracetochain.traces._build import STEP_FIELDS as STEP_FIELDS
+from tracetochain.traces._build import arrow_column as arrow_column
+from tracetochain.traces._build import build_table as build_table
+from tracetochain.traces._build import clean_text as clean_text
+from tracetochain.traces._build import drop_traces as drop_traces
+from tracetochain.traces._build import records_to_arrow as records_to_arrow
+from tracetochain.traces._build import split_zero_step as split_zero_step
+from tracetochain.traces._json import HEADER_MARKERS as HEADER_MARKERS
+from tracetochain.traces._json import HEADER_WORDS as HEADER_WORDS
+from tracetochain.traces._json import JSONLimitError as JSONLimitError
+from tracetochain.traces._json import is_header_record as is_header_record
+from tracetochain.traces._json import json_loads as json_loads
+from tracetochain.traces._json import json_raw_decode as json_raw_decode
+from tracetochain.traces._json import load_json as load_json
+from tracetochain.traces._json import merge_header as merge_header
 from tracetochain.traces._table import Problem, TraceTable
 
 #: τ-bench's success rule: reward ≥ 1 − 1e−6 (its own pass test, Yao et al. 2024).
@@ -47,67 +59,6 @@ def outcome_from_reward(reward: float | None, threshold: float = DEFAULT_SUCCESS
         return None
     return "success" if float(reward) >= threshold else "failure"
 
-
-class JSONLimitError(json.JSONDecodeError):
-    """JSON that Python's parser gives up on without a syntax error: nesting deeper than the interpreter's recursion
-    limit, or an integer with more digits than ``sys.get_int_max_str_digits()``. ``lineno``/``colno`` point at the
-    start of the value, since the parser does not say where inside it the limit was hit."""
-
-
-def json_loads(text: str | bytes) -> Any:
-    """``json.loads`` whose only failures are ``json.JSONDecodeError`` (a :class:`JSONLimitError` for the limits
-    above) and ``UnicodeDecodeError`` for bytes that are not UTF-8, so a reader can report any bad value by its
-    line instead of crashing on ``RecursionError`` or ``ValueError``."""
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise
-    except RecursionError:
-        raise JSONLimitError("nested too deeply to read", "", 0) from None
-    except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string conversion"
-        raise JSONLimitError(f"a number is too long to read ({exc})".split(";")[0], "", 0) from None
-
-
-def json_raw_decode(decoder: json.JSONDecoder, text: str, idx: int) -> tuple[Any, int]:
-    """``decoder.raw_decode(text, idx)`` with the failures of :func:`json_loads` (limits located at ``idx``)."""
-    try:
-        return decoder.raw_decode(text, idx)
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:
-        raise JSONLimitError("nested too deeply to read", text, idx) from None
-    except ValueError as exc:
-        raise JSONLimitError(f"a number is too long to read ({exc})".split(";")[0], text, idx) from None
-
-
-def load_json(path: Path, *, max_bytes: int | None = None) -> Any:
-    """Parse a whole JSON file; an error names the file and, for a syntax error or bad UTF-8, the line."""
-    from tracetochain._files import input_problem
-
-    problem = input_problem(path)
-    if problem is not None:
-        raise TraceValidationError(problem[0], source=str(path), hint=problem[1])
-    if max_bytes is not None and path.stat().st_size > max_bytes:
-        raise TraceValidationError(f"file is larger than the {max_bytes:,}-byte limit for this format",
-                                   source=str(path))
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TraceValidationError(f"cannot read it ({exc.strerror or type(exc).__name__})", source=str(path),
-                                   hint="make the file readable") from None
-    try:
-        text = raw.decode("utf-8-sig")  # a byte-order mark (Windows tools write one) is not part of the JSON
-    except UnicodeDecodeError as exc:
-        raise TraceValidationError(f"not UTF-8 text ({exc.reason})", source=str(path),
-                                   line=raw.count(b"\n", 0, exc.start) + 1) from None
-    del raw
-    try:
-        return json_loads(text)
-    except JSONLimitError as exc:
-        raise TraceValidationError(f"not valid JSON ({exc.msg})", source=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise TraceValidationError(f"not valid JSON ({exc.msg} at column {exc.colno})", source=str(path),
-                                   line=exc.lineno) from None
 
 
 def head_text(path: Path, n_bytes: int = 65_536) -> str:
@@ -231,54 +182,6 @@ def wrong_suffix(path: Path, wanted: Iterable[str]) -> Refusal:
     suffix = path.suffix.lower() or "no extension"
     return Refusal(f"reads {'/'.join(wanted)} files, not {suffix}")
 
-
-#: Keys that mark a JSONL line as a header describing the run (kept as run metadata), not a record.
-HEADER_MARKERS = frozenset({"metadata", "meta", "_meta", "header", "run_metadata", "run_info", "run"})
-#: Keys a header line may carry besides a marker.
-HEADER_WORDS = HEADER_MARKERS | frozenset({
-    "type", "kind", "version", "schema", "schema_version", "format", "created", "created_at", "timestamp", "date",
-    "name", "description", "run_id", "config", "info", "source", "generator", "model", "agent", "benchmark"})
-_HEADER_TYPES = frozenset({"header", "metadata", "meta", "run", "run_metadata"})
-
-
-def is_header_record(record: Any) -> bool:
-    """Whether a leading JSONL record is a header line describing the run rather than an episode or a step.
-
-    The rule: every key is a header word (:data:`HEADER_WORDS`) and at least one is a marker (:data:`HEADER_MARKERS`,
-    e.g. ``{"metadata": {...}}``), or its ``type``/``kind`` says ``header``/``metadata``. Readers check this only
-    for lines before the first record, so a record that happens to hold only such keys later is still an error.
-
-    >>> is_header_record({"metadata": {"model": "gpt"}}), is_header_record({"type": "header", "n": 3})
-    (True, True)
-    >>> is_header_record({"messages": [], "metadata": {"success": True}})
-    False
-    """
-    if not isinstance(record, dict) or not record:
-        return False
-    kind = record.get("type", record.get("kind"))
-    if isinstance(kind, str) and kind.strip().lower() in _HEADER_TYPES:
-        return True
-    keys = set(record)
-    return keys <= HEADER_WORDS and bool(keys & HEADER_MARKERS)
-
-
-def merge_header(into: dict[str, Any], record: dict[str, Any]) -> None:
-    """Keep a header record as run metadata (a later header line adds to, and overrides, earlier ones). Numbers
-    JSON cannot write back (NaN, ±Infinity) are kept as their text, so the metadata stays valid JSON."""
-    try:
-        into.update(_json_safe(record))
-    except RecursionError:
-        into["header"] = "(a header line nested too deeply to keep)"
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 def jsonl_head_records(path: Path, n_bytes: int = 262_144, limit: int = 20) -> tuple[list[dict[str, Any]],
@@ -584,248 +487,3 @@ def _relative_name(path: Path, root: Path) -> str:
     return path.as_posix()
 
 
-# ================================================================================================ table building
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_ARROW_FAILURES = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError)
-_BOOL_COLUMNS = tuple(c.name for c in COLUMNS if c.type == pa.bool_())
-_BOOL_TEXT = {"true": True, "1": True, "false": False, "0": False}
-
-
-def clean_text(value: str) -> str:
-    """``value`` with lone surrogates (from ``\\ud800``-style JSON escapes, which UTF-8 cannot hold) replaced by
-    ``?``; other text is returned unchanged."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-8", errors="replace").decode("utf-8")
-    return value
-
-
-def _as_text_value(v: Any) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        return clean_text(v)
-    if isinstance(v, (dict, list)):
-        try:
-            return clean_text(json.dumps(v, ensure_ascii=False))
-        except (TypeError, ValueError, RecursionError):
-            return clean_text(repr(v))
-    return clean_text(str(v))
-
-
-def records_to_arrow(records: list[dict[str, Any]]) -> pa.Table:
-    """Step dicts as an Arrow table, one column per field (in order of first appearance).
-
-    A field Arrow cannot type as one column — mixed Python types (3 and "3"), an integer outside 64 bits, text
-    with lone surrogates — is kept as text, so that :meth:`TraceTable.from_arrow` reports each bad value by its
-    record (e.g. ``expected an integer, got '1e30'``) instead of failing the whole source. No records at all give
-    the minimal canonical columns, so "nothing to fit" is reported downstream rather than a missing field (and
-    records without any field each report their empty ``trace_id``).
-    """
-    names: dict[str, None] = {}
-    for r in records:
-        for k in r:
-            names.setdefault(k, None)
-    if not names:  # no records, or only empty ones (each then reports its empty trace_id)
-        n = len(records)
-        return pa.table({"trace_id": pa.nulls(n, pa.string()), "step_idx": pa.nulls(n, pa.int64()),
-                         "state": pa.nulls(n, pa.string()), "outcome": pa.nulls(n, pa.string())})
-    cols: dict[str, pa.Array] = {}
-    for name in names:
-        values = [r.get(name) for r in records]
-        try:
-            cols[name] = pa.array(values)
-        except _ARROW_FAILURES:
-            cols[name] = pa.array([_as_text_value(v) for v in values], pa.string())
-    return pa.table(cols)
-
-
-def arrow_column(values: list[Any], typ: pa.DataType) -> pa.Array:
-    """``pa.array(values, type=typ)`` for reader-built columns, where a value that does not fit (an integer
-    outside 64 bits, text with lone surrogates) becomes null / cleaned text instead of failing the source."""
-    try:
-        return pa.array(values, type=typ)
-    except _ARROW_FAILURES:
-        fixed: list[Any]
-        if pa.types.is_integer(typ):
-            fixed = [v if isinstance(v, int) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX
-                     else None for v in values]
-        elif pa.types.is_string(typ):
-            fixed = [None if v is None else clean_text(str(v)) for v in values]
-        else:
-            raise
-        return pa.array(fixed, type=typ)
-
-
-def build_table(table: pa.Table, *, on_error: str, source: str, format: str, problems: list[Problem],
-                locations: Any, location_kind: str, zero_step: bool = False,
-                defer_step_gaps: bool = False) -> TraceTable:
-    """Validate a reader's Arrow table into a :class:`TraceTable` (:meth:`TraceTable.from_arrow`).
-
-    Two kinds of rows are settled here first, because the shared validation does not handle them yet (see
-    :func:`_settle_rows`): with ``on_error="skip"`` rows without a trace id, and text or 0/1 values with gaps in a
-    true/false column such as ``error``. Then the records of episodes that ended before any step are taken out
-    (:func:`split_zero_step`; ``zero_step`` says the reader added some, so ``step_idx`` may be absent from every
-    record) and kept, validated, in ``report.zero_step``.
-    """
-    names = table.column_names
-    if len(set(names)) < len(names):
-        twice = next(n for n in names if names.count(n) > 1)
-        raise TraceValidationError(f"column {twice!r} appears twice", source=source, field=twice,
-                                   hint="give every column its own name")
-    locs = np.asarray(locations, dtype=np.int64) if locations is not None else np.arange(table.num_rows)
-    table, locs, settled = _settle_rows(table, locs, on_error, source, location_kind)
-    if zero_step and "step_idx" not in names and "trace_id" in names:
-        table = table.append_column("step_idx", pa.nulls(table.num_rows, pa.int64()))
-    table, locs, zero_rows, zero_locs = split_zero_step(table, locs)
-    if zero_rows is not None and table.num_rows == 0 and not {"state", "step_kind"} & set(table.column_names):
-        table = table.append_column("state", pa.nulls(0, pa.string()))  # only zero-step episodes: no steps at all
-    result = TraceTable.from_arrow(table, on_error=on_error,  # type: ignore[arg-type]
-                                   source=source, format=format, problems=[*problems, *settled], locations=locs,
-                                   location_kind=location_kind, defer_step_gaps=defer_step_gaps)
-    if zero_rows is not None:
-        _add_zero_step(result, zero_rows, zero_locs, on_error, source, format, location_kind)
-    return result
-
-
-# ================================================================================================ zero-step episodes
-#: Step fields: a record with none of them (and no ``step_idx``) is an episode that ended before any step.
-STEP_FIELDS = ("step_idx", "state", "step_kind", "tool_name", "text")
-
-
-def split_zero_step(table: pa.Table, locs: NDArray[np.int64]
-                    ) -> tuple[pa.Table, NDArray[np.int64], pa.Table | None, NDArray[np.int64]]:
-    """Take out the records of episodes that ended before any agent step.
-
-    Such an episode is one trace whose single record has no step fields: ``step_idx`` null and no ``state``,
-    ``step_kind``, ``tool_name`` or ``text``. It is still a trial with an outcome (a run that crashed or gave up
-    before acting, or was judged on no action at all), so it must be counted, never dropped. The step table cannot
-    hold it yet, so it travels beside the table in ``report.zero_step``. A stepless record whose trace also has
-    other records stays in the table (where validation reports its empty ``step_idx``).
-
-    Returns the step rows, their locations, and the zero-step rows with theirs (None when there are none).
-    """
-    names = table.column_names
-    if table.num_rows == 0 or "trace_id" not in names or "step_idx" not in names:
-        return table, locs, None, np.zeros(0, np.int64)
-    stepless = np.asarray(_column(table, "step_idx").is_null(), dtype=bool)
-    for name in STEP_FIELDS[1:]:
-        if name in names and stepless.any():
-            col = _column(table, name)
-            empty = col.is_null()
-            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-                empty = pc.or_kleene(empty, pc.equal(col, "")).fill_null(True)
-            stepless &= np.asarray(empty, dtype=bool)
-    if not stepless.any():
-        return table, locs, None, np.zeros(0, np.int64)
-    tid = _column(table, "trace_id")
-    keys = np.asarray(pc.dictionary_encode(tid.cast(pa.string()) if not pa.types.is_string(tid.type) else tid)
-                      .indices.fill_null(-1), dtype=np.int64)
-    rows_per_trace = np.bincount(keys[keys >= 0], minlength=int(keys.max(initial=-1)) + 1)
-    alone = np.zeros(len(keys), dtype=bool)
-    valid = keys >= 0
-    alone[valid] = rows_per_trace[keys[valid]] == 1
-    zero = stepless & alone
-    if not zero.any():
-        return table, locs, None, np.zeros(0, np.int64)
-    return table.filter(pa.array(~zero)), locs[~zero], table.filter(pa.array(zero)), locs[zero]
-
-
-def _add_zero_step(result: TraceTable, rows: pa.Table, locs: NDArray[np.int64], on_error: str, source: str,
-                   format: str, location_kind: str) -> None:
-    """Validate zero-step records like any other (outcome, task, trial, reward …) and keep them in the report."""
-    probe = rows.drop_columns([c for c in STEP_FIELDS if c in rows.column_names])
-    probe = probe.append_column("step_idx", pa.array(np.zeros(probe.num_rows, np.int64)))
-    probe = probe.append_column("state", pa.array(["(no step)"] * probe.num_rows, pa.string()))
-    checked = TraceTable.from_arrow(probe, on_error=on_error,  # type: ignore[arg-type]
-                                    source=source, format=format, locations=locs, location_kind=location_kind)
-    report, extra = result.report, checked.report
-    report.n_records += extra.n_records
-    report.n_records_skipped += extra.n_records_skipped
-    report.n_traces_skipped += extra.n_traces_skipped
-    for reason, n in extra.skipped_by_reason.items():
-        report.skipped_by_reason[reason] = report.skipped_by_reason.get(reason, 0) + n
-    report.problems = [*report.problems, *extra.problems][:50]
-    kept = checked.to_arrow().drop_columns(["step_idx", "state"])
-    report.zero_step = [{k: v for k, v in rec.items() if v is not None} for rec in kept.to_pylist()]
-
-
-def _column(table: pa.Table, name: str) -> pa.Array:
-    col = table.column(name)
-    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-
-
-def _settle_rows(table: pa.Table, locs: NDArray[np.int64], on_error: str, source: str,
-                 location_kind: str) -> tuple[pa.Table, NDArray[np.int64], list[Problem]]:
-    """Settle rows that ``TraceTable`` validation mishandles, exactly as it means to treat them.
-
-    * A true/false column (``error``) held as text or integers with empty cells: valid values (true/false/1/0, any
-      case) become booleans here; any other value raises ``expected true/false`` naming its record, or with
-      ``on_error="skip"`` drops its whole trace (counted). Left alone, an empty cell beside a valid one stopped
-      the read with an untyped ``ValueError``.
-    * With ``on_error="skip"``, rows with an empty or missing ``trace_id`` are dropped and counted ("trace_id is
-      empty"); left in, they broke the step ordering of the rows that remained.
-    """
-    problems: list[Problem] = []
-    if table.num_rows == 0 or "trace_id" not in table.column_names:
-        return table, locs, problems
-    for name in _BOOL_COLUMNS:
-        if name not in table.column_names:
-            continue
-        col = _column(table, name)
-        values: list[Any]
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            values = [None if v is None else _BOOL_TEXT.get(v.strip().lower(), v) for v in col.to_pylist()]
-        elif pa.types.is_integer(col.type):
-            values = [None if v is None else {1: True, 0: False}.get(v, v) for v in col.to_pylist()]
-        else:
-            continue  # booleans already, or a type the validation rejects as a whole (which it handles)
-        bad = np.fromiter((v is not None and not isinstance(v, bool) for v in values), bool, len(values))
-        if bad.any():
-            first = int(np.flatnonzero(bad)[0])
-            message = f"expected true/false, got {values[first]!r}"
-            if on_error == "raise":
-                loc = int(locs[first])
-                raise TraceValidationError(message, source=source, line=loc if location_kind == "line" else None,
-                                           row=None if location_kind == "line" else loc, field=name,
-                                           hint=f"write {name} as true/false")
-            keep, dropped = drop_traces(table, locs, bad, name, message)
-            problems += dropped
-            table, locs = table.filter(pa.array(keep)), locs[keep]
-            values = [v for v, k in zip(values, keep, strict=True) if k]
-        table = table.set_column(table.column_names.index(name), name, pa.array(values, pa.bool_()))
-    if on_error == "skip" and table.num_rows:
-        tid = _column(table, "trace_id")
-        if pa.types.is_string(tid.type) or pa.types.is_large_string(tid.type):
-            lost = np.asarray(pc.or_kleene(pc.is_null(tid), pc.equal(tid, "")).fill_null(True), dtype=bool)
-        elif pa.types.is_integer(tid.type):
-            lost = np.asarray(pc.is_null(tid), dtype=bool)
-        else:
-            lost = np.zeros(table.num_rows, bool)
-        if lost.any():
-            problems += [Problem(int(locs[i]), "trace_id", "trace_id is empty") for i in np.flatnonzero(lost)]
-            table, locs = table.filter(pa.array(~lost)), locs[~lost]
-    return table, locs, problems
-
-
-def drop_traces(table: pa.Table, locs: NDArray[np.int64], bad: NDArray[np.bool_], fieldname: str,
-                 message: str) -> tuple[NDArray[np.bool_], list[Problem]]:
-    """Rows to keep once every trace holding a ``bad`` row is dropped, and one counted problem per dropped row
-    (the trace's first bad row carries the whole-trace count; the others say they went with it)."""
-    tid = _column(table, "trace_id")
-    keys: list[Any] = tid.to_pylist() if (pa.types.is_string(tid.type) or pa.types.is_large_string(tid.type)
-                                          or pa.types.is_integer(tid.type)) else [None] * len(tid)
-    bad_ids = {keys[i] for i in np.flatnonzero(bad) if keys[i] not in (None, "")}
-    drop = bad | np.fromiter((k in bad_ids for k in keys), bool, len(keys))
-    problems: list[Problem] = []
-    counted: set[Any] = set()
-    for i in np.flatnonzero(drop):
-        key = keys[i]
-        if bad[i] and key not in counted:
-            if key not in (None, ""):
-                counted.add(key)
-            problems.append(Problem(int(locs[i]), fieldname, message, whole_trace=key not in (None, "")))
-        else:
-            problems.append(Problem(int(locs[i]), fieldname, f"{message} (another step of its trace)"))
-    return ~drop, problems

@@ -217,14 +217,14 @@ class TraceTable:
     def read(cls, path: str | Path, *, on_error: OnError = "raise") -> TraceTable:
         """Read a canonical long table; the format comes from the extension (.jsonl/.ndjson, .json, .csv, .parquet).
 
-        The same reader as ``read_traces(path, "canonical")`` (:mod:`tracetochain.readers.canonical`).
+        The same decoding as ``read_traces(path, "canonical")`` (:mod:`tracetochain.traces._canonical`).
         """
         from tracetochain._limits import check_in_memory_read
-        from tracetochain.readers.canonical import CANONICAL
+        from tracetochain.traces._canonical import read_canonical  # imports this module
 
         _check_on_error(on_error)
         check_in_memory_read(path)
-        return CANONICAL.read(Path(path), on_error=on_error)
+        return read_canonical(Path(path), on_error=on_error)
 
     @classmethod
     def from_dataframe(cls, df: Any, *, on_error: OnError = "raise", source: str = "DataFrame") -> TraceTable:
@@ -255,7 +255,7 @@ class TraceTable:
         locs = np.asarray(locations if locations is not None else range(len(records)), dtype=np.int64)
         if locs.shape != (len(records),):
             raise ValueError("locations must give one entry per record")
-        from tracetochain.readers._common import records_to_arrow
+        from tracetochain.traces._build import records_to_arrow  # imports this module
 
         return cls._build(records_to_arrow(list(records)), locs, IngestReport(source, format, location_kind),
                           on_error, list(problems or []))
