@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tracetochain._display import EstimatorDisplay
+from tracetochain.chain._costs import CostModel
 from tracetochain.chain._counts import TransitionCounts, count_transitions
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.chain._prior import ChainPrior, estimate_rows, outcome_matrix, start_distribution
@@ -111,8 +112,6 @@ class ChainEstimator(EstimatorDisplay):
         model = estimate_chain(counts, prior=p.prior, unvisited=p.unvisited, initial=p.initial)
         if isinstance(data, TraceTable):
             # The per-state usage of the same steps (tokens, dollars, seconds), for the cost figures.
-            from tracetochain.costs._model import CostModel
-
             model = model.with_metadata(costs=CostModel.from_traces(data, counts.state_names).to_dict())
         self._model = model
         return self

@@ -20,6 +20,15 @@
 """
 
 from tracetochain._display import fmt_amount
+from tracetochain.chain._costs import (
+    COST_MODEL_SCHEMA_VERSION,
+    METRICS,
+    CostModel,
+    MetricStats,
+    PerVisitCost,
+    trace_totals,
+    usage_arrays,
+)
 from tracetochain.costs._analysis import (
     COST_LAYERS,
     BudgetCurve,
@@ -31,15 +40,6 @@ from tracetochain.costs._analysis import (
     observed_costs,
     step_cap_costs,
     summarize_costs,
-)
-from tracetochain.costs._model import (
-    COST_MODEL_SCHEMA_VERSION,
-    METRICS,
-    CostModel,
-    MetricStats,
-    PerVisitCost,
-    trace_totals,
-    usage_arrays,
 )
 from tracetochain.costs._report import COSTS_SCHEMA_VERSION, cost_certification, cost_per_success_draws, cost_report
 

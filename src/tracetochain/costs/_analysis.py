@@ -16,8 +16,8 @@ from numpy.typing import NDArray
 
 from tracetochain import numerics as nx
 from tracetochain._display import Display, ResultDisplay, Table, fmt_amount
+from tracetochain.chain._costs import METRICS, CostModel, PerVisitCost
 from tracetochain.chain._model import AbsorbingChain
-from tracetochain.costs._model import METRICS, CostModel, PerVisitCost
 
 FloatArray = NDArray[np.float64]
 
@@ -392,7 +392,7 @@ def observed_costs(traces: Any, costs: CostModel, metric: str, *, confidence: fl
     #successes (censored and failed episodes count as spend without success), and its percentile interval from
     a bootstrap over episodes (seeded). Episodes with no value for the metric are left out; episodes that ended
     before any agent step (``traces.report.zero_step``) count as trials that spent nothing on steps."""
-    from tracetochain.costs._model import STEPS, trace_totals, usage_arrays
+    from tracetochain.chain._costs import STEPS, trace_totals, usage_arrays
 
     usable = traces.select_traces(traces.outcomes() != 3)
     table = usable.to_arrow()

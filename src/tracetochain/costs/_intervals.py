@@ -21,7 +21,7 @@ import scipy.sparse
 from numpy.typing import NDArray
 
 from tracetochain import numerics as nx
-from tracetochain.costs._model import STEPS, CostModel, PerVisitCost, trace_totals, usage_arrays
+from tracetochain.chain._costs import STEPS, CostModel, PerVisitCost, trace_totals, usage_arrays
 from tracetochain.numerics.rewards import reward_moments, reward_right_hand_sides
 
 FloatArray = NDArray[np.float64]

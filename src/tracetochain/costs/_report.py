@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tracetochain._version import __version__
+from tracetochain.chain._costs import METRICS, CostModel
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.costs._analysis import (
     COST_LAYERS,
@@ -24,7 +25,6 @@ from tracetochain.costs._intervals import (
     cost_intervals,
     posterior_mean_draws,
 )
-from tracetochain.costs._model import METRICS, CostModel
 
 COSTS_KIND = "tracetochain.costs"
 COSTS_SCHEMA_VERSION = 1

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from tracetochain._display import Display, ResultDisplay
 from tracetochain._limits import check_state_count
 from tracetochain.chain import TransitionCounts
-from tracetochain.costs._model import CostModel, reader_name, trace_totals, usage_arrays
+from tracetochain.chain._costs import CostModel, reader_name, trace_totals, usage_arrays
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.partitioned._ingest import (
     OnError,

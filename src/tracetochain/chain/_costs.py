@@ -17,6 +17,10 @@ and a negative duration (clock trouble) is left out and counted.
 
 States with no value at all (e.g. seen only under the prior) get the pooled per-visit law of all states and are
 listed as imputed: a guess, said as such, never a zero pretending to be a cost.
+
+It lives with the chain because :class:`~tracetochain.chain.ChainEstimator` attaches it to every chain it fits from
+traces (``metadata["costs"]``); the figures built on it (expected cost per attempt and per success, budgets,
+intervals) are in :mod:`tracetochain.costs`, which exports :class:`CostModel`.
 """
 
 from __future__ import annotations
@@ -518,7 +522,7 @@ class CostModel:
 
     def absence_reason(self, metric: str | None = None) -> str:
         """Why a metric (or every metric) has no cost data, naming the reader when it is known."""
-        from tracetochain.costs._sources import source_note
+        from tracetochain.chain._cost_sources import source_note
 
         what = f"no {METRICS[metric][1]}" if metric else "no cost data (tokens, dollars or timestamps)"
         note = source_note(self.source_format)
