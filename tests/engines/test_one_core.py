@@ -6,41 +6,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from engine_parity import FAST, same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracetochain as tt
-from tracetochain.analysis import AnalysisResult, analyze
+from tracetochain.analysis import analyze
 from tracetochain.compare import compare
 from tracetochain.engines import Engine, LocalEngine
 from tracetochain.report import build_report
-
-FAST = {"n_bootstrap": 19, "n_permutations": 19, "trials_permutations": 99}
-
-
-def fingerprint(res: AnalysisResult, *, intervals: bool = True) -> dict[str, Any]:
-    """Everything that must not depend on where the traces were read."""
-    cert = res.certificate.to_dict() if res.certificate is not None else None
-    if cert is not None:
-        cert.pop("settings", None)
-    out: dict[str, Any] = {"chain": {k: v for k, v in res.chain.to_dict().items() if k != "metadata"},
-                           "counts": res.summary.counts.to_dict(), "certificate": cert}
-    if intervals and res.ensemble is not None:
-        out["intervals"] = res.intervals(horizon=20, ks=(1, 3))
-        out["intervals"].pop("settings", None)
-    return out
-
-
-def same(a: AnalysisResult, b: AnalysisResult) -> None:
-    fa, fb = fingerprint(a), fingerprint(b)
-    for key in fa:
-        assert json.dumps(fa[key], sort_keys=True) == json.dumps(fb[key], sort_keys=True), key
 
 
 @pytest.mark.parametrize("intervals", ["posterior", "bootstrap"])
