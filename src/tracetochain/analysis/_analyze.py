@@ -78,6 +78,8 @@ class MemoryPartition:
 
 
 def _is_canonical_corpus(source: Any, reader: str | None) -> bool:
+    """Whether an engine can cut ``source`` into canonical Parquet/JSONL partitions itself (else the traces are read
+    on the driver by their reader and travel as one partition)."""
     if reader not in (None, "canonical", "parquet", "jsonl"):
         return False
     paths = source if isinstance(source, (list, tuple)) else [source]
@@ -86,11 +88,25 @@ def _is_canonical_corpus(source: Any, reader: str | None) -> bool:
         if "://" in s:
             continue
         path = Path(s)
+        if reader is None and _claimed_by_another_reader(path):
+            return False
         if path.is_dir():
             continue
         if path.suffix.lower() not in (".parquet", ".pq", ".jsonl", ".ndjson"):
             return False
     return True
+
+
+def _claimed_by_another_reader(path: Path) -> bool:
+    """True when the reader detection picks for ``path`` is not the canonical one (an OTLP or chat-log ``.jsonl``
+    file, a mini-swe-agent or Langfuse folder …): with and without an engine the same reader must read it, or the
+    engine would read another format's records as canonical rows (and refuse them)."""
+    if not path.exists():
+        return False
+    from tracetochain.readers import sniff_all
+
+    answers = sniff_all(path, stop_at_first=True)
+    return bool(answers) and answers[-1].accepted and answers[-1].reader != "canonical"
 
 
 def plan_input(source: Any, *, engine: Any, reader: str | None, on_error: str, reader_options: dict[str, Any],
