@@ -32,8 +32,9 @@ if TYPE_CHECKING:
         uncertainty,
         whatif,
     )
-    from tracetochain.analysis import AnalysisResult, analyze
-    from tracetochain.audit import Certificate, audit
+    from tracetochain.analysis import AnalysisResult, analyze, audit
+    from tracetochain.analysis._partitioned import audit_partitioned, fit_partitioned
+    from tracetochain.audit import Certificate
     from tracetochain.chain import (
         AbsorbingChain,
         ChainEstimator,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     )
     from tracetochain.featurize import RuleFeaturizer, TextFeaturizer
     from tracetochain.metrics import ReliabilitySummary, summarize
-    from tracetochain.partitioned import audit_partitioned, fit_partitioned
     from tracetochain.pipeline import FitResult, fit_chain
     from tracetochain.readers import read_traces, register_reader
     from tracetochain.states import CategoricalStates, MilestoneStates, WardStates
@@ -172,7 +172,7 @@ class _Package(types.ModuleType):
 
     @property
     def audit(self) -> Any:
-        return importlib.import_module("tracetochain.audit").audit
+        return importlib.import_module("tracetochain.analysis").audit
 
     @audit.setter
     def audit(self, value: Any) -> None:

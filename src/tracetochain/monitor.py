@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tracetochain._display import Display, ResultDisplay, Table
-from tracetochain.audit._homogeneity import homogeneity_test
+from tracetochain.analysis._entry_points import homogeneity_test
 from tracetochain.chain._estimator import ChainEstimator
 from tracetochain.states._spec import states_from_spec
 from tracetochain.traces._table import TraceTable

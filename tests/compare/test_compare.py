@@ -9,7 +9,7 @@ import pytest
 from cli_runner import run_cli
 
 import tracetochain as tt
-from tracetochain.audit._homogeneity import homogeneity_test
+from tracetochain.audit import homogeneity_test
 from tracetochain.compare import compare
 
 

@@ -40,10 +40,9 @@ from tracetochain.audit._certificate import (
     Certificate,
     LayerResult,
     OutputCertification,
-    audit,
 )
 from tracetochain.audit._holdout import HoldoutResult, RInfCheck, holdout_audit, r_inf_check, split_traces
-from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_test
+from tracetochain.audit._homogeneity import HomogeneityResult
 from tracetochain.audit._order import OrderResult, order_test
 from tracetochain.audit._settings import OrderSettings, TimingSettings
 from tracetochain.audit._timing import TimingResult, ks_calibrated, ks_paper
@@ -93,7 +92,14 @@ _MOVED: dict[str, str] = {
 }
 
 
+#: Entry points that run the analysis on traces (``tracetochain.analysis._entry_points``): they sit above this package
+#: (the analysis core builds on the statistics here), so they are imported on first use.
+_ENTRY_POINTS = ("audit", "homogeneity_test")
+
+
 def __getattr__(name: str) -> Any:
+    if name in _ENTRY_POINTS:
+        return getattr(importlib.import_module("tracetochain.analysis._entry_points"), name)
     module = _MOVED.get(name)
     if module is None:
         raise AttributeError(f"module 'tracetochain.audit' has no attribute {name!r}")

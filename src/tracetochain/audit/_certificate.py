@@ -402,23 +402,3 @@ def build_certificate(layers: dict[str, LayerResult], *, level: float = 0.05, se
     ordered = {name: adjusted[name] for name in LAYERS if name in adjusted}
     outputs = certify_outputs(ordered)
     return Certificate(decide(ordered, outputs), ordered, outputs, level, dict(settings or {}), **fields)
-
-
-def audit(traces: Any, **options: Any) -> Certificate:
-    """Fit and audit ``traces``: the certificate of :func:`tracetochain.analysis.analyze` (no intervals).
-
-    Options are those of :func:`~tracetochain.analysis.analyze` (states, prior, splits, levels, …); the fitted chain
-    is ``certificate.chain``.
-
-    >>> import tracetochain as tt
-    >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 400, seed=3)
-    >>> cert = audit(traces, n_bootstrap=99, n_permutations=99)
-    >>> cert.decision, cert.status("R_inf")
-    ('accept', 'certified')
-    """
-    from tracetochain.analysis import analyze
-
-    options.setdefault("intervals", None)
-    cert = analyze(traces, **options).certificate
-    assert cert is not None
-    return cert

@@ -23,7 +23,6 @@ from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain.audit._combine import holm_adjust
-from tracetochain.traces._table import TraceTable
 
 
 def _row_g2(a: NDArray[np.float64], b: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
@@ -116,43 +115,6 @@ def row_design_effects(boot: NDArray[np.float64], rows: NDArray[np.float64]) -> 
     n_ok = ok.sum(axis=1)
     out = np.where(n_ok > 0, ratio.sum(axis=1) / np.maximum(n_ok, 1), 1.0)
     return np.maximum(out, 1.0)
-
-
-def homogeneity_test(a: TraceTable, b: TraceTable, *, states: list[str] | tuple[str, ...] | None = None,
-                     level: float = 0.05, n_replicates: int = 200, seed: int = 0) -> HomogeneityResult:
-    """Test whether two labelled trace sets share one transition kernel, state by state (module docstring).
-
-    Both tables must carry state labels on the same vocabulary (``states``; default: the union of their labels in
-    order of first appearance, A first). Invalid traces are left out. The design effects come from ``n_replicates``
-    Poisson-bootstrap replicates of each set (by task when tasks repeat).
-    """
-    from tracetochain.analysis import SummarySpec, summarize_traces
-    from tracetochain.analysis._analyze import label_steps
-
-    summaries = []
-    for k, t in enumerate((a, b)):
-        codes, names = label_steps(t, None)
-        spec = SummarySpec(seed=seed + k, n_splits=0, n_replicates=n_replicates,
-                           resample_by="task" if _tasks_repeat(t) else "trace")
-        summaries.append(summarize_traces(t, codes, names, spec, check_traces=False))
-    from tracetochain.analysis._summary import reindex_summary
-
-    vocab = tuple(states) if states is not None else tuple(dict.fromkeys([*summaries[0].state_names,
-                                                                           *summaries[1].state_names]))
-    sa, sb = (reindex_summary(x, vocab) for x in summaries)
-    return homogeneity_from_counts(_rows_of(sa.counts), _rows_of(sb.counts), list(vocab), level=level,
-                                   n_traces=(sa.n_usable, sb.n_usable), boot=(sa.boot, sb.boot), seed=seed)
-
-
-def _tasks_repeat(t: TraceTable) -> bool:
-    from tracetochain.uncertainty._bootstrap import _tasks_repeat as repeat
-
-    return repeat(t)
-
-
-def _rows_of(c: Any) -> NDArray[np.float64]:
-    out: NDArray[np.float64] = np.column_stack([c.transitions, c.exits_success, c.exits_failure]).astype(float)
-    return out
 
 
 def homogeneity_from_counts(a: NDArray[np.float64], b: NDArray[np.float64], states: list[str] | tuple[str, ...], *,

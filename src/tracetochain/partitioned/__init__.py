@@ -1,6 +1,8 @@
 """The pipeline for corpora larger than memory, partition by partition on any engine: ingest and counting
 (:func:`count_partitioned`, :func:`fit_partitioned`), the audit with its intervals (:func:`audit_partitioned`,
-:func:`bootstrap_partitioned`, module ``_audit``) and the comparison of two corpora (:func:`compare_partitioned`).
+:func:`bootstrap_partitioned`) and the comparison of two corpora (:func:`compare_partitioned`). The entry points run
+the analysis core and are defined in ``tracetochain.analysis._partitioned``; this package holds what the core builds
+on: planning partitions, reading them and merging their counts.
 
 A corpus (a Parquet file, a JSONL file, a directory of them, or a ``scheme://`` Parquet URI that pyarrow can open)
 is cut into *partitions*: small descriptors (a file and a range in it) that an engine ships to wherever the data
@@ -42,6 +44,7 @@ split (partitions read in a seeded order until the sample is large enough), neve
 StateModel everywhere.
 """
 
+import importlib
 from typing import Any
 
 from tracetochain.partitioned._counts import PartitionedCounts
@@ -54,18 +57,22 @@ from tracetochain.partitioned._ingest import (
     repartition_by_trace,
     trace_id_hashes,
 )
-from tracetochain.traces._hashing import holdout_mask
+from tracetochain.traces._hashing import holdout_mask, replicate_weights
 
-#: Entry points built on the analysis core, imported on first use (the core imports this package's ingest).
+#: Entry points that run the analysis core (``tracetochain.analysis._partitioned``), imported on first use: the core
+#: builds on this package's ingest and counts, so they sit above it.
 _ANALYSIS = ("PartitionedAudit", "audit_partitioned", "bootstrap_partitioned", "compare_partitioned",
-             "count_partitioned", "fit_partitioned", "poisson_weights")
+             "count_partitioned", "fit_partitioned")
+
+
+def poisson_weights(hashes: Any, seed: int, replicates: range) -> Any:
+    """Poisson(1) bootstrap weights by trace-id hash (``traces._hashing.replicate_weights``)."""
+    return replicate_weights(hashes, seed, replicates, "poisson")
 
 
 def __getattr__(name: str) -> Any:
     if name in _ANALYSIS:
-        from tracetochain.partitioned import _audit
-
-        return getattr(_audit, name)
+        return getattr(importlib.import_module("tracetochain.analysis._partitioned"), name)
     raise AttributeError(f"module 'tracetochain.partitioned' has no attribute {name!r}")
 
 

@@ -205,7 +205,7 @@ def _task_ids_repeat(task: pa.Array | None) -> bool:
     return len(task) > len(pc.unique(task))
 
 
-def _tasks_repeat(traces: TraceTable) -> bool:
+def tasks_repeat(traces: TraceTable) -> bool:
     """Some task id is carried by two or more traces (the zero-step episodes of ``traces.report`` included)."""
     return _task_ids_repeat(_episode_ids(traces, traces.report.zero_step)[1])
 

@@ -1,5 +1,6 @@
 """Entry points for corpora larger than memory: :func:`tracetochain.analysis.analyze` and
-:func:`~tracetochain.compare.compare` with an engine.
+:func:`~tracetochain.compare.compare` with an engine. Users import them from :mod:`tracetochain.partitioned`, which
+re-exports them on first use (its ingest sits below the analysis core, these sit above it).
 
 Every statistic is computed by the one analysis core (``tracetochain.analysis``), whose in-memory path is this one
 with a single partition. The held-out splits and the bootstrap weights are functions of each trace's id
@@ -13,20 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from tracetochain.analysis import AnalysisResult, analyze
+from tracetochain.analysis._analyze import AnalysisResult, analyze
 from tracetochain.analysis._compare import Comparison, compare
 from tracetochain.chain import AbsorbingChain
 from tracetochain.partitioned._counts import PartitionedCounts
-from tracetochain.traces._hashing import replicate_weights
 from tracetochain.uncertainty import ChainEnsemble
 
 #: What :func:`audit_partitioned` returns (the analysis result).
 PartitionedAudit = AnalysisResult
-
-
-def poisson_weights(hashes: Any, seed: int, replicates: range) -> Any:
-    """Poisson(1) bootstrap weights by trace-id hash (``traces._hashing.replicate_weights``)."""
-    return replicate_weights(hashes, seed, replicates, "poisson")
 
 
 def _partition_options(by: str, rows_per_partition: int | None, bytes_per_partition: int | None) -> dict[str, Any]:
@@ -101,4 +96,4 @@ def compare_partitioned(a: str | Path | Sequence[str | Path], b: str | Path | Se
 
 
 __all__ = ["PartitionedAudit", "audit_partitioned", "bootstrap_partitioned", "compare_partitioned",
-           "count_partitioned", "fit_partitioned", "poisson_weights"]
+           "count_partitioned", "fit_partitioned"]
