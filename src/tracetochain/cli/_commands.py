@@ -350,7 +350,8 @@ def metrics(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the reliability metrics of a fitted chain: R∞, R(d), steps, pass@k / pass^k, bottleneck states."""
-    from tracetochain import AbsorbingChain, summarize
+    from tracetochain.chain import AbsorbingChain
+    from tracetochain.metrics import summarize
 
     ks = _parse_ks(k)
     if uncertainty not in ("posterior", "none"):

@@ -53,7 +53,7 @@ def whatif(
 ) -> None:
     """Evaluate design changes on a fitted chain exactly (with the first-order term and Prop. 2 bound), and rank
     the bottleneck states."""
-    from tracetochain import AbsorbingChain
+    from tracetochain.chain import AbsorbingChain
     from tracetochain.whatif import bottlenecks, load_edits, parse_edge_cost, what_if
     from tracetochain.whatif._parse import edits_from_options
 
@@ -97,8 +97,8 @@ def export(
     force: ForceOpt = False,
 ) -> None:
     """Write the chain as Graphviz DOT, Mermaid, a PRISM model (check it with PRISM or Storm) or plain JSON."""
-    from tracetochain import AbsorbingChain
     from tracetochain._files import write_output
+    from tracetochain.chain import AbsorbingChain
     from tracetochain.report import to_dot, to_mermaid, to_prism
 
     if output is not None:
