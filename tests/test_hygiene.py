@@ -89,34 +89,42 @@ def test_no_stray_files_are_committed() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- public API
-def test_audit_exports_what_users_need_and_moved_names_warn() -> None:
+#: Packages whose public API was trimmed to what users need → (how many names at most, names that must stay).
+TRIMMED = {"audit": (25, ("audit", "Certificate")),
+           "uncertainty": (12, ("DirichletPosterior", "TraceBootstrap", "ChainEnsemble", "interval_summary"))}
+
+
+@pytest.mark.parametrize("package", sorted(TRIMMED))
+def test_packages_export_what_users_need_and_moved_names_warn(package: str) -> None:
+    import importlib
     import sys
     import warnings
 
-    import tracetochain.audit  # noqa: F401 (the package; ``tracetochain.audit`` the attribute is the function)
-
-    pkg = sys.modules["tracetochain.audit"]
-    assert len(pkg.__all__) <= 25 and "audit" in pkg.__all__ and "Certificate" in pkg.__all__
+    importlib.import_module(f"tracetochain.{package}")  # ``tracetochain.audit`` the attribute is the function
+    pkg = sys.modules[f"tracetochain.{package}"]
+    most, required = TRIMMED[package]
+    assert len(pkg.__all__) <= most and set(required) <= set(pkg.__all__)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for name in pkg.__all__:
             assert getattr(pkg, name) is not None, name
     for name, module in pkg._MOVED.items():
         assert name not in pkg.__all__
-        with pytest.warns(DeprecationWarning, match=f"import it from tracetochain.audit.{module}"):
+        with pytest.warns(DeprecationWarning, match=f"import it from tracetochain.{package}.{module}"):
             obj = getattr(pkg, name)
-        assert obj is getattr(sys.modules[f"tracetochain.audit.{module}"], name)
+        assert obj is getattr(sys.modules[f"tracetochain.{package}.{module}"], name)
     with pytest.raises(AttributeError):
         _ = pkg.no_such_name
 
 
-def test_the_repository_imports_only_public_audit_names() -> None:
+@pytest.mark.parametrize("package", sorted(TRIMMED))
+def test_the_repository_imports_only_public_names(package: str) -> None:
+    import importlib
     import sys
 
-    import tracetochain.audit  # noqa: F401
-
-    public = set(sys.modules["tracetochain.audit"].__all__)
-    statement = re.compile(r"^[ \t]*from tracetochain\.audit import (\(([^)]*)\)|[^\n]*)", re.M)
+    importlib.import_module(f"tracetochain.{package}")
+    public = set(sys.modules[f"tracetochain.{package}"].__all__)
+    statement = re.compile(rf"^[ \t]*from tracetochain\.{package} import (\(([^)]*)\)|[^\n]*)", re.M)
     bad = []
     for path in _files():
         if path.suffix != ".py":
@@ -126,4 +134,5 @@ def test_the_repository_imports_only_public_audit_names() -> None:
             for name in (n.split(" as ")[0].strip() for n in names.replace("\n", " ").split(",")):
                 if name and name not in public:
                     bad.append(f"{path.relative_to(REPO)}: {name}")
-    assert not bad, "import these from their private module (tracetochain.audit._…):\n  " + "\n  ".join(bad)
+    assert not bad, (f"import these from their private module (tracetochain.{package}._…):\n  "
+                     + "\n  ".join(bad))

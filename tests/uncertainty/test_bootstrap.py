@@ -15,13 +15,9 @@ from tracetochain.featurize import RuleFeaturizer
 from tracetochain.partitioned import poisson_weights
 from tracetochain.states import CategoricalStates, WardStates
 from tracetochain.traces._hashing import fnv1a_hashes, unit_hashes
-from tracetochain.uncertainty import (
-    TraceBootstrap,
-    match_by_centroids,
-    match_by_exit_profile,
-    match_by_names,
-    take_traces,
-)
+from tracetochain.uncertainty import TraceBootstrap
+from tracetochain.uncertainty._align import match_by_centroids, match_by_exit_profile, match_by_names
+from tracetochain.uncertainty._bootstrap import take_traces
 
 
 def traces_from(seqs: list[tuple[list[str], str]], tasks: list[str] | None = None) -> tt.TraceTable:

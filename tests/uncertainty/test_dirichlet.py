@@ -10,13 +10,8 @@ from hypothesis import strategies as st
 
 import tracetochain as tt
 from tracetochain.exceptions import NotFittedError
-from tracetochain.uncertainty import (
-    ChainEnsemble,
-    DirichletPosterior,
-    beta_intervals,
-    counts_from_chain,
-    sample_rows,
-)
+from tracetochain.uncertainty import ChainEnsemble, DirichletPosterior
+from tracetochain.uncertainty._dirichlet import beta_intervals, counts_from_chain, sample_rows
 
 
 def traces_from(seqs: list[tuple[list[str], str]]) -> tt.TraceTable:

@@ -8,6 +8,10 @@
   (mean, std, percentile interval, point value) for any chain quantity, propagated through whole chains.
 * :func:`interval_summary` — intervals for every number of :func:`tracetochain.summarize`, as JSON.
 
+Only what a user needs is public here; the building blocks (bootstrap plans, the batched estimate, state alignment,
+Beta intervals, row sampling) live in the private modules (``._bootstrap``, ``._align``, ``._dirichlet``). Importing
+one of them from ``tracetochain.uncertainty`` still works but warns and names its module.
+
 >>> import tracetochain as tt
 >>> from tracetochain.uncertainty import DirichletPosterior
 >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 500, seed=0)
@@ -17,22 +21,12 @@
 0.612 [0.561, 0.662] (95%, posterior, 2000 draws)
 """
 
-from tracetochain.uncertainty._align import match_by_centroids, match_by_exit_profile, match_by_names
-from tracetochain.uncertainty._bootstrap import (
-    FastBootstrapPlan,
-    FullBootstrapPlan,
-    TraceBootstrap,
-    combine_replicates,
-    estimate_batch,
-    take_traces,
-)
-from tracetochain.uncertainty._dirichlet import (
-    ChainPosterior,
-    DirichletPosterior,
-    beta_intervals,
-    counts_from_chain,
-    sample_rows,
-)
+import importlib
+import warnings
+from typing import Any
+
+from tracetochain.uncertainty._bootstrap import TraceBootstrap
+from tracetochain.uncertainty._dirichlet import ChainPosterior, DirichletPosterior
 from tracetochain.uncertainty._ensemble import ChainEnsemble
 from tracetochain.uncertainty._stats import EntryIntervals, QuantityStats
 from tracetochain.uncertainty._summary import INTERVALS_SCHEMA_VERSION, IntervalSummary, interval_summary
@@ -43,19 +37,26 @@ __all__ = [
     "ChainPosterior",
     "DirichletPosterior",
     "EntryIntervals",
-    "FastBootstrapPlan",
-    "FullBootstrapPlan",
     "IntervalSummary",
     "QuantityStats",
     "TraceBootstrap",
-    "beta_intervals",
-    "combine_replicates",
-    "counts_from_chain",
-    "estimate_batch",
     "interval_summary",
-    "match_by_centroids",
-    "match_by_exit_profile",
-    "match_by_names",
-    "sample_rows",
-    "take_traces",
 ]
+
+#: Names this package exported before its public API was trimmed → the private module that defines them (building
+#: blocks of the bootstrap and the posterior that the analysis core and the tests use).
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(("match_by_centroids", "match_by_exit_profile", "match_by_names"), "_align"),
+    **dict.fromkeys(("FastBootstrapPlan", "FullBootstrapPlan", "combine_replicates", "estimate_batch", "take_traces"),
+                    "_bootstrap"),
+    **dict.fromkeys(("beta_intervals", "counts_from_chain", "sample_rows"), "_dirichlet"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tracetochain.uncertainty' has no attribute {name!r}")
+    warnings.warn(f"tracetochain.uncertainty.{name} is an internal building block; import it from "
+                  f"tracetochain.uncertainty.{module}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(f"tracetochain.uncertainty.{module}"), name)
