@@ -118,3 +118,89 @@ def test_depth_codes_do_not_depend_on_the_table() -> None:
     np.testing.assert_array_equal(model.predict(first), model.fit_labels)
     labels_all = model.predict(t)
     np.testing.assert_array_equal(labels_all[: first.n_steps], model.fit_labels)
+
+
+def lines_corpus(seed: int, u: int, n_lines: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Points on parallel lines: a one-hot category and one continuous column, as the rule features with depth."""
+    rng = np.random.default_rng(seed)
+    cat = rng.integers(0, n_lines, size=u)
+    U = np.zeros((u, n_lines + 1))
+    U[np.arange(u), cat] = 1.0
+    U[:, -1] = rng.uniform(0.0, scale, size=u)  # continuous: no two points at one place, no tied costs
+    return U, rng.integers(1, 9, size=u).astype(float)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), u=st.integers(64, 400), n_lines=st.integers(1, 6),
+       scale=st.sampled_from([0.05, 1.0, 4.0]))
+def test_ward_on_parallel_lines_equals_sklearn_on_expanded_rows(seed: int, u: int, n_lines: int,
+                                                                scale: float) -> None:
+    """The one-dimensional prefix (cheap merges inside each line) gives exactly Ward's tree: from lines packed so
+    tightly that the prefix does almost everything (scale 0.05) to lines so long that it stops early (scale 4)."""
+    from scipy.spatial.distance import pdist, squareform
+
+    U, w = lines_corpus(seed, u, n_lines, scale)
+    X = np.repeat(U, w.astype(int), axis=0)
+    exact = squareform(pdist(X))
+    inverse = np.repeat(np.arange(u), w.astype(int))
+    pairs, costs = ward_merges(U, w)
+    assert np.all(np.diff(costs) >= 0)
+    ks = [2, 3, 5, 8]
+    labels = cut_tree(pairs, u, ks)
+    sil = weighted_silhouette(U, w, labels)
+    for k in ks:
+        expected = AgglomerativeClustering(n_clusters=k, linkage="ward").fit(X).labels_
+        assert adjusted_rand_score(expected, labels[k][inverse]) == 1.0
+        # Against distances from exact coordinate differences: sklearn's Gram-identity distances lose ~1e-8 on
+        # points this close, the silhouette on lines does not.
+        assert sil[k] == pytest.approx(silhouette_score(exact, labels[k][inverse], metric="precomputed"),
+                                       abs=1e-12)
+
+
+def test_ward_costs_on_lines_match_scipy_linkage_heights() -> None:
+    """Merge costs Δ are half the squared Ward linkage heights of scipy on the expanded rows."""
+    from scipy.cluster.hierarchy import linkage
+
+    U, w = lines_corpus(5, 150, 3, 1.0)
+    X = np.repeat(U, w.astype(int), axis=0)
+    _, costs = ward_merges(U, w)
+    heights = linkage(X, method="ward")[:, 2]
+    # Merges of identical copies cost 0 on the expanded rows; the rest are the weighted merges, in order.
+    np.testing.assert_allclose(costs, np.sort(heights[heights > 1e-12]) ** 2 / 2, rtol=1e-9)
+
+
+def test_the_line_prefix_leaves_few_clusters_to_the_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracetochain.states._ward as ward
+
+    seen: list[int] = []
+    chain = ward._nn_chain
+    monkeypatch.setattr(ward, "_nn_chain", lambda U, *a: (seen.append(U.shape[0]), chain(U, *a))[1])
+    U, w = lines_corpus(2, 3000, 8, 1.0)
+    ward_merges(U, w)
+    assert seen and seen[0] < 300  # 3,000 points on 8 lines: the chain sees only the clusters left
+    seen.clear()
+    U, w = corpus(2, 300, 3)  # scattered points: no lines, the chain does all the work
+    ward_merges(U, w.astype(float))
+    assert seen == [300]
+
+
+def test_ward_on_lines_with_fractional_weights_and_one_line() -> None:
+    rng = np.random.default_rng(9)
+    for n_lines in (1, 3):
+        U, _ = lines_corpus(9, 200, n_lines, 1.0)
+        w = rng.uniform(0.05, 3.0, size=200)  # weights below 1: the bound τ = ½ w_min δ² shrinks with them
+        pairs, costs = ward_merges(U, w)
+        reference_pairs, reference_costs = ward_merges_reference(U, w)
+        for k in (2, 4, 7):
+            a, b = cut_tree(pairs, 200, [k])[k], cut_tree(reference_pairs, 200, [k])[k]
+            assert adjusted_rand_score(a, b) == 1.0
+        np.testing.assert_allclose(costs, reference_costs, rtol=1e-9, atol=1e-12)  # the oracle: Gram rounding
+
+
+def ward_merges_reference(U: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The nearest-neighbour chain alone (no line prefix): the pre-existing algorithm as the oracle."""
+    import tracetochain.states._ward as ward
+
+    raw: list[tuple[int, int, float]] = []
+    ward._nn_chain(U, w, np.arange(U.shape[0], dtype=np.int64), U.shape[0], raw)
+    return ward._in_cost_order(raw, U.shape[0])

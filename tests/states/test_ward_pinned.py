@@ -1,8 +1,13 @@
-"""Speed work on Ward and the silhouette must not move a single bit: the SWE-bench protocols' trees are pinned.
+"""Speed work on Ward and the silhouette must not move the states: the SWE-bench protocols' partitions are pinned.
 
-The digests were taken with the implementation before its speed-ups (the same inputs give the same merges, costs
-and silhouette scores, bit for bit, on the project's x86-64/OpenBLAS machines). A change that moves them changes
-the states, and with them every downstream number: it must be deliberate, with new digests and a reason.
+Three pins per protocol: the partitions for k = 2..10 (what every downstream number depends on; unchanged since
+they were first pinned), the merge tree with its costs, and the silhouette scores, bit for bit on the project's
+x86-64/OpenBLAS machines. A change that moves the partitions changes the states and with them every downstream
+number: it must be deliberate, with new digests and a reason. Re-pinned once, on purpose, when Ward started finding
+the cheap merges inside each line by one-dimensional Ward (the costs are now computed from centroids rather than
+Lance–Williams updates, and equal-cost ties may pair differently below k = 10) and the silhouette started computing
+distances on the lines exactly (no Gram cancellation): the partitions stayed the same and the scores moved by
+< 1e-11.
 """
 
 from __future__ import annotations
@@ -19,14 +24,23 @@ from tracetochain.states._spec import states_from_spec
 from tracetochain.states._ward import cut_tree, nearest_centroid, ward_merges, weighted_silhouette
 
 PINNED = {
-    "sub": ("5e7369724c61e1bd614dc729d9f13363",
-            ["0x1.a0cdc9abb30c8p-2", "0x1.1d87d2babd152p-1", "0x1.5cbb12b504196p-1", "0x1.7ed74bf7d27efp-1",
-             "0x1.8e0004fc27310p-1", "0x1.9a0e8e340a986p-1", "0x1.788b31fd9e7a6p-1", "0x1.7f14238fc61f1p-1",
-             "0x1.6bfb23dc8010ap-1"]),
-    "all": ("3eee408fcfe04fca4051dfc70a51cd2e",
-            ["0x1.a0ec937c4615cp-2", "0x1.1ed3ea13c2d39p-1", "0x1.5fc58f16cdfcdp-1", "0x1.80931e1f178cdp-1",
-             "0x1.8d801e2c4144bp-1", "0x1.995d50639f507p-1", "0x1.76a0485c92204p-1", "0x1.7d06b7254f46dp-1",
-             "0x1.63b22e61db8fcp-1"]),
+    "sub": ("cb039fdc5f9bc56e41c8ae1c2b7e3995", "bc84abfd9ba0163d9d744c59d92d833d",
+            ["0x1.a0cdc9abb6e6fp-2", "0x1.1d87d2babf5bep-1", "0x1.5cbb12b506ef3p-1", "0x1.7ed74bf7d5d3ep-1",
+             "0x1.8e0004fc2b3ccp-1", "0x1.9a0e8e340f440p-1", "0x1.788b31fdac67dp-1", "0x1.7f14238fd5091p-1",
+             "0x1.6bfb23dc91066p-1"]),
+    "all": ("5b242d45b021f47b8b1891f950e74ffb", "3507a30abc98bbab906dffe64bc84af5",
+            ["0x1.a0ec937c48809p-2", "0x1.1ed3ea13c4402p-1", "0x1.5fc58f16cfd8fp-1", "0x1.80931e1f19bdap-1",
+             "0x1.8d801e2c43cb7p-1", "0x1.995d5063a24ecp-1", "0x1.76a0485c9aab5p-1", "0x1.7d06b725587fep-1",
+             "0x1.63b22e61e87cbp-1"]),
+}
+#: The scores before the re-pinning (Gram-matrix distances): the new ones agree to 1e-10.
+SCORES_BEFORE = {
+    "sub": ["0x1.a0cdc9abb30c8p-2", "0x1.1d87d2babd152p-1", "0x1.5cbb12b504196p-1", "0x1.7ed74bf7d27efp-1",
+            "0x1.8e0004fc27310p-1", "0x1.9a0e8e340a986p-1", "0x1.788b31fd9e7a6p-1", "0x1.7f14238fc61f1p-1",
+            "0x1.6bfb23dc8010ap-1"],
+    "all": ["0x1.a0ec937c4615cp-2", "0x1.1ed3ea13c2d39p-1", "0x1.5fc58f16cdfcdp-1", "0x1.80931e1f178cdp-1",
+            "0x1.8d801e2c4144bp-1", "0x1.995d50639f507p-1", "0x1.76a0485c92204p-1", "0x1.7d06b7254f46dp-1",
+            "0x1.63b22e61db8fcp-1"],
 }
 
 
@@ -48,9 +62,13 @@ def test_swebench_protocol_ward_tree_and_silhouette_are_pinned(shared_data: Path
     featurizer = states_from_spec("ward", vocabulary="shell-paper", features="kind,tool,hindsight-depth").featurizer
     U, w, _ = unique_rows(featurizer.fit(fit).fetch_model().transform(fit))
     pairs, costs = ward_merges(U, w.astype(np.float64))
-    digest = hashlib.sha256(pairs.astype("<i8").tobytes() + costs.astype("<f8").tobytes()).hexdigest()[:32]
-    scores = weighted_silhouette(U, w.astype(np.float64), cut_tree(pairs, U.shape[0], list(range(2, 11))))
-    assert (digest, [scores[k].hex() for k in range(2, 11)]) == PINNED[case]
+    cuts = cut_tree(pairs, U.shape[0], list(range(2, 11)))
+    partitions = hashlib.sha256(b"".join(cuts[k].astype("<i8").tobytes() for k in range(2, 11))).hexdigest()[:32]
+    tree = hashlib.sha256(pairs.astype("<i8").tobytes() + costs.astype("<f8").tobytes()).hexdigest()[:32]
+    scores = weighted_silhouette(U, w.astype(np.float64), cuts)
+    assert (partitions, tree, [scores[k].hex() for k in range(2, 11)]) == PINNED[case]
+    before = [float.fromhex(h) for h in SCORES_BEFORE[case]]
+    assert [scores[k] for k in range(2, 11)] == pytest.approx(before, rel=1e-10)
 
 
 def _silhouette_reference(U: np.ndarray, w: np.ndarray, labels_by_k: dict[int, np.ndarray]) -> dict[int, float]:

@@ -12,6 +12,7 @@ too; they are re-exported here for the readers.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -94,6 +95,16 @@ def read_record_head(text: str) -> RecordHead | None:
     >>> head.container, head.keys
     ('list', {'task_id': '', 'traj': '['})
     """
+    # Every reader sniffs the same head of the same file: scan it once (a copy each time, so no sniff sees another's
+    # changes).
+    head = _scan_record_head(text)
+    if head is None:
+        return None
+    return RecordHead(head.container, dict(head.keys), {k: set(v) for k, v in head.nested.items()})
+
+
+@functools.lru_cache(maxsize=8)
+def _scan_record_head(text: str) -> RecordHead | None:
     body = text.lstrip("\ufeff \t\r\n")
     if body.startswith("["):
         container = "list"
@@ -440,7 +451,9 @@ class TraceBuilder:
     n_zero_step: int = 0
 
     def add_step(self, record: dict[str, Any], location: int = 0) -> None:
-        self.records.append({k: v for k, v in record.items() if v is not None})
+        # A copy, not a filtered one: a None value and an absent key both become null, and a field that is None in
+        # every record is left out when the table is built (records_to_arrow's drop_empty).
+        self.records.append(dict(record))
         self.locations.append(location)
 
     def add_zero_step(self, trace: dict[str, Any], location: int = 0) -> None:
@@ -468,7 +481,7 @@ class TraceBuilder:
         self.problems.append(Problem(location, field, message, whole_trace=True))
 
     def build(self) -> TraceTable:
-        table = build_table(records_to_arrow(self.records), on_error=self.on_error, source=self.source,
+        table = build_table(records_to_arrow(self.records, drop_empty=True), on_error=self.on_error, source=self.source,
                             format=self.format, problems=self.problems, locations=self.locations,
                             location_kind=self.location_kind, zero_step=self.n_zero_step > 0)
         table.report.run_metadata = dict(self.run_metadata)

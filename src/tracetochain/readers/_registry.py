@@ -10,6 +10,7 @@ and imported on first use; third parties register theirs with :func:`register_re
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -78,7 +79,10 @@ def _load_builtin(name: str) -> Reader | None:
     return reader
 
 
+@functools.cache
 def _entry_point_readers() -> dict[str, Reader]:
+    # Scanning the installed distributions' metadata takes ~10 ms: once per process (installing a plugin takes a
+    # new process anyway).
     found: dict[str, Reader] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         reader = ep.load()

@@ -50,30 +50,32 @@ def _as_text_value(v: Any) -> str | None:
     return clean_text(str(v))
 
 
-def records_to_arrow(records: list[dict[str, Any]]) -> pa.Table:
+def records_to_arrow(records: list[dict[str, Any]], *, drop_empty: bool = False) -> pa.Table:
     """Step dicts as an Arrow table, one column per field (in order of first appearance).
 
     A field Arrow cannot type as one column — mixed Python types (3 and "3"), an integer outside 64 bits, text
     with lone surrogates — is kept as text, so that :meth:`TraceTable.from_arrow` reports each bad value by its
     record (e.g. ``expected an integer, got '1e30'``) instead of failing the whole source. No records at all give
     the minimal canonical columns, so "nothing to fit" is reported downstream rather than a missing field (and
-    records without any field each report their empty ``trace_id``).
+    records without any field each report their empty ``trace_id``). With ``drop_empty`` a field that is None in
+    every record is left out, as if no record had it (readers' records: None means "not given").
     """
     names: dict[str, None] = {}
     for r in records:
-        for k in r:
-            names.setdefault(k, None)
-    if not names:  # no records, or only empty ones (each then reports its empty trace_id)
-        n = len(records)
-        return pa.table({"trace_id": pa.nulls(n, pa.string()), "step_idx": pa.nulls(n, pa.int64()),
-                         "state": pa.nulls(n, pa.string()), "outcome": pa.nulls(n, pa.string())})
+        names.update(dict.fromkeys(r))
     cols: dict[str, pa.Array] = {}
     for name in names:
         values = [r.get(name) for r in records]
         try:
-            cols[name] = pa.array(values)
+            column = pa.array(values)
         except _ARROW_FAILURES:
-            cols[name] = pa.array([_as_text_value(v) for v in values], pa.string())
+            column = pa.array([_as_text_value(v) for v in values], pa.string())
+        if not drop_empty or column.null_count < len(column):
+            cols[name] = column
+    if not cols:  # no records, or only empty ones (each then reports its empty trace_id)
+        n = len(records)
+        return pa.table({"trace_id": pa.nulls(n, pa.string()), "step_idx": pa.nulls(n, pa.int64()),
+                         "state": pa.nulls(n, pa.string()), "outcome": pa.nulls(n, pa.string())})
     return pa.table(cols)
 
 
