@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tracetochain._display import fmt_number
+from tracetochain.analysis._intervals import design_effect
 from tracetochain.analysis._summary import CENSORED, FIT, SUCCESS, TEST, CorpusSummary
 from tracetochain.audit._censoring import cap_survival, censoring_survival, observed_success_pmf
 from tracetochain.audit._certificate import Certificate, LayerResult, build_certificate
@@ -148,6 +149,10 @@ def _r_inf_layer(summary: CorpusSummary, chains: list[AbsorbingChain | None], fu
         return LayerResult("r_inf", "insufficient", None, "too_few_traces",
                            f"each half needs at least {MIN_HALF} usable traces (about {need} in all; "
                            f"{summary.n_usable} usable)", traces_needed=need)
+    # Halves split by task share no task: when tasks differ, each half's pass rate (and the R∞ fitted on the other)
+    # varies by the design effect more than independent traces would. Split by trace, the halves share tasks and
+    # the difference varies less: no correction, the check stays conservative.
+    deff = design_effect(summary) if summary.spec.split_by == "task" else 1.0
     checks: list[RInfCheck] = []
     ps: list[float | None] = []
     for s in range(S):
@@ -160,7 +165,7 @@ def _r_inf_layer(summary: CorpusSummary, chains: list[AbsorbingChain | None], fu
         r_c = _observable_success(chain, surv)
         check = r_inf_check_counts(chain.r_inf, int(hist[SUCCESS].sum()), int(n_test[s]), method=settings.interval,
                                    confidence=settings.confidence, n_fit=int(n_fit[s]),
-                                   r_observable=None if surv is None else r_c)
+                                   r_observable=None if surv is None else r_c, design_effect=deff)
         checks.append(check)
         ps.append(check.p_value)
     first = checks[0] if checks else None
