@@ -211,9 +211,8 @@ def empirical_rdc(traces: Any, horizon: int) -> list[float]:
 
     The denominator is every non-invalid trace, as in the held-out check of Tran-Truong & Le (2026), study SS9.
     """
-    outcomes = traces.outcomes()
-    n = int(np.sum(outcomes != 3))
-    if n == 0:
-        return [0.0] * (horizon + 1)
-    counts = np.bincount(np.minimum(success_lengths(traces), horizon + 1), minlength=horizon + 2)[: horizon + 1]
-    return [float(x) for x in np.cumsum(counts) / n]
+    from tracetochain.numerics.empirical import empirical_rdc_from_counts
+
+    n = int(np.sum(traces.outcomes() != 3))
+    counts = np.bincount(success_lengths(traces), minlength=1)
+    return [float(x) for x in empirical_rdc_from_counts(counts, n, horizon)]

@@ -350,11 +350,9 @@ def _length_histogram(enc: Any, top: int | None = None) -> NDArray[np.int64]:
 
 
 def _empirical_rdc(hist: NDArray[np.int64], horizon: int) -> NDArray[np.float64]:
-    c = np.zeros(horizon + 1, np.int64)
-    k = min(horizon + 1, hist.shape[1])
-    c[:k] = hist[_SUCCESS, :k]
-    out: NDArray[np.float64] = np.cumsum(c) / max(1, int(hist.sum()))
-    return out
+    from tracetochain.numerics.empirical import empirical_rdc_from_counts
+
+    return empirical_rdc_from_counts(hist[_SUCCESS], int(hist.sum()), horizon)
 
 
 def _seed(seed: int, name: str, what: str) -> np.random.SeedSequence:

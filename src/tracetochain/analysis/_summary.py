@@ -133,14 +133,9 @@ class CorpusSummary:
     def empirical_rdc(self, horizon: int) -> NDArray[np.float64]:
         """R̂(d), d = 0..horizon: successes within d steps over all usable traces (censored and failed traces stay in
         the denominator)."""
-        if horizon < 0:
-            raise ValueError(f"horizon must be >= 0, got {horizon}")
-        c = np.zeros(horizon + 1, np.int64)
-        s = self.all_lengths[SUCCESS]
-        k = min(horizon + 1, s.size)
-        c[:k] = s[:k]
-        out: NDArray[np.float64] = np.cumsum(c) / max(1, self.n_usable)
-        return out
+        from tracetochain.numerics.empirical import empirical_rdc_from_counts
+
+        return empirical_rdc_from_counts(self.all_lengths[SUCCESS], self.n_usable, horizon)
 
 
 # ---------------------------------------------------------------------------------------------------- one piece

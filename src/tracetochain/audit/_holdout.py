@@ -92,18 +92,20 @@ def split_traces(traces: TraceTable, test_fraction: float = 0.5, *, by: SplitBy 
 
 # ------------------------------------------------------------------------------------------------ RDC
 def empirical_rdc(traces: TraceTable, horizon: int) -> NDArray[np.float64]:
-    """R̂(d) for d = 0..horizon: successes within d steps over **all** (non-invalid) traces (as in the paper's SS9)."""
+    """R̂(d) for d = 0..horizon: successes within d steps over **all** (non-invalid) traces (as in the paper's SS9).
+
+    Raises :class:`EmptyTraceSetError` when no trace is usable (:func:`tracetochain.metrics.empirical_rdc` gives
+    zeros instead); both are :func:`tracetochain.numerics.empirical.empirical_rdc_from_counts`.
+    """
+    from tracetochain.numerics.empirical import empirical_rdc_from_counts
+
     if horizon < 0:
         raise ValueError(f"horizon must be >= 0, got {horizon}")
     oc = traces.outcomes()
-    lengths = trace_lengths(traces)
     n = int(np.count_nonzero(oc != INVALID))
     if n == 0:
         raise EmptyTraceSetError("no usable traces for the empirical RDC")
-    succ = lengths[oc == SUCCESS]
-    counts = np.bincount(np.minimum(succ, horizon + 1), minlength=horizon + 2)[: horizon + 1]
-    out: NDArray[np.float64] = np.cumsum(counts) / n
-    return out
+    return empirical_rdc_from_counts(np.bincount(trace_lengths(traces)[oc == SUCCESS], minlength=1), n, horizon)
 
 
 def l_inf_distance(model: NDArray[np.float64], empirical: NDArray[np.float64]) -> float:
