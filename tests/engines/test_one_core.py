@@ -116,3 +116,10 @@ def test_cli_audit_gives_one_verdict_with_and_without_engine(tmp_path: Path, cor
     for doc in (da, db):
         assert doc.pop("settings")["audit"]["n_bootstrap"] == 19
     assert da == db
+
+
+def test_partition_options_on_a_format_read_whole_are_reported_not_dropped() -> None:
+    src = Path(__file__).parents[1] / "data" / "readers" / "swe_agent" / "mini_run"  # read whole by its reader
+    with pytest.warns(UserWarning, match=r"partition_options \['rows_per_partition'\] do not apply"):
+        res = analyze(src, engine="local", intervals=None, partition_options={"rows_per_partition": 10}, **FAST)
+    assert res.source["n_partitions"] == 1

@@ -127,6 +127,12 @@ def plan_input(source: Any, *, engine: Any, reader: str | None, on_error: str, r
     from tracetochain.readers import read_traces
 
     table = read_traces(source, reader, on_error=on_error, **reader_options)
+    if partition_options:
+        import warnings
+
+        warnings.warn(f"partition_options {sorted(partition_options)} do not apply here: the {table.report.format} "
+                      "reader reads the input whole and it is analysed as one partition (an engine cuts only "
+                      "canonical Parquet/JSONL files; `tracetochain convert` writes them)", UserWarning, stacklevel=3)
     return [MemoryPartition(0, table, table.report.source, table.report.format)], table.report.source, \
         table.report.format
 
