@@ -486,6 +486,7 @@ def _mini_run(root: Path, ids: list[str], nested: bool = False) -> Path:
     return root
 
 
+@pytest.mark.slow  # creating 200,010 files takes about a minute: the slow tier (CI runs it) keeps it
 def test_f9_no_silent_stop_after_many_folder_entries(tmp_path: Path, run: Run) -> None:
     root = _mini_run(tmp_path / "run", ["aaa__x-1", "zzz__x-2"])
     for i in range(200_010):
