@@ -21,7 +21,7 @@ from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
 from tracetochain.analysis._analyze import UNSEEN_STATE, MemoryPartition, plan_input, resolve_states, summarize_parts
 from tracetochain.analysis._intervals import summary_ensemble
-from tracetochain.analysis._summary import CorpusSummary, SummarySpec, reindex_summary
+from tracetochain.analysis._summary import SummarySpec, reindex_summary
 from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
 from tracetochain.exceptions import EmptyTraceSetError
@@ -239,12 +239,6 @@ def _rows(chain: AbsorbingChain) -> NDArray[np.float64]:
     return out
 
 
-def _count_rows(s: CorpusSummary) -> NDArray[np.float64]:
-    c = s.counts
-    out: NDArray[np.float64] = np.column_stack([c.transitions, c.exits_success, c.exits_failure]).astype(float)
-    return out
-
-
 def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str | None = None,
             reader_options: dict[str, Any] | None = None, on_error: str = "raise", engine: Any = None,
             states: Any = "label", state_options: dict[str, Any] | None = None, pseudocount: float | None = None,
@@ -330,7 +324,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
                       for p in (parts_a, parts_b))
     costs = cost_deltas(((chain_a, ensembles[0]), (chain_b, ensembles[1])), confidence=confidence, seed=seed,
                         traces=(in_memory[0], in_memory[1]))
-    homog = homogeneity_from_counts(_count_rows(sa), _count_rows(sb), list(union), level=level,
+    homog = homogeneity_from_counts(sa.counts.outcome_matrix(), sb.counts.outcome_matrix(), list(union), level=level,
                                     n_traces=(sa.n_usable, sb.n_usable),
                                     boot=(sa.boot, sb.boot) if method == "bootstrap" else None, seed=seed)
     (ra, ca, da), (rb, cb, db) = draws

@@ -14,7 +14,6 @@ from tracetochain.analysis._analyze import analyze, label_steps
 from tracetochain.analysis._summary import SummarySpec, reindex_summary, summarize_traces
 from tracetochain.audit._certificate import Certificate
 from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts
-from tracetochain.chain._prior import outcome_matrix
 from tracetochain.traces._table import TraceTable
 from tracetochain.uncertainty._bootstrap import tasks_repeat
 
@@ -55,7 +54,5 @@ def homogeneity_test(a: TraceTable, b: TraceTable, *, states: list[str] | tuple[
     vocab = tuple(states) if states is not None else tuple(dict.fromkeys([*summaries[0].state_names,
                                                                            *summaries[1].state_names]))
     sa, sb = (reindex_summary(x, vocab) for x in summaries)
-    rows_a, rows_b = (outcome_matrix(s.counts.transitions, s.counts.exits_success, s.counts.exits_failure)
-                      for s in (sa, sb))
-    return homogeneity_from_counts(rows_a, rows_b, list(vocab), level=level, n_traces=(sa.n_usable, sb.n_usable),
-                                   boot=(sa.boot, sb.boot), seed=seed)
+    return homogeneity_from_counts(sa.counts.outcome_matrix(), sb.counts.outcome_matrix(), list(vocab), level=level,
+                                   n_traces=(sa.n_usable, sb.n_usable), boot=(sa.boot, sb.boot), seed=seed)

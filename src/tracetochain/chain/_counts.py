@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_state_count
+from tracetochain.chain._prior import outcome_matrix
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces._schema import OUTCOME_VALUES, Outcome
 from tracetochain.traces._table import TraceTable
@@ -63,6 +64,11 @@ class TransitionCounts(ResultDisplay):
         """c_i = Σ_j c_ij + c_i⊕ + c_i⊖: the observations leaving each state."""
         totals: NDArray[np.int64] = self.transitions.sum(axis=1) + self.exits_success + self.exits_failure
         return totals
+
+    def outcome_matrix(self) -> NDArray[np.float64]:
+        """[C | c⊕ | c⊖] as floats, shape (m, m + 2): each state's outcome counts, the table the estimator smooths
+        and the homogeneity test compares (:func:`tracetochain.chain.outcome_matrix`)."""
+        return outcome_matrix(self.transitions, self.exits_success, self.exits_failure)
 
     @property
     def n_fitted_traces(self) -> int:

@@ -18,7 +18,7 @@ from tracetochain._display import EstimatorDisplay
 from tracetochain.chain._costs import CostModel
 from tracetochain.chain._counts import TransitionCounts, count_transitions
 from tracetochain.chain._model import AbsorbingChain
-from tracetochain.chain._prior import ChainPrior, estimate_rows, outcome_matrix, start_distribution
+from tracetochain.chain._prior import ChainPrior, estimate_rows, start_distribution
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
 from tracetochain.traces._table import TraceTable
 
@@ -134,7 +134,7 @@ def estimate_chain(counts: TransitionCounts, pseudocount: float | None = None, u
     if initial not in ("empirical", "modal"):
         raise ValueError(f"initial must be 'empirical' or 'modal', got {initial!r}")
     m = counts.n_states
-    rows = estimate_rows(outcome_matrix(counts.transitions, counts.exits_success, counts.exits_failure), p, policy)
+    rows = estimate_rows(counts.outcome_matrix(), p, policy)
     pi0, start_exits = start_distribution(counts.initial, counts.start_exits, initial)
     metadata = {
         "estimator": "ChainEstimator",

@@ -208,11 +208,6 @@ class RunningCounts:
         return list(reversed(self.examples.get((a, b), ())))
 
 
-def row_table(counts: TransitionCounts) -> np.ndarray:
-    """[C | c⊕ | c⊖] as floats: each row's outcome counts (what the homogeneity test compares)."""
-    return np.column_stack([counts.transitions, counts.exits_success, counts.exits_failure]).astype(np.float64)
-
-
 def alpha_spent(alpha: float, j: int) -> float:
     """α_j = α · 6 / (π² j²), the level of the j-th drift comparison (Σ_j α_j = α).
 
@@ -347,8 +342,9 @@ class LiveAnalysis:
         vocab = sorted(base.states() | w.counts.states())
         self.comparisons += 1
         level = alpha_spent(self.alpha, self.comparisons)
-        h = homogeneity_from_counts(row_table(base.to_counts(vocab)), row_table(w.counts.to_counts(vocab)), vocab,
-                                    level=level, n_traces=(base.n_total, w.counts.n_total))
+        baseline, window = base.to_counts(vocab), w.counts.to_counts(vocab)
+        h = homogeneity_from_counts(baseline.outcome_matrix(), window.outcome_matrix(), vocab, level=level,
+                                    n_traces=(base.n_total, w.counts.n_total))
         alert = h.p_value <= level
         w.drift = {"tested": True, "comparison": self.comparisons, "level": level, "p_value": h.p_value,
                    "g2": h.g2, "df": h.df, "alert": alert, "differing_states": list(h.differing)}

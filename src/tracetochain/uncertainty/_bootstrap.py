@@ -118,7 +118,7 @@ def prior_draws(reference: TransitionCounts, prior: ChainPrior, unvisited_policy
     """The Bayesian bootstrap's random pseudo-counts, (n, m, m + 2): Gamma(a) for each pseudo-count a of the prior
     on the reference counts (a Dirichlet process posterior puts a Gamma(a) weight on each atom of its base measure,
     Ferguson 1973), and for rows without data, under the "prior" policy, Gamma of the prior row's concentration."""
-    X = outcome_matrix(reference.transitions, reference.exits_success, reference.exits_failure)
+    X = reference.outcome_matrix()
     shape = prior.pseudo_counts(X)
     empty = X.sum(axis=1) == 0
     if empty.any() and unvisited_policy == "prior":
