@@ -45,8 +45,23 @@ def fit_chain(traces: TraceTable, *, states: Any = "label", pseudocount: float |
                                  f"excluded, {traces.n_traces - n['invalid']} usable")
     state_model: StateModel = estimator.fit(usable).fetch_model()
     labelled = state_model.label(traces) if traces.n_steps else traces
+    chain = fit_chain_over_states(state_model, labelled, pseudocount=pseudocount, unvisited=unvisited,
+                                  initial=initial)
+    return FitResult(chain, state_model, labelled)
+
+
+def fit_chain_over_states(state_model: Any, labelled: TraceTable, *, pseudocount: float | None = None,
+                          unvisited: str = "auto", initial: str = "empirical") -> AbsorbingChain:
+    """The chain of traces labelled by a fitted state model, over the model's whole vocabulary (a state no trace
+    visits keeps a row, filled by the ``unvisited`` policy), with the model's description in ``metadata["states"]``
+    when it has one (``to_dict``).
+
+    The second half of :func:`fit_chain`; the held-out audit calls it directly for a state model fitted elsewhere
+    (:func:`tracetochain.audit._holdout.fit_states_and_chain`).
+    """
     chain = ChainEstimator(pseudocount=pseudocount, unvisited=unvisited,  # type: ignore[arg-type]
                            initial=initial, states=state_model.state_names).fit(  # type: ignore[arg-type]
         labelled).fetch_model()
-    chain = chain.with_metadata(states=state_model.to_dict())
-    return FitResult(chain, state_model, labelled)
+    if hasattr(state_model, "to_dict"):
+        chain = chain.with_metadata(states=state_model.to_dict())
+    return chain

@@ -19,6 +19,7 @@ from tracetochain.audit import TimingSettings, holdout_audit, r_inf_check, split
 from tracetochain.audit._holdout import (
     clopper_pearson_interval,
     empirical_rdc,
+    fit_states_and_chain,
     l_inf_distance,
     label_traces,
     mover_p_value,
@@ -201,6 +202,27 @@ def test_states_can_be_an_estimator_a_fitted_model_or_a_callable() -> None:
     assert results[2].settings["states"] == "callable discover"
     with pytest.raises(TypeError):
         holdout_audit(traces, states=42, timing=settings)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.sampled_from("abcd"), min_size=1, max_size=6),
+                          st.sampled_from(["success", "failure", "censored"])), min_size=2, max_size=25),
+       st.sampled_from([None, 0.5, 1.0]))
+def test_fitted_or_callable_states_give_fit_chains_chain(seqs: list[tuple[list[str], str]],
+                                                         pseudocount: float | None) -> None:
+    """One "states → chain": a fitted state model or a callable handed to fit_states_and_chain gives, bit for bit,
+    the chain (rows, start, metadata) and labelled traces tt.fit_chain gives for the estimator behind it."""
+    traces = tt.TraceTable.from_records([{"trace_id": f"t{i}", "step_idx": j, "state": s, "outcome": out}
+                                         for i, (states, out) in enumerate(seqs) for j, s in enumerate(states)])
+    reference = tt.fit_chain(traces, states=CategoricalStates(), pseudocount=pseudocount)
+    fitted = CategoricalStates().fit(traces).fetch_model()
+    for states in (fitted, lambda train: CategoricalStates().fit(train).fetch_model()):
+        chain, model, labelled = fit_states_and_chain(traces, states, pseudocount=pseudocount)
+        assert model.state_names == reference.states.state_names
+        assert labelled.state_labels()[0].tolist() == reference.labelled.state_labels()[0].tolist()
+        for name in ("Q", "R_success", "R_failure", "pi0", "start_exits"):
+            assert getattr(chain, name).tobytes() == getattr(reference.chain, name).tobytes(), name
+        assert json.dumps(chain.to_dict()) == json.dumps(reference.chain.to_dict())
 
 
 def test_held_out_r_inf_check_counts_the_noise_of_both_halves() -> None:

@@ -32,7 +32,7 @@ from tracetochain.audit._common import (
 from tracetochain.audit._order import OrderResult
 from tracetochain.audit._settings import OrderSettings, TimingSettings
 from tracetochain.audit._timing import TimingResult
-from tracetochain.chain import AbsorbingChain, ChainEstimator
+from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import EmptyTraceSetError
 from tracetochain.traces import TraceTable
 
@@ -338,7 +338,7 @@ def fit_states_and_chain(train: TraceTable, states: Any = "label", *, pseudocoun
     ``"ward"`` …, with ``state_options``), a state estimator (``fit(traces).fetch_model()``), an already fitted
     state model (``predict`` + ``state_names``), or a callable ``train -> state model``.
     """
-    from tracetochain.pipeline import fit_chain
+    from tracetochain.pipeline import fit_chain, fit_chain_over_states
 
     opts = dict(state_options or {})
     if isinstance(states, str) or hasattr(states, "fit"):
@@ -352,11 +352,7 @@ def fit_states_and_chain(train: TraceTable, states: Any = "label", *, pseudocoun
                             f"returning one; got {type(states).__name__}")
         model = states(train)
     labelled, _ = label_traces(model, train)
-    chain = ChainEstimator(pseudocount=pseudocount, unvisited=unvisited,  # type: ignore[arg-type]
-                           initial=initial, states=model.state_names).fit(  # type: ignore[arg-type]
-        labelled).fetch_model()
-    if hasattr(model, "to_dict"):
-        chain = chain.with_metadata(states=model.to_dict())
+    chain = fit_chain_over_states(model, labelled, pseudocount=pseudocount, unvisited=unvisited, initial=initial)
     return chain, model, labelled
 
 
