@@ -110,8 +110,9 @@ def test_packages_export_what_users_need_and_moved_names_warn(package: str) -> N
             assert getattr(pkg, name) is not None, name
     for name, module in pkg._MOVED.items():
         assert name not in pkg.__all__
-        with pytest.warns(DeprecationWarning, match=f"import it from tracetochain.{package}.{module}"):
+        with pytest.warns(DeprecationWarning, match=f"import it from tracetochain.{package}.{module}") as caught:
             obj = getattr(pkg, name)
+        assert caught[0].filename == __file__  # the warning points at the line that asked for the name
         assert obj is getattr(sys.modules[f"tracetochain.{package}.{module}"], name)
     with pytest.raises(AttributeError):
         _ = pkg.no_such_name

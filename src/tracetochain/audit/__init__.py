@@ -30,9 +30,9 @@ importing one of them from ``tracetochain.audit`` still works but warns and name
 """
 
 import importlib
-import warnings
 from typing import Any
 
+from tracetochain._compat import moved_attribute
 from tracetochain.audit._certificate import (
     CERTIFICATE_SCHEMA_VERSION,
     LAYERS,
@@ -100,9 +100,4 @@ _ENTRY_POINTS = ("audit", "homogeneity_test")
 def __getattr__(name: str) -> Any:
     if name in _ENTRY_POINTS:
         return getattr(importlib.import_module("tracetochain.analysis._entry_points"), name)
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tracetochain.audit' has no attribute {name!r}")
-    warnings.warn(f"tracetochain.audit.{name} is an internal building block; import it from "
-                  f"tracetochain.audit.{module}", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(f"tracetochain.audit.{module}"), name)
+    return moved_attribute(__name__, name, _MOVED)

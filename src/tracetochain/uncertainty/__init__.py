@@ -21,10 +21,9 @@ one of them from ``tracetochain.uncertainty`` still works but warns and names it
 0.612 [0.561, 0.662] (95%, posterior, 2000 draws)
 """
 
-import importlib
-import warnings
 from typing import Any
 
+from tracetochain._compat import moved_attribute
 from tracetochain.uncertainty._bootstrap import TraceBootstrap
 from tracetochain.uncertainty._dirichlet import ChainPosterior, DirichletPosterior
 from tracetochain.uncertainty._ensemble import ChainEnsemble
@@ -54,9 +53,4 @@ _MOVED: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tracetochain.uncertainty' has no attribute {name!r}")
-    warnings.warn(f"tracetochain.uncertainty.{name} is an internal building block; import it from "
-                  f"tracetochain.uncertainty.{module}", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(f"tracetochain.uncertainty.{module}"), name)
+    return moved_attribute(__name__, name, _MOVED)
