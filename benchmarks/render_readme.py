@@ -204,6 +204,12 @@ def startup_section(startup: dict[str, Any] | None, install: dict[str, Any] | No
                 f"**{install['added_mb']:.0f} MB** to site-packages ({top}; {len(dists)} distributions). "
                 "matplotlib, scikit-learn and polars are extras: `pip install \"tracetochain[plots]\"`, "
                 "`[sklearn]`, `[polars]`, or `[all]`."]
+        core = sum(v for k, v in dists.items() if k.lower() in ("pyarrow", "scipy", "numpy"))
+        if core:
+            out[-1] += (f" The three numeric libraries alone take {core:.0f} MB, and each carries core work (Arrow "
+                        "tables and Parquet; sparse LU solves and the tests' distributions; arrays): a default "
+                        "install below 300 MB would need one of them replaced by hand-written code or made an "
+                        "extra that every audit needs, so the default keeps them.")
     return "\n".join(out).strip()
 
 
