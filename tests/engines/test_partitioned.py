@@ -145,9 +145,6 @@ def test_any_cut_gives_the_same_counts(traces: list, row_group: int, rows_per_pa
     assert got_pq.report.n_records == got_js.report.n_records == len(recs)
 
 
-@pytest.mark.xfail(strict=True, raises=tt.exceptions.EmptyTraceSetError,
-                   reason="count_partitioned is analyze(), which fits a chain and so refuses a corpus without a usable "
-                          "trace; count_transitions counts it (every trace invalid)")
 def test_a_corpus_without_usable_traces_is_counted(tmp_path: Path) -> None:
     path = tmp_path / "invalid.parquet"
     pq.write_table(pa.Table.from_pylist([{"trace_id": "a", "step_idx": 0, "state": "x", "outcome": "invalid"}]), path)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -398,6 +398,72 @@ class AnalysisResult(ResultDisplay):
                        tables=(states, *choice, *(cert.tables if cert is not None else ())))
 
 
+# ---------------------------------------------------------------------------------------------------- summary
+class SummarizedInput(NamedTuple):
+    """What the pass over the data gives: the corpus summary under the resolved states, and where it came from."""
+
+    summary: CorpusSummary
+    parts: list[Any]
+    source: str
+    reader: str
+    state_model: Any
+    #: perf_counter() when the states were resolved (reading and state discovery before it, summarising after).
+    t_states: float = 0.0
+    #: Where the partitions were summarised ("memory" without an engine).
+    engine: str = "memory"
+
+
+def summarize_input(source: Any, spec: SummarySpec, *, reader: str | None = None,
+                    reader_options: dict[str, Any] | None = None, on_error: str = "raise", engine: Any = None,
+                    states: Any = "label", state_options: dict[str, Any] | None = None,
+                    state_sample: int = DEFAULT_STATE_SAMPLE, check_traces: bool = True,
+                    partition_options: dict[str, Any] | None = None, progress: Callable[[str], None] | None = None,
+                    n_draws: int | None = None, in_memory_only: str | None = None) -> SummarizedInput:
+    """Read ``source`` (in memory or partition by partition on ``engine``), resolve the states on the fit half and
+    summarise every partition under them: the one pass over the data behind :func:`analyze` and the partitioned
+    counts. ``n_draws``: refuse an ensemble that cannot fit before its replicates are accumulated;
+    ``in_memory_only``: what needs the traces in memory (refused for a partitioned corpus)."""
+    step = progress or (lambda stage: None)
+    step("reading")
+    from tracetochain.engines import Engine, get_engine
+
+    owns = engine is not None and not isinstance(engine, Engine)
+    eng = get_engine(engine) if owns else engine
+    try:
+        parts, src, reader_name = plan_input(source, engine=eng, reader=reader, on_error=on_error,
+                                             reader_options=dict(reader_options or {}),
+                                             partition_options=dict(partition_options or {}))
+        if in_memory_only is not None and not (len(parts) == 1 and isinstance(parts[0], MemoryPartition)):
+            raise ValueError(f"{in_memory_only} fits the model families on the traces in memory, and {src} is read "
+                             "partition by partition (--engine). Run without --engine (the corpus is then read into "
+                             "memory), or keep model='markov' for a corpus that does not fit in memory")
+        step("states")
+        state_model, vocab = resolve_states(states, dict(state_options or {}), parts, spec, on_error, state_sample)
+        if n_draws is not None:  # refuse draws that cannot fit before the replicates are accumulated
+            known = _known_state_count(state_model, vocab, parts)
+            if known is not None:
+                check_ensemble_size(n_draws, known)
+        t_states = time.perf_counter()
+        step("summarising")
+        acc = summarize_parts(parts, eng, on_error=on_error, model=state_model, spec=spec, check_traces=check_traces)
+    finally:
+        if owns and eng is not None:
+            eng.close()
+    if vocab is not None:
+        missing = [s for s in acc.state_names if s not in set(vocab)]
+        if missing:
+            raise TraceValidationError(f"state {missing[0]!r} occurs in the traces but is not in the given states",
+                                       source=src, field="state",
+                                       hint=f"add it to the state list ({len(missing)} label(s) missing) or relabel "
+                                            "those steps")
+        acc = reindex_summary(acc, tuple(vocab))
+    elif state_model is not None:
+        names = tuple(state_model.state_names) + ((UNSEEN_STATE,) if UNSEEN_STATE in acc.state_names else ())
+        acc = reindex_summary(acc, names)
+    return SummarizedInput(acc, parts, src, reader_name, state_model, t_states,
+                           getattr(eng, "name", "memory") if eng is not None else "memory")
+
+
 # ---------------------------------------------------------------------------------------------------- driver
 def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str, Any] | None = None,
             on_error: str = "raise", engine: Any = None, states: Any = "label",
@@ -478,50 +544,19 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     if intervals is not None and n_draws < 1:
         raise ValueError(f"n_samples must be >= 1, got {n_draws}")
     t0 = time.perf_counter()
-    step("reading")
-    from tracetochain.engines import Engine, get_engine
-
-    owns = engine is not None and not isinstance(engine, Engine)
-    eng = get_engine(engine) if owns else engine
-    parts, src, reader_name = plan_input(source, engine=eng, reader=reader, on_error=on_error,
-                                         reader_options=dict(reader_options or {}),
-                                         partition_options=dict(partition_options or {}))
-    in_memory = parts[0].traces if len(parts) == 1 and isinstance(parts[0], MemoryPartition) else None
-    if model != "markov" and in_memory is None:
-        if owns and eng is not None:
-            eng.close()
-        raise ValueError(f"model={model!r} fits the model families on the traces in memory, and {src} is read "
-                         "partition by partition (--engine). Run without --engine (the corpus is then read into "
-                         "memory), or keep model='markov' for a corpus that does not fit in memory")
     spec = SummarySpec(seed=seed, n_splits=n_splits if run_audit and settings_audit.holdout else 0,
                        test_fraction=test_fraction, split_by=split_by,
                        n_replicates=n_draws if intervals == "bootstrap" else 0,
                        resample_by="task",
                        include_outcomes=settings_audit.include_outcomes)
-    try:
-        step("states")
-        state_model, vocab = resolve_states(states, dict(state_options or {}), parts, spec, on_error, state_sample)
-        if intervals is not None:  # refuse draws that cannot fit before the replicates are accumulated
-            known = _known_state_count(state_model, vocab, parts)
-            if known is not None:
-                check_ensemble_size(n_draws, known)
-        t1 = time.perf_counter()
-        step("summarising")
-        acc = summarize_parts(parts, eng, on_error=on_error, model=state_model, spec=spec, check_traces=check_traces)
-    finally:
-        if owns and eng is not None:
-            eng.close()
-    if vocab is not None:
-        missing = [s for s in acc.state_names if s not in set(vocab)]
-        if missing:
-            raise TraceValidationError(f"state {missing[0]!r} occurs in the traces but is not in the given states",
-                                       source=src, field="state",
-                                       hint=f"add it to the state list ({len(missing)} label(s) missing) or relabel "
-                                            "those steps")
-        acc = reindex_summary(acc, tuple(vocab))
-    elif state_model is not None:
-        names = tuple(state_model.state_names) + ((UNSEEN_STATE,) if UNSEEN_STATE in acc.state_names else ())
-        acc = reindex_summary(acc, names)
+    corpus = summarize_input(source, spec, reader=reader, reader_options=reader_options, on_error=on_error,
+                             engine=engine, states=states, state_options=state_options, state_sample=state_sample,
+                             check_traces=check_traces, partition_options=partition_options, progress=step,
+                             n_draws=n_draws if intervals is not None else None,
+                             in_memory_only=f"model={model!r}" if model != "markov" else None)
+    acc, parts, src, reader_name, state_model = corpus[:5]
+    in_memory = parts[0].traces if len(parts) == 1 and isinstance(parts[0], MemoryPartition) else None
+    t1 = corpus.t_states
     if acc.counts.n_fitted_traces == 0 or acc.n_states == 0:
         n = acc.counts.n_traces
         raise EmptyTraceSetError(f"no traces to fit in {src}: {n['invalid']} invalid trace(s) excluded, "
@@ -560,13 +595,13 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             n_refits=_model_refits(intervals, n_draws), confidence=confidence, states=states, progress=step,
             options=model_options)
     t5 = time.perf_counter()
-    report = _ingest_report(acc, src, reader_name)
+    report = ingest_report_of(acc, src, reader_name)
     for part in parts:  # what a reader keeps beside the step table travels with the traces it read
         if isinstance(part, MemoryPartition):
             report.run_metadata.update(part.traces.report.run_metadata)
-    # (the zero-step episodes are in the summary's ingest bookkeeping, whoever read them: _ingest_report lists them)
+    # (the zero-step episodes are in the summary's ingest bookkeeping, whoever read them: ingest_report_of lists them)
     source_doc = {"path": src, "format": reader_name, "report": report, "n_partitions": len(parts),
-                  "engine": getattr(eng, "name", "memory") if eng is not None else "memory",
+                  "engine": corpus.engine,
                   "outcomes": dict(acc.counts.n_traces), "n_traces": sum(acc.counts.n_traces.values()),
                   "n_steps": int(acc.visits.sum())}
     settings = {"states": _describe_states(states), "state_options": dict(state_options or {}),
@@ -646,7 +681,7 @@ def _model_path(traces: TraceTable, model: str, *, acc: CorpusSummary, chain: Ab
     return model_chain, cert, None, selection
 
 
-def _ingest_report(acc: CorpusSummary, source: str, fmt: str) -> IngestReport:
+def ingest_report_of(acc: CorpusSummary, source: str, fmt: str) -> IngestReport:
     from tracetochain.partitioned._counts import ingest_report
 
     return ingest_report(acc.base, acc.counts, source, fmt)

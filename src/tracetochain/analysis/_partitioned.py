@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from tracetochain.analysis._analyze import AnalysisResult, analyze
+from tracetochain.analysis._analyze import AnalysisResult, analyze, ingest_report_of, summarize_input
 from tracetochain.analysis._compare import Comparison, compare
+from tracetochain.analysis._summary import SummarySpec
 from tracetochain.chain import AbsorbingChain
 from tracetochain.partitioned._counts import PartitionedCounts
 from tracetochain.uncertainty import ChainEnsemble
@@ -58,12 +59,24 @@ def count_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any 
                       rows_per_partition: int | None = None, bytes_per_partition: int | None = None,
                       check_traces: bool = True, **state_options: Any) -> PartitionedCounts:
     """The transition counts of a corpus, partition by partition on ``engine``, with the merged ingest report."""
-    res = analyze(source, engine=engine or "local", reader=format, states=states, state_options=state_options,
-                  on_error=on_error, audit=False, intervals=None, check_traces=check_traces,
-                  partition_options=_partition_options(by, rows_per_partition, bytes_per_partition))
-    costs = res.summary.base.costs
-    return PartitionedCounts(res.summary.counts, res.ingest, res.source["n_partitions"], res.source["engine"],
-                             res.state_model, costs.reindexed(res.chain.state_names) if costs is not None else None)
+    # The pass over the data that analyze() makes, without fitting a chain: a corpus with no usable trace is counted
+    # (every trace invalid), not refused.
+    from tracetochain.engines import Engine, get_engine
+
+    owns = not isinstance(engine, Engine)
+    eng = get_engine(engine or "local") if owns else engine
+    try:
+        corpus = summarize_input(source, SummarySpec(), reader=format, on_error=on_error, engine=eng, states=states,
+                                 state_options=state_options, check_traces=check_traces,
+                                 partition_options=_partition_options(by, rows_per_partition, bytes_per_partition))
+    finally:
+        if owns:
+            eng.close()
+    summary = corpus.summary
+    costs = summary.base.costs
+    return PartitionedCounts(summary.counts, ingest_report_of(summary, corpus.source, corpus.reader),
+                             len(corpus.parts), corpus.engine, corpus.state_model,
+                             costs.reindexed(summary.counts.state_names) if costs is not None else None)
 
 
 def fit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = None,
