@@ -44,7 +44,8 @@ from tracetochain.analysis._summary import (
 )
 from tracetochain.audit._certificate import Certificate
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
-from tracetochain.exceptions import ChainValidationError, EmptyTraceSetError, TraceValidationError
+from tracetochain.chain._counts import check_known_states
+from tracetochain.exceptions import ChainValidationError, EmptyTraceSetError
 from tracetochain.traces import IngestReport, TraceTable
 
 if TYPE_CHECKING:
@@ -450,12 +451,7 @@ def summarize_input(source: Any, spec: SummarySpec, *, reader: str | None = None
         if owns and eng is not None:
             eng.close()
     if vocab is not None:
-        missing = [s for s in acc.state_names if s not in set(vocab)]
-        if missing:
-            raise TraceValidationError(f"state {missing[0]!r} occurs in the traces but is not in the given states",
-                                       source=src, field="state",
-                                       hint=f"add it to the state list ({len(missing)} label(s) missing) or relabel "
-                                            "those steps")
+        check_known_states(acc.state_names, set(vocab), src)
         acc = reindex_summary(acc, tuple(vocab))
     elif state_model is not None:
         names = tuple(state_model.state_names) + ((UNSEEN_STATE,) if UNSEEN_STATE in acc.state_names else ())

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain.chain import AbsorbingChain, ChainPrior
-from tracetochain.exceptions import TraceValidationError
+from tracetochain.chain._counts import state_codes
 from tracetochain.traces import TraceTable
 
 SUCCESS, FAILURE, CENSORED, INVALID = 0, 1, 2, 3
@@ -58,21 +58,9 @@ def replicate_blocks(seed: Seed, n_replicates: int,
 
 def chain_codes(traces: TraceTable, state_names: tuple[str, ...] | list[str]) -> NDArray[np.int64]:
     """State index (into ``state_names``) of every step of labelled traces; unknown labels are an error."""
-    codes, names = traces.state_labels()
-    pos = {s: i for i, s in enumerate(state_names)}
-    unknown = [s for s in names if s not in pos]
-    if unknown:
-        raise TraceValidationError(
-            f"state {unknown[0]!r} is not a state of the chain ({len(unknown)} unknown label(s))",
-            source=traces.report.source, field="state",
-            hint="label the traces with the chain's state model first (StateModel.label), or pass the chain "
-                 "fitted on these labels",
-        )
-    if not codes.size:
-        return codes
-    remap = np.array([pos[s] for s in names], dtype=np.int64)
-    out: NDArray[np.int64] = remap[codes]
-    return out
+    return state_codes(traces, state_names, of="the chain's states",
+                       hint="label the traces with the chain's state model first (StateModel.label), or pass the "
+                            "chain fitted on these labels")
 
 
 def trace_lengths(traces: TraceTable) -> NDArray[np.int64]:

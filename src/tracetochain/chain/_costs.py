@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain.chain._counts import state_codes
 from tracetochain.exceptions import ChainValidationError, SchemaVersionError
 
 COST_MODEL_KIND = "tracetochain.cost_model"
@@ -358,16 +359,11 @@ class CostModel:
         """The model of labelled traces (their ``state`` column, as ``ChainEstimator`` reads it); invalid episodes
         are left out, as from the counts. ``states`` fixes the vocabulary and order (e.g. ``chain.state_names``)."""
         usable = traces.select_traces(traces.outcomes() != _INVALID)
-        codes, names = usable.state_labels()
-        names = list(names)
         if states is not None:
-            vocab = [str(s) for s in states]
-            pos = {s: i for i, s in enumerate(vocab)}
-            missing = [s for s in names if s not in pos]
-            if missing:
-                raise ChainValidationError(f"state {missing[0]!r} occurs in the traces but not in the given states")
-            codes = np.array([pos[s] for s in names], dtype=np.int64)[codes] if codes.size else codes
-            names = vocab
+            names = [str(s) for s in states]
+            codes = state_codes(usable, names)
+        else:
+            codes, names = usable.state_labels()
         table = usable.to_arrow()
         values, derivation = usage_arrays(table, usable.offsets)
         totals = trace_totals(table, usable.offsets)

@@ -12,7 +12,7 @@ information (it is counted as censored and adds nothing else); an invalid one is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +141,35 @@ def _start_exits(zero_outcomes: NDArray[np.int64]) -> NDArray[np.int64]:
     return np.array([by[_SUCCESS], by[_FAILURE]], dtype=np.int64)
 
 
+_UNKNOWN_STATE_HINT = "add it to the state list or relabel those steps"
+
+
+def check_known_states(labels: Iterable[str], states: Collection[str], source: str, *, of: str = "the given states",
+                       hint: str = _UNKNOWN_STATE_HINT) -> None:
+    """Refuse labels outside a fixed state vocabulary: a :class:`TraceValidationError` naming the first such label
+    and how many there are (``of`` names the vocabulary, ``hint`` says how to fix it). One message for a table in
+    memory and for a corpus counted partition by partition."""
+    unknown = [s for s in labels if s not in states]
+    if unknown:
+        raise TraceValidationError(f"state {unknown[0]!r} occurs in the traces but is not in {of} ({len(unknown)} "
+                                   "unknown label(s))", source=source, field="state", hint=hint)
+
+
+def state_codes(traces: TraceTable, states: Sequence[str], *, of: str = "the given states",
+                hint: str = _UNKNOWN_STATE_HINT) -> NDArray[np.int64]:
+    """The index into ``states`` of every step's state label: :meth:`TraceTable.state_labels` recoded to a fixed
+    vocabulary (a chain's, a state model's, or one the user gave); a label outside it is refused
+    (:func:`check_known_states`).
+    """
+    codes, names = traces.state_labels()
+    pos = {s: i for i, s in enumerate(states)}
+    check_known_states(names, pos, traces.report.source, of=of, hint=hint)
+    if not codes.size:
+        return codes
+    out: NDArray[np.int64] = np.array([pos[s] for s in names], dtype=np.int64)[codes]
+    return out
+
+
 def count_transitions(traces: TraceTable, states: list[str] | tuple[str, ...] | None = None) -> TransitionCounts:
     """Count transitions, exits and first states of every non-invalid trace, and the zero-step episodes the reader
     kept beside the table (``traces.report.zero_step``) as start exits.
@@ -148,22 +177,13 @@ def count_transitions(traces: TraceTable, states: list[str] | tuple[str, ...] | 
     ``states`` fixes the state vocabulary and its order (states never observed get empty rows); by default the
     states are the labels seen, in order of first appearance.
     """
-    codes, names = traces.state_labels()
     if states is not None:
-        vocab = [str(s) for s in states]
-        if len(set(vocab)) != len(vocab):
+        names = [str(s) for s in states]
+        if len(set(names)) != len(names):
             raise ValueError("states must be unique")
-        pos = {s: i for i, s in enumerate(vocab)}
-        missing = [s for s in names if s not in pos]
-        if missing:
-            raise TraceValidationError(
-                f"state {missing[0]!r} occurs in the traces but is not in the given states",
-                source=traces.report.source, field="state",
-                hint=f"add it to the state list ({len(missing)} label(s) missing) or relabel those steps",
-            )
-        remap = np.array([pos[s] for s in names], dtype=np.int64)
-        codes = remap[codes] if codes.size else codes
-        names = vocab
+        codes = state_codes(traces, names)
+    else:
+        codes, names = traces.state_labels()
     m = len(names)
     check_state_count(m, "the traces")  # before the m × m count matrix is allocated
     outcome = traces.outcomes().astype(np.int64)

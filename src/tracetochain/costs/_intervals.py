@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from tracetochain import numerics as nx
 from tracetochain.chain._costs import STEPS, CostModel, PerVisitCost, trace_totals, usage_arrays
+from tracetochain.chain._counts import state_codes
 from tracetochain.numerics.rewards import reward_moments, reward_right_hand_sides
 
 FloatArray = NDArray[np.float64]
@@ -183,9 +184,8 @@ def bootstrap_mean_draws(plan: Any, traces: Any, costs: CostModel, metric: str,
     episode weights as the chain's replicates; replicates that drew no episode are dropped, as the bootstrap drops
     them). ``traces``: the labelled traces the bootstrap was fitted on. Returns (means, variances), (B, m) each."""
     usable = traces.select_traces(traces.outcomes() != _INVALID)
-    codes, labels = usable.state_labels()
-    pos = {s: i for i, s in enumerate(state_names)}
-    codes = np.array([pos[s] for s in labels], dtype=np.int64)[codes] if codes.size else codes
+    codes = state_codes(usable, state_names, of="the chain's states",
+                        hint="pass the traces the chain was fitted on, labelled by its state model")
     m = len(state_names)
     offsets = usable.offsets
     n_tr = offsets.size - 1

@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from tracetochain.exceptions import EmptyTraceSetError, TraceValidationError
+from tracetochain.chain._counts import state_codes
+from tracetochain.exceptions import EmptyTraceSetError
 from tracetochain.traces import TraceTable
 
 SUCCESS, FAILURE, CENSORED, INVALID = 0, 1, 2, 3
@@ -141,21 +142,14 @@ def encode_traces(traces: TraceTable | EncodedTraces, state_names: tuple[str, ..
         return traces
     if group not in ("auto", "task", "trace"):
         raise ValueError(f"group must be 'auto', 'task' or 'trace', got {group!r}")
-    codes, names = traces.state_labels()
     if state_names is not None:
-        vocab = tuple(str(s) for s in state_names)
-        if len(set(vocab)) != len(vocab):
+        names = [str(s) for s in state_names]
+        if len(set(names)) != len(names):
             raise ValueError("state names must be unique")
-        pos = {s: i for i, s in enumerate(vocab)}
-        unknown = [s for s in names if s not in pos]
-        if unknown:
-            raise TraceValidationError(
-                f"state {unknown[0]!r} is not in the model's alphabet ({len(unknown)} unknown label(s))",
-                source=traces.report.source, field="state",
-                hint="label these traces with the same state model as the fit traces, or refit on them")
-        if codes.size:
-            codes = np.array([pos[s] for s in names], dtype=np.int64)[codes]
-        names = list(vocab)
+        codes = state_codes(traces, names, of="the model's alphabet",
+                            hint="label these traces with the same state model as the fit traces, or refit on them")
+    else:
+        codes, names = traces.state_labels()
     outcome = traces.outcomes().astype(np.int64)
     valid = outcome != INVALID
     n_invalid = int((~valid).sum())

@@ -46,6 +46,7 @@ from tracetochain._display import EstimatorDisplay
 from tracetochain.chain._counts import (
     TransitionCounts,
     per_trace_counts,
+    state_codes,
     zero_step_counts,
     zero_step_outcome_codes,
 )
@@ -57,7 +58,7 @@ from tracetochain.chain._prior import (
     outcome_matrix,
     start_distribution,
 )
-from tracetochain.exceptions import EmptyTraceSetError, NotFittedError, TraceValidationError
+from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
 from tracetochain.traces._hashing import WeightKind, replicate_weights, unit_hashes
 from tracetochain.traces._table import TraceTable
 from tracetochain.uncertainty._align import match_by_centroids, match_by_exit_profile, match_by_names
@@ -540,18 +541,12 @@ class TraceBootstrap(EstimatorDisplay):
         extra: dict[str, Any] = {}
         st = self.states
         if st is None:
-            codes, labels = usable.state_labels()
-            names = list(labels)
-            if self.state_names is not None:
-                vocab = [str(s) for s in self.state_names]
-                pos = {s: i for i, s in enumerate(vocab)}
-                missing = [s for s in names if s not in pos]
-                if missing:
-                    raise TraceValidationError(f"state {missing[0]!r} occurs in the traces but not in state_names",
-                                               source=usable.report.source, field="state")
-                remap = np.array([pos[s] for s in names], dtype=np.int64)
-                codes = remap[codes] if codes.size else codes
-                names = vocab
+            if self.state_names is None:
+                codes, names = usable.state_labels()
+            else:
+                names = [str(s) for s in self.state_names]
+                codes = state_codes(usable, names, of="state_names",
+                                    hint="add it to state_names or relabel those steps")
             return codes.astype(np.int64), tuple(names), extra
         if not hasattr(st, "fit"):  # a fitted StateModel
             return np.asarray(st.predict(usable), dtype=np.int64), tuple(st.state_names), extra
