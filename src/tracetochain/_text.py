@@ -75,6 +75,13 @@ def one_line(text: str, limit: int | None = DISPLAY_NAME_LIMIT) -> str:
     return shorten(out, limit) if limit is not None else out
 
 
+def _spaced_line(text: str, limit: int | None) -> str:
+    """The common first step of the document escapes below: line breaks as spaces (in Markdown, Mermaid and DOT a
+    break would end the span, label or line), every other control character a visible escape, cut to ``limit``."""
+    body = _CONTROL_ALL.sub(_escape_char, _LINE_BREAKS.sub(" ", str(text)))
+    return shorten(body, limit) if limit is not None else body
+
+
 def markdown_code(text: str, *, limit: int | None = DISPLAY_NAME_LIMIT, in_table: bool = True) -> str:
     """``text`` as an inline code span that its content cannot break (CommonMark §6.1).
 
@@ -90,10 +97,7 @@ def markdown_code(text: str, *, limit: int | None = DISPLAY_NAME_LIMIT, in_table
     >>> markdown_code("a\\r# heading")
     '`a # heading`'
     """
-    body = _LINE_BREAKS.sub(" ", str(text))
-    body = _CONTROL_ALL.sub(_escape_char, body)
-    if limit is not None:
-        body = shorten(body, limit)
+    body = _spaced_line(text, limit)
     if in_table:
         body = body.replace("|", "\\|")
     longest = max((len(m.group()) for m in _BACKTICK_RUN.finditer(body)), default=0)
@@ -113,10 +117,7 @@ def markdown_text(text: str, *, limit: int | None = 500) -> str:
     >>> markdown_text("see [x](http://e) @octocat") == r"see \\[x\\]\\(http\\:\u200b//e\\) @\u200boctocat"
     True
     """
-    body = _LINE_BREAKS.sub(" ", str(text))
-    body = _CONTROL_ALL.sub(_escape_char, body)
-    if limit is not None:
-        body = shorten(body, limit)
+    body = _spaced_line(text, limit)
     body = _MD_PUNCT.sub(r"\\\1", body)
     return body.replace("@", "@\u200b").replace(":/", ":\u200b/").replace("www", "www\u200b")
 
@@ -128,10 +129,7 @@ def mermaid_label(text: str, limit: int | None = DISPLAY_NAME_LIMIT) -> str:
     >>> mermaid_label('<img src=x> "q"')
     '#lt;img src=x#gt; #quot;q#quot;'
     """
-    body = _LINE_BREAKS.sub(" ", str(text))
-    body = _CONTROL_ALL.sub(_escape_char, body)
-    if limit is not None:
-        body = shorten(body, limit)
+    body = _spaced_line(text, limit)
     codes = {"#": "#35;", '"': "#quot;", "<": "#lt;", ">": "#gt;", "&": "#amp;", "`": "#96;"}
     return "".join(codes.get(c, c) for c in body)
 
@@ -143,10 +141,7 @@ def dot_label(text: str, limit: int | None = DISPLAY_NAME_LIMIT) -> str:
     >>> dot_label('a"b\\c\x00')
     'a\\"b\\\\c\\\\x00'
     """
-    body = _LINE_BREAKS.sub(" ", str(text))
-    body = _CONTROL_ALL.sub(_escape_char, body)
-    if limit is not None:
-        body = shorten(body, limit)
+    body = _spaced_line(text, limit)
     return body.replace("\\", "\\\\").replace('"', '\\"')
 
 
