@@ -184,35 +184,8 @@ def count_transitions(traces: TraceTable, states: list[str] | tuple[str, ...] | 
         codes = state_codes(traces, names)
     else:
         codes, names = traces.state_labels()
-    m = len(names)
-    check_state_count(m, "the traces")  # before the m × m count matrix is allocated
-    outcome = traces.outcomes().astype(np.int64)
-    zero = zero_step_outcome_codes(traces.report.zero_step)
-    n_by_outcome = np.bincount(outcome, minlength=4) + np.bincount(zero, minlength=4)
-    offsets = traces.offsets
-    starts, ends = offsets[:-1], offsets[1:] - 1
-    valid_trace = outcome != _INVALID
-
-    # Transitions: consecutive rows of the same valid trace. Rows are sorted by (trace, step).
-    trace_of_row = traces.trace_index
-    same = trace_of_row[1:] == trace_of_row[:-1]
-    same &= valid_trace[trace_of_row[:-1]]
-    pair = codes[:-1][same] * m + codes[1:][same]
-    transitions = np.bincount(pair, minlength=m * m).reshape(m, m) if m else np.zeros((0, 0), np.int64)
-
-    last_state = codes[ends] if ends.size else np.zeros(0, np.int64)
-    exits_success = np.bincount(last_state[outcome == _SUCCESS], minlength=m)
-    exits_failure = np.bincount(last_state[outcome == _FAILURE], minlength=m)
-    initial = np.bincount(codes[starts][valid_trace], minlength=m) if starts.size else np.zeros(m, np.int64)
-    return TransitionCounts(
-        tuple(names),
-        transitions.astype(np.int64),
-        exits_success.astype(np.int64),
-        exits_failure.astype(np.int64),
-        initial.astype(np.int64),
-        {o.value: int(n_by_outcome[i]) for i, o in enumerate(Outcome)},
-        _start_exits(zero),
-    )
+    return count_transitions_from_codes(codes, traces.offsets, traces.outcomes(), names,
+                                        zero_step_outcomes=zero_step_outcome_codes(traces.report.zero_step))
 
 
 def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np.integer],
@@ -238,10 +211,8 @@ def count_transitions_from_codes(codes: NDArray[np.integer], offsets: NDArray[np
     The rules are those of Tran-Truong & Le (2026) (docs/formats.md, "From an episode to counts"): c_ij counts
     consecutive steps i → j inside a valid trace, c_i⊕ / c_i⊖ the last state of each success / failure trace, the
     initial counts the first state of every valid trace; censored traces add transitions and no exit; invalid traces
-    add nothing. Used to count partitions of a large corpus (``tracetochain.partitioned``); ``count_transitions(t)``
-    equals
-    ``count_transitions_from_codes(*t.state_labels()[:1], t.offsets, t.outcomes(), t.state_labels()[1],
-    zero_step_outcomes=zero_step_outcome_codes(t.report.zero_step))``.
+    add nothing. The one counting of the package: :func:`count_transitions` calls it on a table's codes, and the
+    summaries of a corpus in memory or partition by partition (``tracetochain.analysis``) on theirs.
 
     >>> import numpy as np
     >>> c = count_transitions_from_codes(np.array([0, 1, 1, 0]), np.array([0, 3, 4]), np.array([0, 1]), ["a", "b"])
