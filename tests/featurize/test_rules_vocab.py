@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tracetochain as tt
 from tracetochain.featurize import (
@@ -152,3 +154,32 @@ def test_step_buckets_are_causal() -> None:
         "step_bucket=0", "step_bucket=1", "step_bucket=2", "step_bucket=3"]
     hind = RuleFeaturizer(depth="hindsight-fraction").fit(full).fetch_model()
     assert not np.array_equal(hind.transform(full).X[:3], hind.transform(cut).X)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
+@given(steps=st.lists(st.tuples(st.sampled_from([None, "tool", "llm", "bash"]),
+                                st.sampled_from([None, "bash", "python", "str_replace_editor", "grep"]),
+                                st.sampled_from([None, "", "cat a.py", "  sed -i s/a/b/ f\n", "git diff", "python t.py",
+                                                 "cd x && pytest -q", "submit", "ls\t"])),
+                      min_size=1, max_size=60),
+       chunks=st.integers(1, 4), vocabulary=st.sampled_from(["shell", "shell-paper"]))
+def test_vocabulary_apply_equals_categorising_every_step(steps: list[tuple[str | None, str | None, str | None]],
+                                                         chunks: int, vocabulary: str) -> None:
+    """Categorising each distinct (kind, tool, text) once and mapping back is categorising every step (nulls and
+    chunked columns included)."""
+    import pyarrow as pa
+
+    from tracetochain.featurize import get_vocabulary
+
+    vocab = get_vocabulary(vocabulary)
+    kinds, tools, texts = (list(col) for col in zip(*steps, strict=True))
+    cut = max(1, len(steps) // chunks)
+
+    def chunked(values: list[str | None]) -> pa.ChunkedArray:
+        return pa.chunked_array([pa.array(values[i:i + cut], pa.string()) for i in range(0, len(values), cut)])
+
+    got = vocab.apply(chunked(kinds), chunked(tools), chunked(texts))
+    index = {c: i for i, c in enumerate(vocab.categories)}
+    want = [index[vocab.categorize(k, t, (x or "").strip("\n\r\t ") if vocab.uses_text else None)]
+            for k, t, x in steps]
+    assert got.tolist() == want

@@ -51,24 +51,32 @@ class ActionVocabulary:
         if self.uses_text and text is not None:
             # The whole command counts (a heredoc write, then the script run; a comment line, then sed -i).
             cols.append(pc.utf8_trim(_as_text(text).fill_null(""), characters="\n\r\t "))
-        table = pa.table({str(i): c for i, c in enumerate(cols)})
-        keys = table.group_by([str(i) for i in range(len(cols))], use_threads=False).aggregate([])
+        # Distinct (kind, tool[, text]) keys: each column dictionary-encoded, the codes combined in mixed radix.
+        codes: list[NDArray[np.int64]] = []
+        values: list[list[str]] = []
+        for col in cols:
+            whole = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+            encoded = whole.dictionary_encode()
+            codes.append(np.asarray(encoded.indices, dtype=np.int64))
+            values.append(encoded.dictionary.to_pylist())
+        if float(np.prod([float(max(1, len(v))) for v in values])) < 2.0**62:
+            key = np.zeros(n, np.int64)
+            for c, v in zip(codes, values, strict=True):
+                key = key * max(1, len(v)) + c
+            distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        else:  # too many combinations for one integer: unique rows of the code matrix
+            distinct, first, inverse = np.unique(np.stack(codes, axis=1), axis=0, return_index=True,
+                                                 return_inverse=True)
         index = {c: i for i, c in enumerate(self.categories)}
-        key_rows = keys.to_pylist()
-        cat_of_key = []
-        for row in key_rows:
-            kind, tool = _none(row["0"]), _none(row["1"])
-            txt = row.get("2") if len(cols) > 2 else None
+        cat_of_key = np.empty(distinct.size, np.int64)
+        for j, row in enumerate(first):
+            kind, tool = _none(values[0][codes[0][row]]), _none(values[1][codes[1][row]])
+            txt = values[2][codes[2][row]] if len(cols) > 2 else None
             cat = self.categorize(kind, tool, txt)
             if cat not in index:
                 raise ValueError(f"vocabulary {self.name!r} returned {cat!r}, not one of {self.categories}")
-            cat_of_key.append(index[cat])
-        # Join every step to its key's category.
-        joined = table.append_column("_row", pa.array(np.arange(n))).join(
-            keys.append_column("_cat", pa.array(cat_of_key, pa.int64())), keys=[str(i) for i in range(len(cols))],
-            join_type="left outer", use_threads=False)
-        out = np.empty(n, np.int64)
-        out[np.asarray(joined.column("_row"))] = np.asarray(joined.column("_cat").fill_null(-1))
+            cat_of_key[j] = index[cat]
+        out: NDArray[np.int64] = cat_of_key[inverse.reshape(-1)]
         return out
 
 
