@@ -71,7 +71,8 @@ def _r_inf_rejections(n: int, split_by: str, **corpus: object) -> tuple[float, f
 @pytest.mark.slow
 def test_the_r_inf_check_keeps_its_level_when_tasks_differ() -> None:
     """200 null corpora (60 tasks × 5 trials, design effect ≈ 2.3). Measured: split by task, one split's p ≤ 5 % in
-    8 % of corpora (28 % before the correction; the design effect is itself estimated from 60 tasks), the five
+    8 % of corpora (the design effect is itself estimated from 60 tasks; before the correction the R∞ layer
+    rejected 28 % of such corpora outright), the five
     splits combined in 5 %; split by trace (halves share tasks) stays conservative."""
     first, combined = _r_inf_rejections(200, "task")
     assert first <= 0.12 and combined <= 0.09
