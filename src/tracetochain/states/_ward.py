@@ -38,12 +38,18 @@ def ward_merges(U: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray
     cheap merges inside each line are found first by one-dimensional Ward (:func:`_line_prefix`), and the
     nearest-neighbour chain runs only on what is left: the same merges, in a fraction of the time and memory.
     """
+    return _ward_merges(U, w, _find_lines(U))
+
+
+def _ward_merges(U: NDArray[np.float64], w: NDArray[np.float64], lines: _Lines | None
+                 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """:func:`ward_merges` with the points' lines already found (:func:`_find_lines`; None: not on few lines)."""
     u = U.shape[0]
     if u < 2:
         return np.zeros((0, 2), np.int64), np.zeros(0)
     weights = np.asarray(w, dtype=np.float64)
     raw: list[tuple[int, int, float]] = []
-    prefix = _line_prefix(U, weights, raw)
+    prefix = _line_prefix(U, weights, lines, raw) if lines is not None else None
     if prefix is None:
         _nn_chain(U, weights, np.arange(u, dtype=np.int64), u, raw)
     else:
@@ -231,8 +237,8 @@ def _find_lines(U: NDArray[np.float64]) -> _Lines | None:
     return _Lines(j, group, np.delete(U[first], j, axis=1))
 
 
-def _line_prefix(U: NDArray[np.float64], w: NDArray[np.float64], raw: list[tuple[int, int, float]]
-                 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]] | None:
+def _line_prefix(U: NDArray[np.float64], w: NDArray[np.float64], lines: _Lines, raw: list[tuple[int, int, float]]
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
     """The Ward merges that happen inside lines before any merge across them, by one-dimensional Ward.
 
     Group the points by every column but one (column j, chosen to give the fewest groups): each group lies on a line
@@ -246,11 +252,8 @@ def _line_prefix(U: NDArray[np.float64], w: NDArray[np.float64], raw: list[tuple
     adjacent pairs: O(n log n).
 
     Appends the merges to ``raw`` and returns the clusters left (centroids, weights, ids) for the
-    nearest-neighbour chain, or ``None`` when the points do not fall on few enough lines to gain from it.
+    nearest-neighbour chain.
     """
-    lines = _find_lines(U)
-    if lines is None:
-        return None
     u, p = U.shape
     j, group, keys = lines
     if lines.n_lines == 1:
@@ -381,26 +384,31 @@ def weighted_silhouette(U: NDArray[np.float64], w: NDArray[np.float64],
                         labels_by_k: dict[int, NDArray[np.int64]]) -> dict[int, float]:
     """Weighted silhouette of each labelling of the weighted points (equals sklearn's on the expanded data).
 
-    One pass over the pairwise distances, in row blocks: each block of distances is multiplied once by the
-    weighted one-hot matrices of every k side by side (u × Σk), so the distances are computed and read once.
+    One pass over the pairwise distances, in row blocks. Cuts of one tree are nested, so each block is reduced once
+    to the sums per cluster of the finest labelling and every coarser one adds those up; labellings that do not
+    nest are multiplied by their one-hot matrices side by side (u × Σk). Points on a few lines get their distances
+    from the lines' gaps (:func:`_distance_sums_on_lines`), others from the Gram identity.
     """
+    return _weighted_silhouette(U, w, labels_by_k, _find_lines(U))
+
+
+def _weighted_silhouette(U: NDArray[np.float64], w: NDArray[np.float64], labels_by_k: dict[int, NDArray[np.int64]],
+                         lines: _Lines | None) -> dict[int, float]:
+    """:func:`weighted_silhouette` with the points' lines already found (:func:`_find_lines`)."""
     u = U.shape[0]
     w = np.asarray(w, dtype=np.float64)
     ks = sorted(labels_by_k)
-    # Cuts of one tree are nested: the finest labelling's per-cluster sums add up to every coarser one's, so the
-    # distances are multiplied by one indicator matrix (u × k_max) instead of one per k (u × Σk).
     basis = _finest_refinement(labels_by_k)
     width = int(basis.max()) + 1 if basis is not None else int(sum(ks))
-    onehots = np.zeros((u, width))
-    if basis is not None:
-        onehots[np.arange(u), basis] = w
-    else:
-        for k, off in zip(ks, np.cumsum([0, *ks])[:-1], strict=True):
-            onehots[np.arange(u), off + labels_by_k[k]] = w
-    lines = _find_lines(U) if basis is not None else None
     if basis is not None and lines is not None and lines.n_lines <= _SILHOUETTE_MAX_LINES:
         sums_basis = _distance_sums_on_lines(U, w, basis, width, lines)
     else:
+        onehots = np.zeros((u, width))
+        if basis is not None:
+            onehots[np.arange(u), basis] = w
+        else:
+            for k, off in zip(ks, np.cumsum([0, *ks])[:-1], strict=True):
+                onehots[np.arange(u), off + labels_by_k[k]] = w
         sums_basis = np.empty((u, width))
         sq = np.einsum("ij,ij->i", U, U)
         rows = _block_rows(u)
@@ -565,12 +573,13 @@ class WardStates(EstimatorDisplay):
             points, weights = kmeans.cluster_centers_[used], weights[used]
             point_of_unique = remap[point_of_unique]
         u = points.shape[0]
-        pairs, _ = ward_merges(points, weights)
+        lines = _find_lines(points)  # once, for the merges and the silhouette
+        pairs, _ = _ward_merges(points, weights, lines)
         ks = [k for k in range(self.k_min, self.k_max + 1) if 2 <= k <= u]
         scores: dict[int, float] = {}
         if ks:
             cuts = cut_tree(pairs, u, ks)
-            scores = weighted_silhouette(points, weights, cuts)
+            scores = _weighted_silhouette(points, weights, cuts, lines)
             best = ks[0]
             for k in ks:  # strictly greater replaces: ties go to the smaller k
                 if scores[k] > scores[best]:
