@@ -550,7 +550,8 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                              check_traces=check_traces, partition_options=partition_options, progress=step,
                              n_draws=n_draws if intervals is not None else None,
                              in_memory_only=f"model={model!r}" if model != "markov" else None)
-    acc, parts, src, reader_name, state_model = corpus[:5]
+    acc, parts, src, reader_name, state_model = (corpus.summary, corpus.parts, corpus.source, corpus.reader,
+                                                 corpus.state_model)
     in_memory = parts[0].traces if len(parts) == 1 and isinstance(parts[0], MemoryPartition) else None
     t1 = corpus.t_states
     if acc.counts.n_fitted_traces == 0 or acc.n_states == 0:

@@ -61,17 +61,9 @@ def count_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any 
     """The transition counts of a corpus, partition by partition on ``engine``, with the merged ingest report."""
     # The pass over the data that analyze() makes, without fitting a chain: a corpus with no usable trace is counted
     # (every trace invalid), not refused.
-    from tracetochain.engines import Engine, get_engine
-
-    owns = not isinstance(engine, Engine)
-    eng = get_engine(engine or "local") if owns else engine
-    try:
-        corpus = summarize_input(source, SummarySpec(), reader=format, on_error=on_error, engine=eng, states=states,
-                                 state_options=state_options, check_traces=check_traces,
-                                 partition_options=_partition_options(by, rows_per_partition, bytes_per_partition))
-    finally:
-        if owns:
-            eng.close()
+    corpus = summarize_input(source, SummarySpec(), reader=format, on_error=on_error, engine=engine or "local",
+                             states=states, state_options=state_options, check_traces=check_traces,
+                             partition_options=_partition_options(by, rows_per_partition, bytes_per_partition))
     summary = corpus.summary
     costs = summary.base.costs
     return PartitionedCounts(summary.counts, ingest_report_of(summary, corpus.source, corpus.reader),
