@@ -183,3 +183,14 @@ def test_vocabulary_apply_equals_categorising_every_step(steps: list[tuple[str |
     want = [index[vocab.categorize(k, t, (x or "").strip("\n\r\t ") if vocab.uses_text else None)]
             for k, t, x in steps]
     assert got.tolist() == want
+
+
+def test_mixed_radix_refuses_a_key_that_could_overflow() -> None:
+    """Codes combined into one integer only while the bases' product stays below 2⁶²: beyond, callers compare the
+    columns themselves (an overflowing key would merge distinct rows)."""
+    from tracetochain.featurize._base import mixed_radix
+
+    a, b = np.array([0, 1, 1, 0]), np.array([3, 0, 3, 3])
+    key = mixed_radix([(a, 2), (b, 4)], 4)
+    assert key is not None and key.tolist() == [3, 4, 7, 3]
+    assert mixed_radix([(a, 1 << 31), (b, 1 << 31)], 4) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,22 @@ class Features:
     @property
     def n_steps(self) -> int:
         return int(self.X.shape[0])
+
+
+def mixed_radix(parts: Sequence[tuple[NDArray[np.int64], int]], n: int) -> NDArray[np.int64] | None:
+    """One integer per row for several columns of small integer codes: Σ code_c · Π_{later c'} base_c', equal for
+    two rows iff every code is (codes must lie in [0, base)). ``None`` when the product of the bases reaches 2⁶²,
+    where the integer could overflow: the caller then compares the columns themselves.
+
+    >>> mixed_radix([(np.array([0, 1, 1]), 2), (np.array([2, 0, 2]), 3)], 3).tolist()
+    [2, 3, 5]
+    """
+    if float(np.prod([float(max(1, base)) for _, base in parts])) >= 2.0**62:
+        return None
+    code = np.zeros(n, np.int64)
+    for values, base in parts:
+        code = code * max(1, base) + values
+    return code
 
 
 def unique_rows(features: Features) -> tuple[NDArray[np.float64], NDArray[np.int64], NDArray[np.int64]]:

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from tracetochain._display import EstimatorDisplay
 from tracetochain.exceptions import NotFittedError
-from tracetochain.featurize._base import Features
+from tracetochain.featurize._base import Features, mixed_radix
 from tracetochain.featurize.vocab import ActionVocabulary, get_vocabulary
 from tracetochain.traces._table import TraceTable
 
@@ -153,7 +153,7 @@ class RuleFeatures:
                 names += [f"depth_bucket={b}" for b in range(self.n_depth_buckets)]
                 radix.append((bucket, self.n_depth_buckets))
         X = np.hstack(blocks) if blocks else np.zeros((n, 0))
-        return Features(X, tuple(names), action, action_names, _mixed_radix(radix, n))
+        return Features(X, tuple(names), action, action_names, mixed_radix(radix, n))
 
     def to_dict(self) -> dict[str, Any]:
         return {"featurizer": "rules", **{k: (list(v) if isinstance(v, tuple) else v)
@@ -257,8 +257,3 @@ def _one_hot(idx: NDArray[np.int64], width: int) -> NDArray[np.float64]:
     return out
 
 
-def _mixed_radix(parts: list[tuple[NDArray[np.int64], int]], n: int) -> NDArray[np.int64]:
-    code = np.zeros(n, np.int64)
-    for values, base in parts:
-        code = code * base + values
-    return code

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from tracetochain.featurize._base import mixed_radix
 from tracetochain.featurize._shell import shell_category
 
 Categorizer = Callable[[str | None, str | None, str | None], str]
@@ -59,10 +60,8 @@ class ActionVocabulary:
             encoded = whole.dictionary_encode()
             codes.append(np.asarray(encoded.indices, dtype=np.int64))
             values.append(encoded.dictionary.to_pylist())
-        if float(np.prod([float(max(1, len(v))) for v in values])) < 2.0**62:
-            key = np.zeros(n, np.int64)
-            for c, v in zip(codes, values, strict=True):
-                key = key * max(1, len(v)) + c
+        key = mixed_radix([(c, len(v)) for c, v in zip(codes, values, strict=True)], n)
+        if key is not None:
             distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
         else:  # too many combinations for one integer: unique rows of the code matrix
             distinct, first, inverse = np.unique(np.stack(codes, axis=1), axis=0, return_index=True,

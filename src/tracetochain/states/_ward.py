@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import EstimatorDisplay
+from tracetochain.featurize._base import mixed_radix
 
 _SILHOUETTE_BLOCK = 2048
 _SILHOUETTE_MAX_LINES = 256  # the lines' gap matrix is built from an n_lines² × p array
@@ -219,12 +220,9 @@ def _find_lines(U: NDArray[np.float64]) -> _Lines | None:
     radix = [values.size for values, _ in columns]
     best: tuple[int, int, NDArray[np.int64]] | None = None
     for j in range(p):
-        others = [c for c in range(p) if c != j]
-        if float(np.prod([float(radix[c]) for c in others])) >= 2.0**62:
+        key = mixed_radix([(codes[c], radix[c]) for c in range(p) if c != j], u)
+        if key is None:
             return None  # too many combinations for one integer key: not a few lines anyway
-        key = np.zeros(u, np.int64)
-        for c in others:
-            key = key * radix[c] + codes[c]
         _, group = np.unique(key, return_inverse=True)
         n_groups = int(group.max()) + 1
         if best is None or n_groups < best[1]:
