@@ -144,9 +144,10 @@ def _usable(traces: TraceTable) -> TraceTable:
 
 
 def fit_half(traces: TraceTable, spec: SummarySpec) -> TraceTable:
-    """The usable traces of the fit half of the first split (all usable traces when there is no split)."""
+    """The usable traces of the fit half of the first split (all usable traces when there is no split and the spec
+    does not ask for the half anyway, ``states_on_fit_half``)."""
     usable = _usable(traces)
-    if spec.n_splits == 0 or usable.n_traces == 0:
+    if (spec.n_splits == 0 and not spec.states_on_fit_half) or usable.n_traces == 0:
         return usable
     ids = usable.trace_id_array
     task = usable.trace_column("task_id") if spec.split_by == "task" and "task_id" in usable.columns else None
@@ -544,7 +545,9 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                        test_fraction=test_fraction, split_by=split_by,
                        n_replicates=n_draws if intervals == "bootstrap" else 0,
                        resample_by="task",
-                       include_outcomes=settings_audit.include_outcomes)
+                       include_outcomes=settings_audit.include_outcomes,
+                       # the same states with or without the audit (only an in-sample audit learns on every trace)
+                       states_on_fit_half=settings_audit.holdout)
     corpus = summarize_input(source, spec, reader=reader, reader_options=reader_options, on_error=on_error,
                              engine=engine, states=states, state_options=state_options, state_sample=state_sample,
                              check_traces=check_traces, partition_options=partition_options, progress=step,
@@ -566,6 +569,10 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         chain = chain.with_metadata(states=state_model.to_dict())
     if acc.base.costs is not None:  # the per-state usage of the same steps (tokens, dollars, seconds)
         chain = chain.with_metadata(costs=acc.base.costs.reindexed(chain.state_names).to_dict())
+    # The chain carries the design effect of its corpus and the settings of its intervals, so that a saved chain
+    # gives the analysis's intervals (one interval per number: `metrics` on a saved chain = `fit`).
+    chain = chain.with_metadata(design_effect=design_effect(acc), intervals=None if intervals is None else {
+        "method": intervals, "n_samples": n_draws, "confidence": confidence, "seed": seed})
     certificate = None
     if run_audit:
         step("audit")

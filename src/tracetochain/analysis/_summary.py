@@ -53,7 +53,9 @@ class SummarySpec:
     """What a summary collects: the splits (``n_splits`` random halves holding out ``test_fraction`` of the traces, or
     of the tasks with ``split_by="task"``), the bootstrap replicates (``n_replicates`` with ``weights`` drawn per
     ``resample_by`` unit: ``"task"`` weighs all trials of a task together, a trace without a task being its own unit;
-    ``"trace"`` weighs every trace alone), all seeded by ``seed``; ``include_outcomes`` for the order test."""
+    ``"trace"`` weighs every trace alone), all seeded by ``seed``; ``include_outcomes`` for the order test.
+    ``states_on_fit_half``: learn the states on the fit half of split 0 even when no split is audited, so that an
+    analysis without the audit (``tracetochain fit``) has the states of the audited one (``report``, ``audit``)."""
 
     seed: int = 0
     n_splits: int = 5
@@ -63,11 +65,12 @@ class SummarySpec:
     weights: Literal["poisson", "exponential"] = "poisson"
     resample_by: Unit = "task"
     include_outcomes: bool = True
+    states_on_fit_half: bool = False
 
     def __post_init__(self) -> None:
         if self.n_splits < 0:
             raise ValueError(f"n_splits must be >= 0, got {self.n_splits}")
-        if self.n_splits and not 0.0 < self.test_fraction < 1.0:
+        if (self.n_splits or self.states_on_fit_half) and not 0.0 < self.test_fraction < 1.0:
             raise ValueError(f"test_fraction must be in (0, 1), got {self.test_fraction!r}")
         if self.n_replicates < 0:
             raise ValueError(f"the number of replicates must be >= 0, got {self.n_replicates}")

@@ -509,6 +509,11 @@ def _check_document(doc: dict[str, Any]) -> tuple[tuple[str, ...], dict[str, Any
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not np.isfinite(alpha) or alpha < 0:
             raise ChainValidationError(f"chain document field 'metadata.pseudocount' must be a finite number >= 0, "
                                        f"got {alpha!r}")
+    if metadata.get("design_effect") is not None:  # the corpus's design effect (analysis intervals are tempered by it)
+        d = metadata["design_effect"]
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not np.isfinite(d) or d < 1:
+            raise ChainValidationError(f"chain document field 'metadata.design_effect' must be a finite number >= 1, "
+                                       f"got {d!r}")
     for key in ("unvisited_states",):
         if key in metadata and (not isinstance(metadata[key], list)
                                 or not all(isinstance(v, str) for v in metadata[key])):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -78,11 +79,11 @@ def horizon_option(value: int) -> int:
     return check_horizon(value)
 
 
-def samples_option(value: int) -> int:
+def samples_option(value: int | None) -> int | None:
     """``--samples``: at most ``TRACETOCHAIN_MAX_SAMPLES`` (checked while parsing, before any work)."""
     from tracetochain._limits import check_samples
 
-    return check_samples(value)
+    return None if value is None else check_samples(value)
 
 
 HorizonOpt = Annotated[int, typer.Option("--horizon", min=0, callback=horizon_option,
@@ -341,15 +342,23 @@ def metrics(
     chain_file: Annotated[Path, typer.Argument(help="A chain JSON written by `tracetochain fit -o`.")],
     horizon: HorizonOpt = 50,
     k: KOpt = "1,2,3,4,5",
-    ci: CiOpt = 0.95,
+    ci: Annotated[float | None, typer.Option(
+        "--ci", min=0.5, max=0.999, help="Interval level (default: the one the chain was fitted with, else 0.95).")
+    ] = None,
     uncertainty: Annotated[str, typer.Option(
         help="Intervals from the chain's counts: posterior (Dirichlet) or none. Bootstrap intervals need the "
              "traces: use `fit` or `report`.")] = "posterior",
-    samples: SamplesOpt = 1000,
-    seed: Annotated[int, typer.Option(help="Seed for the posterior draws.")] = 0,
+    samples: Annotated[int | None, typer.Option(
+        min=50, callback=samples_option,
+        help="Posterior draws (default: as many as the fit drew, else 1000).")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="Seed for the posterior draws (default: the fit's seed, else 0).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print the reliability metrics of a fitted chain: R∞, R(d), steps, pass@k / pass^k, bottleneck states."""
+    """Print the reliability metrics of a fitted chain: R∞, R(d), steps, pass@k / pass^k, bottleneck states.
+
+    A chain saved by `fit -o` carries its corpus's design effect and its interval settings, so the intervals printed
+    here are the ones `fit` printed (same draws, same seed, same tempering)."""
     from tracetochain.chain import AbsorbingChain
     from tracetochain.metrics import summarize
 
@@ -358,9 +367,17 @@ def metrics(
         raise typer.BadParameter("bootstrap intervals need the traces; run `tracetochain fit TRACES --uncertainty "
                                  f"{uncertainty}` or `tracetochain report` instead")
     chain = AbsorbingChain.from_json(chain_file)
+    saved = chain.metadata.get("intervals") if isinstance(chain.metadata.get("intervals"), dict) else {}
+    ci = ci if ci is not None else _saved_number(saved, "confidence", 0.95, float)
+    samples = samples if samples is not None else _saved_number(saved, "n_samples", 1000, int)
+    seed = seed if seed is not None else _saved_number(saved, "seed", 0, int)
     summary = summarize(chain, horizon=horizon, ks=ks)
     intervals = _intervals(chain, uncertainty, ci, samples, seed, horizon, ks) if "counts" in chain.metadata \
         else None
+    if intervals is not None and saved.get("method") == "bootstrap":
+        intervals["note"] = ("posterior draws from the saved counts, tempered by the corpus's design effect "
+                             f"{float(chain.metadata.get('design_effect', 1.0)):.2f}: the fit's trace-bootstrap "
+                             "intervals need the traces (`tracetochain fit TRACES --uncertainty bootstrap`)")
     costs = _costs(chain, uncertainty if "counts" in chain.metadata else "none", ci, samples, seed)
     if as_json:
         doc = summary.to_dict()
@@ -373,6 +390,16 @@ def metrics(
     render_summary(summary, intervals, pass_k_note="pass^k of a saved chain assumes independent trials (not "
                                                    "audited here: run `tracetochain audit` on the traces)")
     render_costs(costs)
+
+
+def _saved_number(saved: dict[str, Any], key: str, default: Any, kind: type) -> Any:
+    """A setting saved with the chain (an untrusted document: used only when it is a plain number in range)."""
+    value = saved.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return default
+    if kind is int:
+        return int(value) if value == int(value) and 1 <= value <= 10**6 else default
+    return float(value) if 0.5 <= value <= 0.999 else default
 
 
 def _write_chain(chain: Any, output: Path, ingest: dict[str, Any], force: bool, inputs: list[Path]) -> None:

@@ -100,8 +100,12 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
         _console.print(f"[yellow]states with no outgoing data ({md.get('unvisited_policy')} row): "
                        f"{_safe(names)}[/]")
     if intervals:
+        deff = (intervals.get("settings") or {}).get("design_effect")
+        tempered = f", tempered by the design effect {deff:.2f}" if isinstance(deff, (int, float)) and deff > 1 else ""
+        note = f"; {intervals['note']}" if intervals.get("note") else ""
         _console.print(f"  [dim]intervals: {intervals.get('confidence', 0.95):.0%} {intervals.get('method')}, "
-                       f"{intervals.get('n_draws', intervals.get('samples'))} draws, seed {intervals.get('seed')}[/]")
+                       f"{intervals.get('n_draws', intervals.get('samples'))} draws, seed {intervals.get('seed')}"
+                       f"{tempered}{_safe(note)}[/]")
     _console.print(f"  R∞ (eventual success)      [bold]{s.r_inf:.4f}[/]{_iv(intervals, 'r_inf')}   "
                    f"failure {s.failure_probability:.4f}")
     _console.print(f"  mean steps (MTTA)          {s.mean_steps:.2f}{_iv(intervals, 'mean_steps', 2)} "

@@ -209,8 +209,11 @@ def audit(
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
     model: ModelOpt = ModelChoice.markov,
+    uncertainty: Annotated[Uncertainty, typer.Option(
+        help="How the R∞ interval printed with the certificate is made (the same default as `fit` and `report`, so "
+             "the three print one interval).")] = Uncertainty.posterior,
     samples: Annotated[int, typer.Option(
-        min=0, help="Bootstrap replicates behind the R∞ interval printed with the certificate; 0 for none.")] = 200,
+        min=0, help="Posterior draws or bootstrap replicates behind that interval; 0 for none.")] = 1000,
     as_json: Annotated[bool, typer.Option("--json", help="Print the certificate JSON.")] = False,
     fail_on_reject: Annotated[bool, typer.Option("--fail-on-reject", help="Exit 4 when the audit rejects.")] = False,
     legacy_bootstrap: Annotated[int | None, typer.Option(
@@ -223,13 +226,23 @@ def audit(
     Each output is certified, withheld or untested, at a stated family-wise level; with --engine the same audit
     runs partition by partition."""
     bootstrap = pick_alias("--ks-samples", ks_samples, 199, "--bootstrap", legacy_bootstrap)
-    resamples = pick_alias("--samples", samples, 200, "--resamples", legacy_resamples)
+    if uncertainty == Uncertainty.bootstrap_full:
+        raise typer.BadParameter("--uncertainty bootstrap-full is a library option (TraceBootstrap(path='full')); "
+                                 "use posterior or bootstrap")
+    method = None if uncertainty == Uncertainty.none else uncertainty.value
+    if legacy_resamples is not None:  # the old spelling meant trace-bootstrap replicates
+        method = "bootstrap"
+    resamples = pick_alias("--samples", samples, 1000, "--resamples", legacy_resamples)
+    if method is not None and resamples:
+        from tracetochain._limits import check_samples
+
+        check_samples(resamples)
     source = analysis_input(traces, reader, option, on_error.value, engine)  # a detected reader is named on stderr
     result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                           options=state_options(states, features, vocabulary, k_min, k_max, seed),
                           pseudocount=pseudocount, holdout=not in_sample, n_splits=splits, level=level,
                           n_bootstrap=bootstrap, order_criterion=order_criterion,
-                          intervals="bootstrap" if resamples else None, n_samples=max(resamples, 1), seed=seed,
+                          intervals=method if resamples else None, n_samples=max(resamples, 1), seed=seed,
                           **model_arguments(model))
     cert = result.certificate
     if as_json:

@@ -87,7 +87,7 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
                      samples: int | None = None, seed: int = 0, horizon: int = 50,
                      ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01, traces: TraceTable | None = None,
                      states: Any = None, by: Literal["auto", "trace", "task"] = "auto",
-                     pseudocount: float | None = None, design_effect: float = 1.0) -> IntervalSummary:
+                     pseudocount: float | None = None, design_effect: float | None = None) -> IntervalSummary:
     """Intervals for every number of :func:`tracetochain.summarize` (R∞, 1 − R∞, R(d) band, tail at the horizon,
     MTTA and its sd, conditional means, pass@k / pass^k, ρ(Q), step budget (exact, Prop. 8 bound, κ), and per state:
     expected visits, R⊕, R⊖, success probability, failure share, sensitivity), plus per-entry intervals of Q, R⊕, R⊖.
@@ -119,8 +119,10 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
     pseudocount : float, optional
         A Laplace α for the posterior/refits; default: the chain's own prior (``metadata["prior"]``), else the
         episode prior.
-    design_effect : float, default 1.0
-        Posterior only: temper the counts by the design effect of repeated trials (``DirichletPosterior``).
+    design_effect : float, optional
+        Posterior only: temper the counts by the design effect of repeated trials (``DirichletPosterior``). Default:
+        the chain's own (``metadata["design_effect"]``, which :func:`~tracetochain.analyze` and ``tracetochain fit``
+        save with the chain, so that a saved chain's intervals are the analysis's), else 1.
 
     Returns
     -------
@@ -153,6 +155,8 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
     if policy == "prior" and not prior.has_mass:
         policy = "failure"
     initial = md.get("initial", "empirical")
+    if design_effect is None:
+        design_effect = float(md.get("design_effect", 1.0))
     entries: EntryIntervals
     if method == "posterior":
         if chain is None and counts is None:
