@@ -4,7 +4,8 @@ baseline.
 Windows are consecutive blocks of ``window`` traces in table (file) order, or of ``window`` seconds by each trace's
 first ``t_start`` when ``by="time"``. States are fitted once, on the baseline (the first window unless given), so
 every window is counted on the same states. For each window: R∞ with a Dirichlet-posterior interval, the chosen
-transition probabilities, and the homogeneity test against the baseline (per-state G², trace-permutation p-value).
+transition probabilities, and the homogeneity test against the baseline (per-state G² with the Rao–Scott design-effect correction from
+bootstrap replicates of whole traces, χ² p-value; ``audit._homogeneity``).
 
 Alert rule: a window alerts when its homogeneity p-value is ≤ ``alpha / (number of windows compared)``
 (Bonferroni), so a stationary stream raises any alert with probability ≤ ``alpha`` (default 0.05) — and the
@@ -19,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tracetochain._display import Display, ResultDisplay, Table
+from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain.analysis._entry_points import homogeneity_test
 from tracetochain.chain._estimator import ChainEstimator
 from tracetochain.states._spec import states_from_spec
@@ -73,7 +74,7 @@ class MonitorResult(ResultDisplay):
                  f"{self.threshold:.2g} (α = {self.alpha:g}, Bonferroni)"]
         for w in self.windows:
             flag = "ALERT" if w.alert else "     "
-            p = "baseline" if w.p_homogeneity is None else f"p = {w.p_homogeneity:.4f}"
+            p = "baseline" if w.p_homogeneity is None else f"p = {fmt_number(w.p_homogeneity, 4)}"
             extra = f"  states: {', '.join(w.differing_states)}" if w.differing_states else ""
             lines.append(f"  {flag} #{w.index:<3} {w.start:<22} n = {w.n_traces:<5} R∞ = {w.r_inf:.3f} "
                          f"[{w.r_inf_lower:.3f}, {w.r_inf_upper:.3f}]  {p}{extra}")

@@ -355,6 +355,8 @@ class Certificate(ResultDisplay):
                 "partial": "PARTIAL — some outputs rest on assumptions the traces reject",
                 "reject": "REJECT — the chain does not reproduce the held-out pass rate",
                 "insufficient": "INSUFFICIENT EVIDENCE — too few traces to test every assumption"}[self.decision]
+        if self.decision == "accept" and self.untested:  # say exactly what was tested, never more
+            head = "ACCEPT — every output the traces could test is supported by them; the untested ones are listed"
         text = head + "."
         if self.certified:
             text += " Certified: " + ", ".join(self.certified) + "."

@@ -31,6 +31,22 @@ COSTS_SCHEMA_VERSION = 1
 DEFAULT_SAMPLES = {"posterior": 1000, "bootstrap": 200}
 
 
+def _why_not_certified(certificate: Any, status: str) -> str | None:
+    """The sentence behind a withheld or untested cost status: the layers the costs rest on that rejected (withheld)
+    or could not test (untested), by their titles."""
+    if status == "certified":
+        return None
+    rests = certificate.rests_on("costs") if hasattr(certificate, "rests_on") else COST_LAYERS
+    layers = getattr(certificate, "layers", {}) or {}
+    bad = "reject" if status == "withheld" else None
+    named = [layers[n].title for n in rests if n in layers
+             and (layers[n].status == bad if bad else layers[n].status not in ("pass", "reject"))]
+    if not named:
+        return "a layer they rest on rejects" if status == "withheld" else "a layer they rest on could not test"
+    verb = "rejects" if status == "withheld" else "could not test"
+    return f"{' and '.join(named)} {verb}" if len(named) == 1 else f"{', '.join(named)} {verb}"
+
+
 def cost_certification(certificate: Any) -> dict[str, Any]:
     """Status of the cost outputs under an audit certificate: they rest on the layers :data:`COST_LAYERS` (the visit
     law, audited through the timing layer, and R∞). ``certificate`` may be a certificate with ``status(output)``,
@@ -41,9 +57,11 @@ def cost_certification(certificate: Any) -> dict[str, Any]:
     status_of = getattr(certificate, "status", None)
     if callable(status_of):
         try:
-            return {"status": str(status_of("costs")), "rests_on": layers, "reason": None}
+            status = str(status_of("costs"))
         except (KeyError, ValueError):
             pass
+        else:
+            return {"status": status, "rests_on": layers, "reason": _why_not_certified(certificate, status)}
     doc = certificate.to_dict() if hasattr(certificate, "to_dict") else dict(certificate)
     withheld = set(doc.get("withheld") or ())
     # Until certificates name the cost outputs, read the layers off the outputs that share them.

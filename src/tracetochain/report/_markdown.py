@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracetochain._display import fmt_number
 from tracetochain._text import markdown_code, markdown_text
 
 #: GitHub refuses comments longer than 65,536 characters; stay well below.
@@ -17,7 +18,8 @@ MAX_COMMENT_CHARS = 60_000
 
 
 def _f(x: Any, digits: int = 3) -> str:
-    return "—" if x is None else f"{float(x):.{digits}f}"
+    """The project's number rule (``fmt_number``): a p of 3e-5 reads 3.0e-05, never 0.000."""
+    return fmt_number(None if x is None else float(x), digits)
 
 
 def _cell(text: str) -> str:

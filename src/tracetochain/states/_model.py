@@ -58,7 +58,8 @@ class StateModel(ResultDisplay):
 
     def describe(self) -> str:
         """The taxonomy in words, one state per line."""
-        lines = [f"{self.n_states} states ({self.method})"]
+        lines = [f"{self.n_states} states ({self.method}); a name is the kind most of the state's steps are, with "
+                 "that kind's share of its steps in brackets"]
         for s in self.taxonomy:
             parts = ", ".join(f"{k} {v:.0%}" for k, v in list(s.composition.items())[:4])
             lines.append(f"  {s.name:<28} {s.n_steps:>8} steps ({s.share_of_steps:.1%})  [{parts}]")
