@@ -50,6 +50,9 @@ def load_document(path: str | Path, cls: type[TraceToChainError]) -> tuple[Any, 
         except tomllib.TOMLDecodeError as exc:
             line = re.search(r"line (\d+)", str(exc))
             raise file_error(cls, f"not valid TOML ({exc})", str(p), int(line.group(1)) if line else None) from None
+        except RecursionError:
+            raise file_error(cls, "nested too deeply to read", str(p), None,
+                             "a hand-written file needs a few levels of tables at most") from None
     if suffix in (".yaml", ".yml"):
         try:
             import yaml
@@ -61,6 +64,9 @@ def load_document(path: str | Path, cls: type[TraceToChainError]) -> tuple[Any, 
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise file_error(cls, f"not valid YAML ({exc})", str(p), mark.line + 1 if mark else None) from None
+        except RecursionError:
+            raise file_error(cls, "nested too deeply to read", str(p), None,
+                             "a hand-written file needs a few levels of mappings at most") from None
     raise file_error(cls, f"unknown file type {suffix!r}", str(p), None, "use .toml (or .yaml)")
 
 

@@ -17,6 +17,12 @@ variable                        default    what it bounds
 ``TRACETOCHAIN_MAX_MEMORY_MB``  1,024      memory a run may plan for: interval draws (draws × states²), an
                                            in-memory read (else: use ``--engine local``)
 ==============================  =========  ==============================================================
+
+Times are checked too (:func:`time_problem`): a time stamp is epoch seconds, and one in the year 10^21 is a broken
+exporter, not data — it would overflow every calendar conversion downstream (``datetime`` raises, a window key
+becomes unprintable). Readers refuse a time outside ±:data:`MAX_ABS_TIME` (year 2200 either side of 1970; relative
+times such as 0.0, 1.5 pass); the live service also refuses times before 1970 and more than
+:data:`MAX_FUTURE_SKEW` ahead of its own clock.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ DEFAULT_MAX_HORIZON = 10_000
 DEFAULT_MAX_SAMPLES = 100_000
 DEFAULT_MAX_CELLS = 5_000_000
 DEFAULT_MAX_MEMORY_MB = 1_024
+#: The largest absolute time stamp (epoch seconds) a trace may carry: 2200-01-01T00:00:00Z.
+MAX_ABS_TIME = 7_258_118_400.0
+#: How far ahead of the receive clock the live service accepts a span time (clock skew between hosts).
+MAX_FUTURE_SKEW = 86_400.0
 #: Peak bytes per (draw, d) cell of the R(d) bands: measured 2026-12-01, 1,000 draws × horizon 4,999 on 5 states
 #: peak at 0.71 GB (10⁷ cells: 1.22 GB).
 _BYTES_PER_CELL = 120
@@ -187,6 +197,32 @@ def check_in_memory_read(path: str | os.PathLike[str]) -> None:
         "partition in well under 1 GB; or set TRACETOCHAIN_MAX_MEMORY_MB to the memory you can give it")
 
 
+def time_problem(t: float, *, now: float | None = None) -> str | None:
+    """Why ``t`` (epoch seconds) is not a plausible time stamp, or None when it is.
+
+    Without ``now`` (files read offline) a time must lie within ±:data:`MAX_ABS_TIME`; with ``now`` (the receive
+    time of a live request) it must also be after 1970-01-01 and at most :data:`MAX_FUTURE_SKEW` after ``now``.
+
+    >>> time_problem(1.7e9), time_problem(1.7e9, now=1.7e9)
+    (None, None)
+    >>> time_problem(1e21)
+    'is 1e+21 s, past the year 2200 (epoch seconds are expected, e.g. 1767225600)'
+    >>> time_problem(1.7e9 + 2 * 86400, now=1.7e9)
+    'is 172,800 s (2.0 days) ahead of the receive time; a day of clock skew is allowed'
+    """
+    if not -MAX_ABS_TIME <= t <= MAX_ABS_TIME:  # also False for NaN
+        return (f"is {t:.6g} s, {'past the year 2200' if t > 0 else 'before the year 1740'} "
+                "(epoch seconds are expected, e.g. 1767225600)")
+    if now is not None:
+        if t <= 0:
+            return f"is {t:.6g} s, not after 1970-01-01 (epoch time is expected)"
+        if t > now + MAX_FUTURE_SKEW:
+            ahead = t - now
+            return (f"is {ahead:,.0f} s ({ahead / 86400:.1f} days) ahead of the receive time; a day of clock skew is "
+                    "allowed")
+    return None
+
+
 def check_state_count(m: int, where: str) -> None:
     """Refuse a chain of ``m`` distinct states above :func:`max_states`, naming the fix.
 
@@ -235,7 +271,7 @@ def check_samples(samples: int, horizon: int | None = None, option: str = "--sam
     return samples
 
 
-__all__ = ["DEFAULT_MAX_HORIZON", "DEFAULT_MAX_MEMORY_MB", "DEFAULT_MAX_SAMPLES", "DEFAULT_MAX_STATES",
-           "available_memory", "check_ensemble_size", "check_horizon", "check_in_memory_read", "check_samples",
-           "check_state_count", "estimate_in_memory_peak", "max_horizon", "max_samples", "max_states",
-           "memory_budget"]
+__all__ = ["DEFAULT_MAX_HORIZON", "DEFAULT_MAX_MEMORY_MB", "DEFAULT_MAX_SAMPLES", "DEFAULT_MAX_STATES", "MAX_ABS_TIME",
+           "MAX_FUTURE_SKEW", "available_memory", "check_ensemble_size", "check_horizon", "check_in_memory_read",
+           "check_samples", "check_state_count", "estimate_in_memory_peak", "max_horizon", "max_samples", "max_states",
+           "memory_budget", "time_problem"]

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from tracetochain.cli._commands import ForceOpt
 from tracetochain.cli._input import ReaderOptionOpt, parse_reader_options
 
 SERVE_EXAMPLE = ("Example: tracetochain serve --store live.db --window 5m --rules rules.toml   then point the agent's "
@@ -30,7 +31,9 @@ def serve(
         help="Bearer token senders must present (default: $TRACETOCHAIN_INGEST_TOKEN).")] = None,
     read_token: Annotated[str | None, typer.Option(
         help="Bearer token for the dashboard, API and /metrics (default: $TRACETOCHAIN_READ_TOKEN).")] = None,
-    max_request_mb: Annotated[float, typer.Option(min=0.01, help="Largest request body accepted (MiB).")] = 16.0,
+    max_request_mb: Annotated[float, typer.Option(
+        min=0.01, max=1024.0, help="Largest request body accepted (MiB); a compressed body may expand to 4x this.")
+                              ] = 16.0,
     outcome_attribute: Annotated[str | None, typer.Option(
         help="Span attribute holding the episode's verdict (else evaluation events, else posted verdicts).")] = None,
     evaluation_name: Annotated[str | None, typer.Option(help="Which gen_ai.evaluation to use as the verdict.")
@@ -54,6 +57,21 @@ def serve(
         help="full: fsync every commit (survives power loss); normal: survives a killed process.")] = "full",
     export_parquet: Annotated[Path | None, typer.Option(
         help="Do not serve: write the store's decided episodes as canonical Parquet to this path and exit.")] = None,
+    max_states: Annotated[int, typer.Option(
+        min=2, help="Distinct states the live chain shows; the least visited beyond are merged into one "
+                    "'(other states)' (a refresh costs ~ states³).")] = 60,
+    max_open_traces: Annotated[int, typer.Option(
+        min=1, help="Traces held in memory while assembling; beyond, the oldest is assembled at once (counted).")
+                               ] = 50_000,
+    max_verdicts: Annotated[int, typer.Option(
+        min=1, help="Posted verdicts kept for traces not yet seen; beyond, the oldest is forgotten (counted).")
+                            ] = 100_000,
+    allow_host: Annotated[list[str] | None, typer.Option(
+        "--allow-host", help="A host name the server answers for besides 127.0.0.1/localhost (repeatable; "
+                             "e.g. behind a proxy).")] = None,
+    max_connections: Annotated[int, typer.Option(
+        min=1, help="Open connections served at once; beyond, new requests get 503.")] = 1000,
+    force: ForceOpt = False,
     log_level: Annotated[str, typer.Option(help="Server log level (uvicorn).")] = "warning",
 ) -> None:
     """Receive OTLP spans from running agents and keep their chain, dashboard, alerts and metrics up to date."""
@@ -68,7 +86,9 @@ def serve(
     except ImportError as exc:
         raise typer.BadParameter(f"{_INSTALL_HINT} (missing {exc.name})") from None
     if export_parquet is not None:
-        n = live.Store(store).export_parquet(export_parquet)
+        from tracetochain.serve._store import export_store
+
+        n = export_store(store, export_parquet, overwrite=force)
         typer.echo(f"{n} episodes written to {export_parquet}")
         return
     reader_options: dict[str, object] = {"episode": episode, **parse_reader_options(option)}  # the otlp reader's
@@ -83,13 +103,20 @@ def serve(
             store=store, host=host, port=port,
             ingest_token=ingest_token or os.environ.get("TRACETOCHAIN_INGEST_TOKEN") or None,
             read_token=read_token or os.environ.get("TRACETOCHAIN_READ_TOKEN") or None,
-            max_request_bytes=int(max_request_mb * 1024 * 1024), window=live.WindowSpec.parse(window),
+            max_request_bytes=int(max_request_mb * 1024 * 1024),
+            max_decompressed_bytes=4 * int(max_request_mb * 1024 * 1024), window=live.WindowSpec.parse(window),
             alpha=alpha, min_traces=min_traces, rules=rules, webhook=webhook, alerts_to_stdout=not quiet_alerts,
             reader_options=reader_options,
-            ingest=live.IngestSettings(settle=settle, trace_timeout=trace_timeout, verdict_timeout=verdict_timeout),
+            ingest=live.IngestSettings(settle=settle, trace_timeout=trace_timeout, verdict_timeout=verdict_timeout,
+                                       max_open_traces=max_open_traces, max_verdicts=max_verdicts),
             durability=durability,  # type: ignore[arg-type]
+            max_states=max_states, allowed_hosts=tuple(allow_host or ()), max_connections=max_connections,
         )
         config.check()
+        if webhook is not None:
+            from tracetochain.serve._alerts import check_webhook_url
+
+            check_webhook_url(webhook)
         if rules is not None:
             live.load_rules(rules, config.window)  # fail before binding the port
         from tracetochain.readers.otlp import parse_otlp_options

@@ -357,6 +357,12 @@ def _as_int(v: Any) -> int | None:
     return int(f) if math.isfinite(f) and f == int(f) and abs(f) < 2**63 else None
 
 
+def _usage(v: Any) -> Any:
+    """A usage value (tokens, dollars) as kept: a negative one is dropped like a non-numeric one, so one bad
+    counter costs the step its usage, never the episode its outcome."""
+    return None if v is None or v < 0 else v
+
+
 def _as_text(v: Any) -> str | None:
     if v is None:
         return None
@@ -550,11 +556,11 @@ def _fill(rec: _Span, got: dict[str, Any], opts: _Options, oi_kind: Any = None) 
         xt = got.get("exception.type")
         if xt is not None and xt != "":
             rec.error_type = str(xt)
-    rec.tokens_in = _as_int(got.get("gen_ai.usage.input_tokens", got.get("gen_ai.usage.prompt_tokens",
-                                                                          got.get("llm.token_count.prompt"))))
-    rec.tokens_out = _as_int(got.get("gen_ai.usage.output_tokens", got.get("gen_ai.usage.completion_tokens",
-                                                                            got.get("llm.token_count.completion"))))
-    rec.cost = _as_float(got.get("llm.cost.total"))
+    rec.tokens_in = _usage(_as_int(got.get("gen_ai.usage.input_tokens", got.get(
+        "gen_ai.usage.prompt_tokens", got.get("llm.token_count.prompt")))))
+    rec.tokens_out = _usage(_as_int(got.get("gen_ai.usage.output_tokens", got.get(
+        "gen_ai.usage.completion_tokens", got.get("llm.token_count.completion")))))
+    rec.cost = _usage(_as_float(got.get("llm.cost.total")))
     fr = got.get("gen_ai.agent.finish_reason")
     if isinstance(fr, str) and fr.strip():
         rec.finish = fr.strip()

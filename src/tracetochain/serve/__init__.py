@@ -86,7 +86,11 @@ def run(config: ServeConfig, *, log_level: str = "warning") -> None:
                     and captured[-1] == sig:
                 captured.pop()
 
+    # limit_concurrency bounds connections held open by slow or idle clients (slowloris, N25): beyond it new
+    # requests are answered 503 at once; idle keep-alive connections close after timeout_keep_alive seconds.
+    # uvicorn has no header-read timeout: on an untrusted network, put a reverse proxy in front (docs/live.md).
     server = _GracefulServer(uvicorn.Config(app, host=host, port=config.port, log_level=log_level,
                                            timeout_graceful_shutdown=15, access_log=False,
-                                           server_header=False, proxy_headers=False))
+                                           server_header=False, proxy_headers=False,
+                                           limit_concurrency=config.max_connections, timeout_keep_alive=5))
     server.run()

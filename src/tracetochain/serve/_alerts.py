@@ -37,14 +37,53 @@ class StdoutSink:
         pass
 
 
+#: Bytes of a webhook receiver's answer that are read (the rest is ignored): an alert needs no reply body (N11).
+WEBHOOK_MAX_RESPONSE = 64 * 1024
+
+
+def check_webhook_url(url: str) -> str:
+    """``url`` if it is a usable webhook URL (http/https, a host, no spaces or control characters); else
+    ``ValueError`` saying what is wrong (the CLI shows it as a usage error).
+
+    >>> check_webhook_url("https://hooks.example.com/x")
+    'https://hooks.example.com/x'
+    """
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError(f"the webhook URL must start with http:// or https://, got {str(url)[:200]!r}")
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        raise ValueError("the webhook URL contains spaces or control characters; percent-encode them")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as exc:
+        raise ValueError(f"the webhook URL is malformed ({exc})") from None
+    if not parts.hostname:
+        raise ValueError(f"the webhook URL has no host: {url[:200]!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("the webhook URL must not carry a user name or password; use --webhook with a token in "
+                         "the path or a header-less receiver")
+    return url
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: a receiver could otherwise send the server's requests to any address it can
+    reach (blind SSRF, N11). A 3xx answer is a failed delivery."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        raise urllib.error.HTTPError(req.full_url, code, f"redirect to {newurl[:200]} not followed", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect())
+
+
 class WebhookSink:
     """POST each alert as JSON to ``url`` (from a background thread; ``retries`` attempts with backoff)."""
 
     def __init__(self, url: str, *, timeout: float = 5.0, retries: int = 3, backoff: float = 1.0,
                  headers: dict[str, str] | None = None) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"the webhook URL must start with http:// or https://, got {url!r}")
-        self.url = url
+        self.url = check_webhook_url(url)
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
@@ -72,11 +111,12 @@ class WebhookSink:
                 req = urllib.request.Request(self.url, data=body, method="POST",
                                              headers={"Content-Type": "application/json", **self.headers})
                 try:
-                    with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                        resp.read()
+                    with _OPENER.open(req, timeout=self.timeout) as resp:
+                        resp.read(WEBHOOK_MAX_RESPONSE)  # bounded: the reply is not needed
                     self.sent += 1
                     break
-                except (urllib.error.URLError, OSError, ValueError) as exc:
+                except Exception as exc:  # any failure (bad status line, odd URL, memory) is a counted failure;
+                    # the thread must live on for the next alert
                     if attempt + 1 == self.retries:
                         self.failed += 1
                         log.warning("webhook %s: alert not delivered after %d attempts (%s)", self.url,

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
@@ -45,6 +46,9 @@ from tracetochain.serve._decode import (
     JSON,
     PROTOBUF,
     BadRequest,
+    DecodeGate,
+    check_span_times,
+    decode_cost,
     decode_traces,
     decompress,
     encode_response,
@@ -53,7 +57,7 @@ from tracetochain.serve._decode import (
 from tracetochain.serve._ingest import normalise_id
 from tracetochain.serve._metrics import CONTENT_TYPE as METRICS_TYPE
 from tracetochain.serve._metrics import exposition
-from tracetochain.serve._service import LiveService
+from tracetochain.serve._service import LiveService, is_loopback
 
 log = logging.getLogger("tracetochain.serve")
 
@@ -61,6 +65,9 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 _HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
             "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
+#: The report page's own policy (as in its <meta> tag): inline styles, no script at all (N17).
+REPORT_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; "
+              "frame-ancestors 'none'")
 _READ_COOKIE = "tracetochain_read"
 _VERDICT_ID_KEYS = ("episode_id", "trace_id", "traceId", "id", "span_id")
 _VERDICT_OUTCOME_KEYS = ("outcome", "resolved", "success", "passed", "label")
@@ -103,9 +110,54 @@ def _asset(name: str) -> str:
     return resources.files("tracetochain.serve").joinpath("static", name).read_text(encoding="utf-8")
 
 
+def host_name(value: str | None) -> str | None:
+    """The host of a ``Host`` header or an ``Origin`` URL, lower-case, without port or brackets.
+
+    >>> host_name("127.0.0.1:4318"), host_name("[::1]:4318"), host_name("http://Example.org:80"), host_name(None)
+    ('127.0.0.1', '::1', 'example.org', None)
+    """
+    if not value:
+        return None
+    v = value.strip().lower()
+    if "://" in v:
+        v = v.split("://", 1)[1].split("/", 1)[0]
+    if v.startswith("["):
+        return v[1:v.find("]")] if "]" in v else None
+    return v.rsplit(":", 1)[0] if v.count(":") == 1 else v
+
+
+def _is_loopback_name(host: str) -> bool:
+    return host in ("localhost", "localhost.") or host.endswith(".localhost") or is_loopback(host)
+
+
 def create_app(service: LiveService, *, manage_service: bool = True) -> Starlette:
     """The Starlette app around ``service`` (started and stopped with the app when ``manage_service``)."""
     cfg = service.config
+    allowed = {h.strip().lower().rstrip(".") for h in cfg.allowed_hosts}
+    # Which Host headers are answered (DNS rebinding, N4): the names given with --allow-host, and loopback names
+    # when serving on loopback. Beyond loopback without --allow-host any Host is answered: both tokens are required
+    # there, and a rebound page never holds them (the read cookie belongs to the real host).
+    check_host = bool(allowed) or is_loopback(cfg.host)
+
+    def host_ok(host: str | None) -> bool:
+        if not check_host:
+            return True
+        return host is not None and (host.rstrip(".") in allowed or _is_loopback_name(host))
+
+    def foreign(request: Request) -> Response | None:
+        """A refusal for a request from another site (DNS rebinding, or a page posting cross-site: CSRF)."""
+        host = host_name(request.headers.get("host"))
+        if not host_ok(host):
+            return _error(421, "host", f"this server does not answer for the host {host!r}; open it as "
+                                       "http://127.0.0.1:PORT, or start it with --allow-host NAME")
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            site = request.headers.get("sec-fetch-site")
+            origin = request.headers.get("origin")
+            if site in ("cross-site", "same-site") or (origin is not None and (
+                    origin == "null" or host_name(origin) != host)):
+                return _error(403, "cross_origin", "requests from web pages of other sites are refused (send the "
+                                                   "request from a client, not a browser page)")
+        return None
 
     def can_read(request: Request) -> bool:
         return _token_ok(_bearer(request) or request.cookies.get(_READ_COOKIE), cfg.read_token)
@@ -130,6 +182,14 @@ def create_app(service: LiveService, *, manage_service: bool = True) -> Starlett
             chunks.append(chunk)
         return b"".join(chunks)
 
+    gate = DecodeGate(cfg.decode_memory_bytes)
+
+    def gated_decode(body: bytes, kind: str) -> list[Any]:
+        with gate.hold(decode_cost(body, kind)):
+            spans = decode_traces(body, kind, service.options)
+        check_span_times(spans, time.time())
+        return spans
+
     def refuse(exc: BadRequest) -> Response:
         service.ingestor.record_rejection(exc.reason, exc.message)
         return _error(exc.status, exc.reason, exc.message)
@@ -148,7 +208,7 @@ def create_app(service: LiveService, *, manage_service: bool = True) -> Starlett
                                                       f"sends {PROTOBUF} or {JSON}")
             body = await read_body(request)
             body = decompress(body, request.headers.get("content-encoding"), cfg.max_decompressed_bytes)
-            spans = await run_in_threadpool(decode_traces, body, kind, service.options)
+            spans = await run_in_threadpool(gated_decode, body, kind)
         except BadRequest as exc:
             return refuse(exc)
         try:
@@ -160,8 +220,12 @@ def create_app(service: LiveService, *, manage_service: bool = True) -> Starlett
 
     async def verdicts(request: Request) -> Response:
         if not _token_ok(_bearer(request), cfg.ingest_token):
+            service.ingestor.record_rejection("unauthorized", "verdicts without the ingest token")
             return _error(401, "unauthorized", "posting verdicts needs the ingest token")
         try:
+            if media_type(request.headers.get("content-type")) != JSON:
+                # A form or text/plain POST needs no CORS preflight: any web page could send one (CSRF, N4).
+                raise BadRequest(415, "content_type", "send verdicts as Content-Type: application/json")
             body = await read_body(request)
             items = _parse_verdicts(body, service)
         except BadRequest as exc:
@@ -170,8 +234,9 @@ def create_app(service: LiveService, *, manage_service: bool = True) -> Starlett
         return _secure(JSONResponse({"accepted": n}))
 
     async def healthz(request: Request) -> Response:
-        ok = service.ingestor.failed is None
-        return _secure(JSONResponse({"status": "ok" if ok else "failing"}, status_code=200 if ok else 503))
+        health = service.health()
+        body = health if health["reasons"] else {"status": health["status"]}
+        return _secure(JSONResponse(body, status_code=503 if health["status"] == "failing" else 200))
 
     async def dashboard(request: Request) -> Response:
         token = request.query_params.get("token")
@@ -233,15 +298,17 @@ def create_app(service: LiveService, *, manage_service: bool = True) -> Starlett
         denied = need_read(request)
         if denied is not None:
             return denied
-        from tracetochain.serve._pages import window_report_html
+        from tracetochain.serve._pages import ReportBusy, window_report_html
 
         window = request.query_params.get("window", "all")
         audit = request.query_params.get("audit", "1") not in ("0", "false", "no")
         try:
             page = await run_in_threadpool(window_report_html, service, window, audit)
+        except ReportBusy as exc:
+            return _error(503, "busy", str(exc))
         except ValueError as exc:
             return _error(400, "window", str(exc))
-        return _secure(HTMLResponse(page))
+        return _secure(HTMLResponse(page, headers={"Content-Security-Policy": REPORT_CSP}))
 
     async def export(request: Request) -> Response:
         denied = need_read(request)
@@ -259,7 +326,7 @@ def create_app(service: LiveService, *, manage_service: bool = True) -> Starlett
         if denied is not None:
             return denied
         body = await run_in_threadpool(exposition, service)
-        return Response(body, media_type=METRICS_TYPE)
+        return _secure(Response(body, media_type=METRICS_TYPE))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> Any:
@@ -271,19 +338,28 @@ def create_app(service: LiveService, *, manage_service: bool = True) -> Starlett
             if manage_service:
                 await run_in_threadpool(service.stop)
 
+    def guarded(handler: Any) -> Any:
+        async def run(request: Request) -> Response:
+            refused = foreign(request)
+            if refused is not None:
+                return refused
+            return _secure(await handler(request))
+
+        return run
+
     routes = [
-        Route("/v1/traces", traces, methods=["POST"]),
-        Route("/v1/verdicts", verdicts, methods=["POST"]),
+        Route("/v1/traces", guarded(traces), methods=["POST"]),
+        Route("/v1/verdicts", guarded(verdicts), methods=["POST"]),
         Route("/healthz", healthz),
-        Route("/", dashboard),
-        Route("/static/{name}", static),
-        Route("/api/live", api_live),
-        Route("/api/alerts", api_alerts),
-        Route("/api/traces/{episode_id:path}", api_trace),
-        Route("/traces/{episode_id:path}", trace_page),
-        Route("/report", report),
-        Route("/api/export.parquet", export),
-        Route("/metrics", metrics),
+        Route("/", guarded(dashboard)),
+        Route("/static/{name}", guarded(static)),
+        Route("/api/live", guarded(api_live)),
+        Route("/api/alerts", guarded(api_alerts)),
+        Route("/api/traces/{episode_id:path}", guarded(api_trace)),
+        Route("/traces/{episode_id:path}", guarded(trace_page)),
+        Route("/report", guarded(report)),
+        Route("/api/export.parquet", guarded(export)),
+        Route("/metrics", guarded(metrics)),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

@@ -25,6 +25,7 @@ holds every acknowledged span, no episode twice, and the open traces to resume.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import queue
@@ -55,12 +56,22 @@ class IngestSettings:
     trace_timeout: float = 120.0
     verdict_timeout: float = 300.0
     tick: float = 0.1
+    #: Traces held in memory while they are assembled or wait for a verdict; beyond, the oldest is assembled now
+    #: (as if it had timed out) and counted as ``open_traces_evicted`` (N6).
+    max_open_traces: int = 50_000
+    #: Posted verdicts kept for traces that have not arrived; beyond, the oldest is forgotten and counted as
+    #: ``verdicts_evicted`` (it stays in the store's verdicts table).
+    max_verdicts: int = 100_000
 
     def __post_init__(self) -> None:
         for name in ("settle", "trace_timeout", "verdict_timeout", "tick"):
             v = getattr(self, name)
             if not v >= 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {v!r}")
+        for name in ("max_open_traces", "max_verdicts"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,18 @@ class Ingestor:
             self._outcome_fields.add(options.outcome_attribute)
         self.failed: BaseException | None = None
         self._next_seq = 1
+        # Refused requests are counted in memory and written with the next commit (or once a minute), with at most
+        # one problem row per reason a minute: a flood of unauthenticated requests never writes to the store (N7).
+        self._rejections: dict[str, int] = {}
+        self._rejection_messages: dict[str, str] = {}
+        self._rejection_lock = threading.Lock()
+        self._rejections_written = clock()
+        self._problem_written: dict[str, float] = {}
+        #: Consecutive failed commits and the last error (N18: /healthz says "failing" after a few).
+        self.commit_failures = 0
+        self.commit_error: str | None = None
+        self._evicted = {"open_traces_evicted": 0, "verdicts_evicted": 0}
+        self._pending_evictions: dict[str, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -144,7 +167,7 @@ class Ingestor:
                 ot.spans[s.sid] = s
                 ot.has_root = ot.has_root or s.parent is None
             self._open[tid] = ot
-        for key, verdict in self.store.verdicts(unused_only=True).items():
+        for key, verdict in self.store.verdicts(unused_only=True, limit=self.settings.max_verdicts).items():
             self._remember_verdict(key, verdict)
         self._next_seq = self.store.last_seq() + 1  # this thread is the only writer: seq is assigned here
         self._thread = threading.Thread(target=self._run, name="tracetochain-ingest", daemon=True)
@@ -179,8 +202,41 @@ class Ingestor:
         return fut
 
     def record_rejection(self, reason: str, message: str) -> None:
-        """Count a refused request (persisted with the next commit; nobody waits for it)."""
-        self._put("rejected", (reason, message), None)
+        """Count a refused request in memory (persisted with the next commit, or within a minute; nobody waits for
+        it, and a refused request never causes a commit of its own)."""
+        with self._rejection_lock:
+            self._rejections[reason] = self._rejections.get(reason, 0) + 1
+            self._rejection_messages[reason] = message
+
+    def pending_counters(self) -> dict[str, int]:
+        """Counters not in the store yet (refusals since the last commit)."""
+        with self._rejection_lock:
+            return {f"rejected_{k}": v for k, v in self._rejections.items()}
+
+    def degraded(self) -> list[str]:
+        """Why ingest is limited right now, for /healthz (empty when all is well)."""
+        out = []
+        if self.commit_failures:
+            out.append(f"{self.commit_failures} consecutive commit(s) failed: {self.commit_error}")
+        for name, n in self._evicted.items():
+            if n:
+                out.append(f"{n:,} {name.replace('_', ' ')} since start (limits: --max-open-traces "
+                           f"{self.settings.max_open_traces:,}, --max-verdicts {self.settings.max_verdicts:,})")
+        return out
+
+    def _drain_rejections(self, batch: WriteBatch, now: float, force: bool) -> None:
+        with self._rejection_lock:
+            if not self._rejections or not (batch or force or now - self._rejections_written >= 60.0):
+                return
+            counts, messages = self._rejections, self._rejection_messages
+            self._rejections, self._rejection_messages = {}, {}
+        self._rejections_written = now
+        for reason, n in counts.items():
+            batch.count(f"rejected_{reason}", n)
+            if now - self._problem_written.get(reason, -1e18) >= 60.0:
+                self._problem_written[reason] = now
+                suffix = f" ({n:,} such requests since the last record)" if n > 1 else ""
+                batch.problems.append((now, f"request:{reason}", None, messages[reason] + suffix))
 
     def record_alert(self, payload: dict[str, Any]) -> None:
         self._put("alert", payload, None)
@@ -255,22 +311,22 @@ class Ingestor:
                 batch.count("verdicts", len(payload))
                 if fut is not None:
                     results.append((fut, len(payload)))
-            elif kind == "rejected":
-                reason, message = payload
-                batch.count(f"rejected_{reason}")
-                batch.problems.append((now, f"request:{reason}", None, message))
             elif kind == "alert":
                 batch.alerts.append((now, json.dumps(payload, allow_nan=False)))
+        self._drain_rejections(batch, now, final)
         # 1. What was sent is committed, then acknowledged: assembly never delays a 200.
         if batch:
             try:
                 apply_batch(con, batch)
             except Exception as exc:
+                self.commit_failures += 1
+                self.commit_error = str(exc)
                 log.exception("commit failed; reloading the open traces from the store")
                 for fut, _ in results:
                     fut.set_exception(exc)
                 self._reload()
                 return
+            self.commit_failures, self.commit_error = 0, None
         for fut, value in results:
             fut.set_result(value)
         # 2. Traces that are due become episodes, in their own transaction (episodes, closed traces and the open
@@ -336,6 +392,10 @@ class Ingestor:
         if isinstance(verdict, list) and len(verdict) == 3 and verdict[0] == "pair":
             verdict = tuple(verdict)  # the reader's (outcome, reward) pair, stored as a JSON list
         self._verdicts.setdefault(key.split(":", 1)[0], {})[key] = verdict
+        if len(self._verdicts) > self.settings.max_verdicts:  # the oldest first (dicts keep insertion order)
+            del self._verdicts[next(iter(self._verdicts))]
+            self._evicted["verdicts_evicted"] += 1
+            self._pending_evictions["verdicts_evicted"] = self._pending_evictions.get("verdicts_evicted", 0) + 1
 
     # ------------------------------------------------------------------ assembly
     def _assemble_due(self, now: float, batch: WriteBatch) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -343,9 +403,19 @@ class Ingestor:
         builder = ColumnarTraceBuilder(source="live", format="otlp", on_error="skip", location_kind="line")
         finished: list[str] = []
         starts: dict[str, float | None] = {}
+        for name, n in self._pending_evictions.items():
+            batch.count(name, n)
+        self._pending_evictions = {}
+        excess = len(self._open) - s.max_open_traces
+        evict = set(itertools.islice(self._open, excess)) if excess > 0 else set()
+        if evict:
+            self._evicted["open_traces_evicted"] += len(evict)
+            batch.count("open_traces_evicted", len(evict))
         for tid, ot in list(self._open.items()):
             quiet = now - ot.last
-            if ot.pending_since is not None:
+            if tid in evict:  # over the limit: assembled now, as if it had timed out
+                timed_out = True
+            elif ot.pending_since is not None:
                 timed_out = now - ot.pending_since >= s.verdict_timeout
                 if not (ot.verdict_arrived or timed_out):
                     continue
@@ -367,7 +437,9 @@ class Ingestor:
                 batch.problems.append((now, "episode", tid, p.message))
             batch.count("episodes_dropped", len(collector.skips) + len(collector.problems))
             for rec in collector.records:
-                builder.add_step(rec, 0)  # the reader's own builder and validation, as `fit` reads a file
+                # The reader's own builder and validation, as `fit` reads a file; the location is the trace's
+                # place in `finished`, so a problem found when the table is built names its trace.
+                builder.add_step(rec, len(finished))
             finished.append(tid)
         if not finished:
             return []
@@ -386,7 +458,9 @@ class Ingestor:
         if report.n_traces_skipped:
             batch.count("episodes_dropped", report.n_traces_skipped)
             for p in report.problems:
-                batch.problems.append((now, "episode", None, p.message))
+                at = p.location
+                tid_of = finished[at] if isinstance(at, int) and 0 <= at < len(finished) else None
+                batch.problems.append((now, "episode", tid_of, p.message))
         return self._episodes_of(table, now, batch, starts)
 
     def _attempt(self, tid: str, ot: _OpenTrace) -> _Collector:

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tracetochain._limits import _BYTES_PER_DRAW_ENTRY, memory_budget, time_problem
 from tracetochain.chain._counts import TransitionCounts
 from tracetochain.chain._estimator import estimate_chain
 from tracetochain.chain._model import AbsorbingChain
@@ -43,6 +44,11 @@ from tracetochain.exceptions import TraceToChainError
 from tracetochain.serve._store import EpisodeRow
 
 SUCCESS, FAILURE = "success", "failure"
+#: The state that stands for every state beyond ``--max-states`` in the live chain.
+OTHER_STATE = "(other states)"
+#: The live view's default limit on distinct states: one refresh (1,000 posterior draws of an m-state chain, each an
+#: m × m solve) stays at a few seconds of CPU (measured: 50 states 1.3 s, 100 states 16 s on a loaded 2-core VM).
+DEFAULT_LIVE_MAX_STATES = 60
 _OUTCOMES = ("success", "failure", "censored", "invalid")
 _EXAMPLES = 5
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|hr|d|w)?\s*$")
@@ -60,6 +66,8 @@ def parse_duration(text: str) -> float:
     if not m:
         raise ValueError(f"not a duration: {text!r} (write e.g. 30s, 5m, 1h, 1d)")
     value = float(m.group(1)) * _UNIT[m.group(2) or "s"]
+    if not math.isfinite(value) or value > 1e9:  # 30 years: a window or a rule span beyond is a typo
+        raise ValueError(f"the duration {text[:40]!r} is too long (at most 1e9 seconds)")
     if value <= 0:
         raise ValueError(f"a duration must be positive, got {text!r}")
     return value
@@ -188,9 +196,12 @@ class RunningCounts:
         seen.update(self.exits_failure)
         return seen
 
-    def to_counts(self, vocabulary: list[str]) -> TransitionCounts:
-        """The :class:`TransitionCounts` over ``vocabulary`` (which must hold every state seen here)."""
+    def to_counts(self, vocabulary: list[str], alias: dict[str, str] | None = None) -> TransitionCounts:
+        """The :class:`TransitionCounts` over ``vocabulary`` (which must hold every state seen here, or map it
+        through ``alias`` to one of ``vocabulary``: merged states add up)."""
         pos = {s: i for i, s in enumerate(vocabulary)}
+        if alias:
+            pos.update({s: pos[t] for s, t in alias.items()})
         m = len(vocabulary)
         T = np.zeros((m, m), np.int64)
         for (a, b), n in self.transitions.items():
@@ -236,7 +247,7 @@ class LiveAnalysis:
     def __init__(self, window: WindowSpec, *, alpha: float = 0.05, min_traces: int = 100, horizon: int = 30,
                  confidence: float = 0.95, samples: int = 1000, window_samples: int = 400,
                  keep_windows: int = 500, complete_after: float = 0.0, seed: int = 0, total_every: float = 5.0,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, max_states: int = DEFAULT_LIVE_MAX_STATES) -> None:
         if not 0 < alpha < 1:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         self.window = window
@@ -262,13 +273,28 @@ class LiveAnalysis:
         self.completed: list[int] = []  # windows completed since the rules last looked
         self._total_stats: tuple[int, dict[str, Any], float] | None = None
         self.total_every = total_every
+        if max_states < 2:
+            raise ValueError(f"max_states must be at least 2, got {max_states}")
+        self.max_states = max_states
+        #: Why the live document is limited right now (states merged, fewer draws): shown on the dashboard and
+        #: /healthz. Rebuilt by every snapshot.
+        self.degraded: list[str] = []
+        self._notes: set[str] = set()
 
     # ------------------------------------------------------------------ input
     def window_key(self, row: EpisodeRow, ordinal: int) -> int:
         if self.window.by == "count":
             return ordinal // int(self.window.size)
-        t = row.t_start if row.t_start is not None else row.closed
-        return math.floor(t / self.window.size)
+        return math.floor(self.episode_time(row) / self.window.size)
+
+    @staticmethod
+    def episode_time(row: EpisodeRow) -> float:
+        """The episode's start time, or the time it was decided when it has none or an implausible one (a store
+        written before span times were checked may hold one dated 10^21 s: it must not stop the analysis)."""
+        t = row.t_start
+        if t is None or time_problem(t, now=row.closed) is not None:
+            return row.closed
+        return t
 
     def add_episodes(self, rows: Iterable[EpisodeRow]) -> None:
         with self._lock:
@@ -278,7 +304,7 @@ class LiveAnalysis:
                 w = self.windows.get(key)
                 if w is None:
                     w = self.windows[key] = _Window(key, RunningCounts())
-                at = row.t_start if row.t_start is not None else row.closed
+                at = self.episode_time(row)
                 w.counts.add(row.states, row.outcome, row.episode_id, at)
                 self.total.add(row.states, row.outcome, row.episode_id, at)
                 for s in row.states:
@@ -297,8 +323,24 @@ class LiveAnalysis:
         if self.window.by == "count":
             n = int(self.window.size)
             return f"traces {key * n}–{(key + 1) * n - 1}"
-        start = _dt.datetime.fromtimestamp(key * self.window.size, _dt.UTC)
+        try:
+            start = _dt.datetime.fromtimestamp(key * self.window.size, _dt.UTC)
+        except (OverflowError, OSError, ValueError):  # never raised for keys of checked times; a label, not a crash
+            return f"window {key}"
         return start.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+    def _current(self, keys: Iterable[int]) -> int | None:
+        """The current window: the latest one (count windows), or the latest that has begun by the receive clock
+        (time windows: an episode dated ahead of the clock — skew within the day allowed at ingest — does not
+        become "current" and push the real window out; N3). Called under the lock."""
+        ks = list(keys)
+        if not ks:
+            return None
+        if self.window.by == "count":
+            return max(ks)
+        now_key = math.floor(self.clock() / self.window.size)
+        begun = [k for k in ks if k <= now_key]
+        return max(begun) if begun else min(ks)
 
     def window_bounds(self, key: int) -> dict[str, Any]:
         """What selects the window's episodes in the store: a range of arrival ordinals or of start times."""
@@ -311,7 +353,8 @@ class LiveAnalysis:
         """Mark finished windows complete (count: full; time: its end passed) and run their drift test once."""
         if not self.windows:
             return
-        latest = max(self.windows)
+        latest = self._current(self.windows)
+        assert latest is not None
         now = self.clock()
         for key in sorted(self.windows):
             w = self.windows[key]
@@ -388,38 +431,74 @@ class LiveAnalysis:
         with self._lock:
             if n_windows is None:
                 return RunningCounts.total_of([self.total])
-            keys = sorted(k for k in self.windows if ending is None or k <= ending)[-n_windows:]
+            last = self._current(self.windows) if ending is None else ending
+            keys = sorted(k for k in self.windows if last is None or k <= last)[-n_windows:]
             if ending is not None:
                 keys = [k for k in keys if k > ending - n_windows]
             return RunningCounts.total_of(self.windows[k].counts for k in keys)
 
     def latest_key(self) -> int | None:
         with self._lock:
-            return max(self.windows) if self.windows else None
+            return self._current(self.windows)
 
     def chain_of(self, counts: RunningCounts) -> AbsorbingChain | None:
-        """The chain of a count table (library default prior), or None when nothing usable was counted."""
+        """The chain of a count table (library default prior), or None when nothing usable was counted.
+
+        Above ``max_states`` distinct states (tool names carrying ids, say) the chain keeps the ``max_states − 1``
+        most visited states and merges the others into one state named :data:`OTHER_STATE` (their counts add up),
+        so a refresh stays bounded in time and memory whatever the senders label; the live document says so."""
         if counts.n_fitted == 0:
             return None
-        vocab = [s for s in self.vocabulary if s in counts.states()]
+        seen = counts.states()
+        vocab = [s for s in self.vocabulary if s in seen]
         if not vocab:
             return None
+        alias: dict[str, str] | None = None
+        if len(vocab) > self.max_states:
+            visits: Counter[str] = Counter(counts.initial)
+            for (a, b), n in counts.transitions.items():
+                visits[a] += n
+                visits[b] += n
+            visits.update(counts.exits_success)
+            visits.update(counts.exits_failure)
+            order = {s: i for i, s in enumerate(vocab)}
+            kept = sorted(vocab, key=lambda s: (-visits[s], order[s]))[: self.max_states - 1]
+            keep = set(kept)
+            alias = {s: OTHER_STATE for s in vocab if s not in keep}
+            self._notes.add(f"{len(vocab):,} distinct states: the live chain keeps the {len(kept):,} most visited and "
+                            f"merges the other {len(alias):,} into {OTHER_STATE!r} (--max-states {self.max_states})")
+            vocab = [s for s in vocab if s in keep] + [OTHER_STATE]
         try:
-            return estimate_chain(counts.to_counts(vocab))
+            return estimate_chain(counts.to_counts(vocab, alias))
         except TraceToChainError:
             return None
+
+    def draws_for(self, m: int, wanted: int) -> int:
+        """Posterior draws for a chain of ``m`` states: ``wanted``, or fewer so that one refresh stays within the
+        work of ``wanted`` draws at :data:`DEFAULT_LIVE_MAX_STATES` states (each draw solves an m × m system: cost
+        ∝ m³) and within the memory budget of :func:`~tracetochain._limits.check_ensemble_size`; 0 when fewer than
+        50 would fit (the intervals are then left out, and the document says why)."""
+        by_work = round(wanted * (DEFAULT_LIVE_MAX_STATES / max(m, 1)) ** 3)
+        by_memory = memory_budget() // (_BYTES_PER_DRAW_ENTRY * max(m * m, 1))
+        n = min(wanted, max(by_work, min(wanted, 200)), by_memory)
+        if n < wanted:
+            self._notes.add(f"intervals of a {m:,}-state chain from {n:,} posterior draws instead of {wanted:,}"
+                            if n >= 50 else f"no intervals for a {m:,}-state chain (memory budget)")
+        return n if n >= 50 else 0
 
     def snapshot(self) -> dict[str, Any]:
         """The live document: totals, per-window series, the latest window's full summary, drift, examples.
 
         The count tables are copied under the lock and every estimate is computed outside it, so ingest never
         waits for the analysis."""
+        self._notes = set()
         with self._lock:
             self._update_completion()
             keys = sorted(self.windows)
             stale = {k: (self.windows[k].counts.version, RunningCounts.total_of([self.windows[k].counts]))
                      for k in keys if self.windows[k].stats_version != self.windows[k].counts.version}
-            latest = RunningCounts.total_of([self.windows[keys[-1]].counts]) if keys else None
+            current_key = self._current(keys)
+            latest = RunningCounts.total_of([self.windows[current_key].counts]) if current_key is not None else None
             base = (RunningCounts.total_of([self.windows[self.baseline].counts])
                     if self.baseline in self.windows else None)
             total = RunningCounts.total_of([self.total])
@@ -440,10 +519,12 @@ class LiveAnalysis:
                 series.append({"key": key, "label": self.window_label(key), "complete": w.complete,
                                "n_traces": w.counts.n_total, "outcomes": dict(w.counts.n_traces),
                                **(w.stats or {}), "drift": w.drift, "bounds": self.window_bounds(key)})
-        return {"kind": "tracetochain.live", "schema_version": 1, "window": {"by": self.window.by,
+        self.degraded = sorted(self._notes)
+        return {"kind": "tracetochain.live", "schema_version": 1, "degraded": self.degraded,
+                "window": {"by": self.window.by,
                 "size": self.window.size, "describe": self.window.describe()}, "n_episodes": n,
                 "states": vocab, "total": total_doc, "current": current,
-                "current_key": keys[-1] if keys else None, "baseline": self.baseline,
+                "current_key": current_key, "baseline": self.baseline,
                 "series": series, "moved": moved, "confidence": self.confidence}
 
     def _cached_total(self, total: RunningCounts) -> dict[str, Any] | None:
@@ -463,19 +544,25 @@ class LiveAnalysis:
         return cached is not None and cached[0] != self.total.n_total
 
     def _posterior(self, chain: AbsorbingChain, n_samples: int) -> Any:
+        """The posterior ensemble of ``chain`` (None when no interval fits the budget: see :meth:`draws_for`)."""
         from tracetochain.uncertainty import DirichletPosterior
 
+        n = self.draws_for(chain.n_states, n_samples)
+        if n == 0:
+            return None
         # The posterior of the chain's own prior (recorded in its metadata), π0 drawn too.
-        return DirichletPosterior(confidence=self.confidence, n_samples=n_samples, seed=self.seed).fit(
-            chain).fetch_model()
+        return DirichletPosterior(confidence=self.confidence, n_samples=n, seed=self.seed).fit(
+            chain).fetch_model().ensemble
 
     def _window_stats(self, counts: RunningCounts) -> dict[str, Any]:
         chain = self.chain_of(counts)
         if chain is None:
             return {"r_inf": None, "r_inf_lower": None, "r_inf_upper": None, "pass_rate": None}
-        r = self._posterior(chain, self.window_samples).ensemble.stats("r_inf")
+        ens = self._posterior(chain, self.window_samples)
+        r = ens.stats("r_inf") if ens is not None else None
         usable = max(1, counts.n_fitted)
-        return {"r_inf": _finite(chain.r_inf), "r_inf_lower": _finite(r.lower), "r_inf_upper": _finite(r.upper),
+        return {"r_inf": _finite(chain.r_inf), "r_inf_lower": _finite(r.lower) if r else None,
+                "r_inf_upper": _finite(r.upper) if r else None,
                 "pass_rate": counts.n_traces["success"] / usable}
 
     def _full_summary(self, counts: RunningCounts | None) -> dict[str, Any] | None:
@@ -486,7 +573,9 @@ class LiveAnalysis:
         chain = self.chain_of(counts)
         if chain is None:
             return None
-        ens = self._posterior(chain, self.samples).ensemble
+        ens = self._posterior(chain, self.samples)
+        if ens is None:
+            ens = _PointOnly(chain)
         r_inf = ens.stats("r_inf")
         rel = ens.stats("reliability", horizon=self.horizon)
         per_state = {q: ens.stats(q) for q in ("vulnerability", "failure_attribution", "success_probabilities",
@@ -497,15 +586,30 @@ class LiveAnalysis:
                    "success_probability": _entry(per_state["success_probabilities"], i),
                    "expected_visits": _entry(per_state["expected_visits"], i)} for i, s in enumerate(names)]
         edges = []
-        for i, a in enumerate(names):
-            for j, b in enumerate(names):
-                if chain.Q[i, j] > 0 and counts.transitions.get((a, b), 0) > 0:
-                    edges.append({"from": a, "to": b, "p": float(chain.Q[i, j]),
-                                  "count": int(counts.transitions[(a, b)])})
-            for to, vec, cnt in ((SUCCESS, chain.R_success, counts.exits_success),
-                                 (FAILURE, chain.R_failure, counts.exits_failure)):
-                if cnt.get(a, 0) > 0:
-                    edges.append({"from": a, "to": to, "p": float(vec[i]), "count": int(cnt[a])})
+        index = {a: i for i, a in enumerate(names)}
+        other = index.get(OTHER_STATE) if len(names) >= self.max_states else None
+
+        def at(state: str) -> int | None:
+            return index.get(state, other)
+
+        merged: Counter[tuple[int, int]] = Counter()
+        for (a, b), n in counts.transitions.items():  # O(observed transitions), not O(m²)
+            i, j = at(a), at(b)
+            if i is not None and j is not None:
+                merged[(i, j)] += n
+        for (i, j), n in sorted(merged.items()):
+            if chain.Q[i, j] > 0:
+                edges.append({"from": names[i], "to": names[j], "p": float(chain.Q[i, j]), "count": int(n)})
+        for to, vec, cnt in ((SUCCESS, chain.R_success, counts.exits_success),
+                             (FAILURE, chain.R_failure, counts.exits_failure)):
+            exits: Counter[int] = Counter()
+            for a, n in cnt.items():
+                i = at(a)
+                if i is not None:
+                    exits[i] += n
+            for i, n in sorted(exits.items()):
+                if n > 0:
+                    edges.append({"from": names[i], "to": to, "p": float(vec[i]), "count": int(n)})
         return {"n_traces": counts.n_total, "outcomes": dict(counts.n_traces),
                 "pass_rate": counts.n_traces["success"] / max(1, counts.n_fitted),
                 "r_inf": {"point": _finite(r_inf.point), "lower": _finite(r_inf.lower), "upper": _finite(r_inf.upper)},
@@ -574,3 +678,26 @@ def moved_transitions(base: RunningCounts | None, now: RunningCounts | None, sta
                         "change": d, "examples": now.examples_for(*key)})
     out.sort(key=lambda r: (-abs(r["change"]), r["from"], r["to"]))
     return out[:limit]
+
+
+@dataclass(frozen=True)
+class _Point:
+    point: Any
+    lower: Any = None
+    upper: Any = None
+
+
+class _PointOnly:
+    """The point estimates of ``chain`` where no posterior ensemble fits the budget (no interval is invented)."""
+
+    def __init__(self, chain: AbsorbingChain) -> None:
+        self.chain = chain
+
+    def stats(self, quantity: str, horizon: int | None = None) -> _Point:
+        c = self.chain
+        if quantity == "reliability":
+            return _Point(c.reliability(int(horizon or 0)))
+        if quantity == "failure_attribution" and c.r_inf >= 1.0:
+            return _Point(np.zeros(c.n_states))
+        value = getattr(c, quantity)
+        return _Point(value() if callable(value) else value)

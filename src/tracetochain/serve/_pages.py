@@ -6,8 +6,11 @@ Both are jinja2 templates with autoescaping: span names, tool names, error types
 from __future__ import annotations
 
 import datetime as _dt
+import threading
+from collections import OrderedDict
 from typing import Any
 
+from tracetochain._limits import time_problem
 from tracetochain.traces._table import TraceTable
 
 _TRACE_TEMPLATE = """<!doctype html>
@@ -45,14 +48,44 @@ def trace_html(ep: dict[str, Any]) -> str:
                      "duration": f"{t1 - t0:.3f} s" if t0 is not None and t1 is not None else "",
                      "text": text[:2000] + ("…" if len(text) > 2000 else "")})
     started = None
-    if ep.get("t_start") is not None:
+    if ep.get("t_start") is not None and time_problem(ep["t_start"]) is None:
         started = _dt.datetime.fromtimestamp(ep["t_start"], _dt.UTC).isoformat(timespec="seconds")
     env = jinja2.Environment(autoescape=True)
     return env.from_string(_TRACE_TEMPLATE).render(ep=ep, rows=rows, started=started)
 
 
-def window_report_html(service: Any, window: str, audit: bool) -> str:
-    """The full HTML report (``tracetochain report``) of one window's episodes, or of all of them."""
+class ReportBusy(Exception):
+    """Another report is being built and did not finish in time (503: retry)."""
+
+
+#: One report at a time, and the last few kept until the store changes (N26): a report is a full audited analysis
+#: of up to the whole store, so concurrent requests would each hold its memory.
+_REPORT_LOCK = threading.Lock()
+_REPORT_CACHE: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+_REPORT_CACHE_SIZE = 4
+
+
+def window_report_html(service: Any, window: str, audit: bool, *, wait: float = 120.0) -> str:
+    """The full HTML report (``tracetochain report``) of one window's episodes, or of all of them.
+
+    Built one at a time (a request waits up to ``wait`` seconds, then :class:`ReportBusy`) and cached per store,
+    window, audit flag and number of decided episodes."""
+    key = (id(service), str(service.store.path), window, audit, service.live.n_episodes)
+    if not _REPORT_LOCK.acquire(timeout=wait):
+        raise ReportBusy("another report is being built; retry in a minute")
+    try:
+        page = _REPORT_CACHE.get(key)
+        if page is None:
+            page = _build_window_report(service, window, audit)
+            _REPORT_CACHE[key] = page
+            while len(_REPORT_CACHE) > _REPORT_CACHE_SIZE:
+                _REPORT_CACHE.popitem(last=False)
+        return page
+    finally:
+        _REPORT_LOCK.release()
+
+
+def _build_window_report(service: Any, window: str, audit: bool) -> str:
     from tracetochain.analysis import analyze
     from tracetochain.report import build_report, render_html
 
@@ -65,6 +98,12 @@ def window_report_html(service: Any, window: str, audit: bool) -> str:
             key = int(window)
         except ValueError:
             raise ValueError(f"window must be a window number from the dashboard or 'all', got {window!r}") from None
+        if live.window.by == "count":
+            known = 0 <= key <= live.n_episodes // int(live.window.size)
+        else:
+            known = time_problem(key * live.window.size) is None and time_problem((key + 1) * live.window.size) is None
+        if not known:  # also keeps the store's query within SQLite's integers (N16)
+            raise ValueError(f"there is no window {window[:40]}; use a window number from the dashboard or 'all'")
         bounds = live.window_bounds(key)
         if bounds["by"] == "count":
             records = service.store.steps_of(seq_range=(bounds["first"] + 1, bounds["last"] + 2))

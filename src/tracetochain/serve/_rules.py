@@ -27,6 +27,8 @@ are alerts. Every error names the file, the line and how to fix it.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 import re
 from dataclasses import dataclass
@@ -34,8 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from tracetochain._config_files import file_error, load_document, locate_line
+from tracetochain._limits import max_horizon
 from tracetochain.exceptions import TraceToChainError
 from tracetochain.serve._live import FAILURE, SUCCESS, LiveAnalysis, RunningCounts, WindowSpec, parse_duration
+
+log = logging.getLogger("tracetochain.serve")
 
 _TOP_LEVEL = ("rule", "rules", "min_traces")
 _RULE_KEYS = ("name", "when", "severity", "min_traces")
@@ -43,6 +48,18 @@ _SEVERITIES = ("info", "warning", "critical")
 _OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 _EXPR_RE = re.compile(r"^\s*(?P<metric>.+?)\s*(?P<op><=|>=|<|>)\s*(?P<value>[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|"
                       r"[-+]?\.\d+)\s*(?:over\s+(?P<over>.+?))?\s*$", re.IGNORECASE)
+
+
+_MAX_EXPRESSION = 1_000
+
+
+def _shown(v: Any) -> str:
+    """A user value for a message: scalars as written (cut at 80 characters), anything else by its type only — a
+    YAML alias tree expands without bound when printed."""
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        text = repr(v) if not isinstance(v, int) or v.bit_length() < 200 else "a very large number"
+        return text if len(text) <= 80 else text[:77] + "…"
+    return f"a {type(v).__name__}"
 
 
 class RulesFileError(TraceToChainError, ValueError):
@@ -134,7 +151,13 @@ def parse_metric(text: str) -> tuple[str, tuple[Any, ...]]:
         return low, ()
     m = re.fullmatch(r"R\(\s*(\d+)\s*\)", t)
     if m:
-        return "reliability", (int(m.group(1)),)
+        digits = m.group(1)
+        d = int(digits) if len(digits) <= 12 else max_horizon() + 1
+        if d > max_horizon():
+            raise ValueError(f"R({digits[:20]}{'…' if len(digits) > 20 else ''}): the step budget must be at most "
+                             f"{max_horizon():,} (TRACETOCHAIN_MAX_HORIZON); beyond a few thousand steps R(d) equals "
+                             "R∞ — use R∞")
+        return "reliability", (d,)
     m = re.fullmatch(r"(?i:attribution)\(\s*(.+?)\s*\)", t)
     if m:
         return "attribution", (_unquote(m.group(1)),)
@@ -161,15 +184,19 @@ def parse_span(text: str | None, window: WindowSpec) -> tuple[int | None, str]:
         return None, "all traces"
     m = re.fullmatch(r"(\d+)\s*windows?", t)
     if m:
-        n = int(m.group(1))
+        n = int(m.group(1)) if len(m.group(1)) <= 9 else 10**9
         if n < 1:
             raise ValueError("over N windows needs N >= 1")
+        if n > 100_000:
+            raise ValueError(f"over {m.group(1)[:20]} windows: at most 100,000 windows (or write 'over all')")
         return n, f"{n} window{'s' if n > 1 else ''}"
     m = re.fullmatch(r"(\d+)\s*(?:traces?|episodes?)", t)
     if m:
         if window.by != "count":
             raise ValueError(f"'over {text}' counts traces but the windows are {window.describe()} of time; write a "
                              "duration such as 1h, or N windows")
+        if len(m.group(1)) > 12:
+            raise ValueError(f"over {m.group(1)[:20]}… traces is too many; write 'over all'")
         n_traces = int(m.group(1))
         ratio = n_traces / window.size
         if ratio < 1 or abs(ratio - round(ratio)) > 1e-9:
@@ -189,6 +216,9 @@ def parse_span(text: str | None, window: WindowSpec) -> tuple[int | None, str]:
 def parse_rule_expression(expression: str, window: WindowSpec) -> tuple[str, tuple[Any, ...], str, float,
                                                                         int | None, str]:
     """``"P(a -> failure) > 0.1 over 1h"`` → (metric, args, op, threshold, n_windows, span description)."""
+    if len(expression) > _MAX_EXPRESSION:  # also keeps the expression pattern's backtracking short
+        raise ValueError(f"the expression is {len(expression):,} characters long; a rule's 'when' is at most "
+                         f"{_MAX_EXPRESSION:,} (state names can be shortened with tracetochain.state)")
     m = _EXPR_RE.match(expression)
     if not m:
         raise ValueError(f"cannot read {expression!r}: write METRIC OP NUMBER [over SPAN], e.g. "
@@ -240,23 +270,42 @@ def load_rules(path: str | Path, window: WindowSpec) -> list[Rule]:
         if not isinstance(name, str) or not name.strip():
             raise _fail(f"rule {i + 1}: name must be text", src, locate_line(text, i, "name", "rule"))
         if name in names:
-            raise _fail(f"two rules are named {name!r}", src, locate_line(text, i, "name", "rule"),
+            raise _fail(f"two rules are named {_shown(name)}", src, locate_line(text, i, "name", "rule"),
                         "give every rule its own name")
         names.add(name)
         severity = entry.get("severity", "warning")
-        if severity not in _SEVERITIES:
-            raise _fail(f"rule {i + 1}: severity {severity!r} is not one of {', '.join(_SEVERITIES)}", src,
+        if not isinstance(severity, str) or severity not in _SEVERITIES:
+            raise _fail(f"rule {i + 1}: severity {_shown(severity)} is not one of {', '.join(_SEVERITIES)}", src,
                         locate_line(text, i, "severity", "rule"))
         min_traces = _int_setting(entry.get("min_traces", default_min), "min_traces", src,
                                   locate_line(text, i, "min_traces", "rule"))
-        rules.append(Rule(name.strip(), when.strip(), metric, args, op, threshold, n_windows, over, severity,
-                          min_traces))
+        rule = Rule(name.strip(), when.strip(), metric, args, op, threshold, n_windows, over, severity, min_traces)
+        try:
+            _try_once(rule, window)
+        except Exception as exc:
+            raise _fail(f"rule {i + 1} ({_shown(rule.name)}) cannot be evaluated: {type(exc).__name__}: "
+                        f"{str(exc)[:200]}", src, locate_line(text, i, "when", "rule")) from None
+        rules.append(rule)
     return rules
+
+
+def _try_once(rule: Rule, window: WindowSpec) -> None:
+    """Evaluate ``rule`` once on a small chain (a few states, both outcomes), so a rule that would fail on every
+    refresh is refused when the file is read, not discovered in the server log (N12)."""
+    live = LiveAnalysis(window, min_traces=0)
+    counts = RunningCounts()
+    names = [a for a in rule.args if isinstance(a, str) and a not in (SUCCESS, FAILURE)] or ["a"]
+    for k, outcome in enumerate((SUCCESS, FAILURE, SUCCESS)):
+        counts.add(tuple([*names, "b"][k % 2:]), outcome, f"e{k}")
+    for s in counts.states():
+        live.vocabulary.append(s)
+    probe = dataclasses.replace(rule, min_traces=0)
+    probe.holds(probe.value(live, counts))
 
 
 def _int_setting(v: Any, name: str, src: str, line: int | None) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise _fail(f"{name} must be a whole number >= 0, got {v!r}", src, line)
+        raise _fail(f"{name} must be a whole number >= 0, got {_shown(v)}", src, line)
     return int(v)
 
 
@@ -293,7 +342,11 @@ class RuleEngine:
 
     def _check(self, rule: Rule, live: LiveAnalysis, counts: RunningCounts, window: int | None,
                events: list[dict[str, Any]]) -> dict[str, Any]:
-        value = rule.value(live, counts)
+        try:
+            value = rule.value(live, counts)
+        except Exception as exc:  # one rule that cannot be computed must not stop the others or the live view
+            log.warning("rule %r could not be evaluated: %s", rule.name, exc)
+            value = None
         fires = rule.holds(value)
         if fires != self.firing[rule.name]:
             self.firing[rule.name] = fires

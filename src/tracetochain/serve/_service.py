@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracetochain._limits import max_states
 from tracetochain.readers.otlp import OtlpOptions, parse_otlp_options
 from tracetochain.serve._alerts import AlertHub, StdoutSink, WebhookSink
 from tracetochain.serve._ingest import Ingestor, IngestSettings
-from tracetochain.serve._live import LiveAnalysis, WindowSpec
+from tracetochain.serve._live import DEFAULT_LIVE_MAX_STATES, LiveAnalysis, WindowSpec
 from tracetochain.serve._rules import Rule, RuleEngine, load_rules
 from tracetochain.serve._store import Durability, Store
 
@@ -50,6 +51,8 @@ class ServeConfig:
     read_token: str | None = None
     max_request_bytes: int = 16 * 1024 * 1024
     max_decompressed_bytes: int = 64 * 1024 * 1024
+    #: Memory the request decodes running at once may take together (estimated before parsing; N5).
+    decode_memory_bytes: int = 1024 * 1024 * 1024
     window: WindowSpec = field(default_factory=lambda: WindowSpec("time", 300.0))
     alpha: float = 0.05
     min_traces: int = 100
@@ -64,6 +67,13 @@ class ServeConfig:
     durability: Durability = "full"
     refresh: float = 1.0
     seed: int = 0
+    #: Host names the server answers for besides loopback ones (DNS-rebinding guard, N4; --allow-host).
+    allowed_hosts: tuple[str, ...] = ()
+    #: Open connections uvicorn serves at once (beyond: 503), so idle or slow clients cannot hold every file
+    #: descriptor (N25).
+    max_connections: int = 1000
+    #: Distinct states the live chain shows; beyond, the least visited are merged into one (N2).
+    max_states: int = DEFAULT_LIVE_MAX_STATES
 
     def check(self) -> None:
         """Refuse unsafe or impossible settings with a message that says how to fix them."""
@@ -85,8 +95,13 @@ class ServeConfig:
             raise ValueError(f"port must be in 1..65535, got {self.port}")
         if self.max_request_bytes < 1024:
             raise ValueError("max_request_bytes must be at least 1024")
+        if self.max_decompressed_bytes < self.max_request_bytes:
+            raise ValueError("max_decompressed_bytes must be at least max_request_bytes")
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if not 2 <= self.max_states <= max_states():
+            raise ValueError(f"max_states must be between 2 and {max_states():,} (TRACETOCHAIN_MAX_STATES), got "
+                             f"{self.max_states}")
         if not (math.isfinite(self.refresh) and self.refresh > 0):
             raise ValueError("refresh must be a positive number of seconds")
 
@@ -102,7 +117,8 @@ class LiveService:
         self.store = Store(config.store, durability=config.durability)
         self.live = LiveAnalysis(config.window, alpha=config.alpha, min_traces=config.min_traces,
                                  horizon=config.horizon, confidence=config.confidence, samples=config.samples,
-                                 complete_after=config.ingest.settle + 1.0, seed=config.seed)
+                                 complete_after=config.ingest.settle + 1.0, seed=config.seed,
+                                 max_states=config.max_states)
         self.engine = RuleEngine(self.rules)
         sinks: list[Any] = []
         if config.alerts_to_stdout:
@@ -118,6 +134,9 @@ class LiveService:
         self._stop = threading.Event()
         self._analyzer: threading.Thread | None = None
         self.rejected: dict[str, int] = {}
+        self.analysis_error: str | None = None  # the last refresh's failure (shown on /healthz and the dashboard)
+        self.analysis_failures = 0
+        self.store.lock()  # last: a constructor that fails above leaves no lock behind
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -131,7 +150,15 @@ class LiveService:
         self.ingestor.start()
         self._analyzer = threading.Thread(target=self._analyze_loop, name="tracetochain-analyzer", daemon=True)
         self._analyzer.start()
-        self.refresh()
+        self._refresh_guarded()  # a store the analysis cannot digest must not stop the server from starting
+
+    def _refresh_guarded(self) -> None:
+        try:
+            self.refresh()
+        except Exception as exc:  # the dashboard shows the last good document and the failure; ingest goes on
+            self.analysis_failures += 1
+            self.analysis_error = f"{type(exc).__name__}: {exc}"[:500]
+            log.exception("live analysis failed")
 
     def stop(self) -> None:
         self._stop.set()
@@ -139,6 +166,7 @@ class LiveService:
             self._analyzer.join(30)
         self.ingestor.stop()
         self.hub.close()
+        self.store.unlock()
 
     # ------------------------------------------------------------------ analysis
     def _on_episodes(self, rows: list[Any]) -> None:
@@ -158,10 +186,7 @@ class LiveService:
             quiet = 0 if changed else quiet + 1
             if changed or quiet >= 10 or self.live.total_is_stale():
                 quiet = 0
-                try:
-                    self.refresh()
-                except Exception:  # the dashboard shows the last good document; ingest goes on
-                    log.exception("live analysis failed")
+                self._refresh_guarded()
 
     def refresh(self) -> dict[str, Any]:
         """Recompute the live document, evaluate the rules and emit the alerts (called by the analyzer)."""
@@ -174,16 +199,41 @@ class LiveService:
         doc["alerts"] = self.hub.recent[:50]
         with self._snapshot_lock:
             self._snapshot = doc
+        self.analysis_error = None
         return doc
 
     def snapshot(self) -> dict[str, Any]:
         with self._snapshot_lock:
             doc = self._snapshot
-        return doc if doc is not None else self.refresh()
+        if doc is None:
+            self._refresh_guarded()
+            with self._snapshot_lock:
+                doc = self._snapshot
+        if doc is None:
+            doc = {"kind": "tracetochain.live", "schema_version": 1, "n_episodes": self.live.n_episodes,
+                   "states": [], "total": None, "current": None, "current_key": None, "series": [], "moved": [],
+                   "rules": [], "alerts": [], "window": {"by": self.config.window.by, "size": self.config.window.size,
+                                                         "describe": self.config.window.describe()}}
+        return {**doc, "health": self.health()}
+
+    def health(self) -> dict[str, Any]:
+        """``ok``, ``degraded`` (serving, but some of the analysis is limited or failing: the reasons say what) or
+        ``failing`` (the store cannot be written: exports get 503)."""
+        reasons = list(self.live.degraded)
+        if self.analysis_error is not None:
+            reasons.append(f"the live analysis failed {self.analysis_failures} time(s); last: {self.analysis_error}")
+        reasons += self.ingestor.degraded()
+        if self.ingestor.commit_failures >= 3:  # disk full, store gone: every export gets 503 now
+            return {"status": "failing", "reasons": reasons}
+        if self.ingestor.failed is not None:
+            return {"status": "failing", "reasons": [f"the store cannot be written: {self.ingestor.failed}", *reasons]}
+        return {"status": "degraded" if reasons else "ok", "reasons": reasons}
 
     def status(self) -> dict[str, Any]:
         """Ingest health: counters (persisted), open traces, traces waiting for a verdict, uptime."""
         counters = self.store.counters()
+        for name, n in self.ingestor.pending_counters().items():
+            counters[name] = counters.get(name, 0) + n
         return {"ok": self.ingestor.failed is None, "error": str(self.ingestor.failed) if self.ingestor.failed
                 else None, "uptime_s": time.time() - self.started, "open_traces": self.ingestor.open_traces,
                 "pending_verdicts": self.ingestor.pending_verdicts, "episodes": self.live.n_episodes,

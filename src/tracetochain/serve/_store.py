@@ -26,6 +26,7 @@ Only the ingest thread writes (one connection, group commit); every reader opens
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -122,6 +123,35 @@ class Store:
         except OSError as exc:
             raise StoreError(f"{self.path}: cannot create the store ({exc.strerror or exc})") from None
         self._local = threading.local()
+        self._lock_fd: int | None = None
+
+    def lock(self) -> None:
+        """Hold the store for this process (an exclusive ``flock`` on ``STORE.lock``): a second server on the same
+        store is refused, instead of both assigning episode numbers from their own start (N19). Released by
+        :meth:`unlock` or when the process ends (the kernel drops the lock with the file descriptor)."""
+        if self._lock_fd is not None:
+            return
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no lock (documented)
+            return
+        path = self.path.with_name(self.path.name + ".lock")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot create the store's lock file ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreError(f"{self.path}: another tracetochain serve is using this store; stop it first, or give "
+                             "this one its own --store") from None
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
 
     # ------------------------------------------------------------------ connections
     def _connect(self) -> sqlite3.Connection:
@@ -230,14 +260,20 @@ class Store:
                 out[str(tid)][2].append(facts_from_row(sid, parent, facts))
         return out
 
-    def verdicts(self, *, unused_only: bool = False) -> dict[str, Any]:
-        """Posted verdicts by id; ``unused_only``: only those whose trace is not assembled yet."""
-        q = "SELECT id, verdict FROM verdicts"
+    def verdicts(self, *, unused_only: bool = False, limit: int | None = None) -> dict[str, Any]:
+        """Posted verdicts by id; ``unused_only``: only those whose trace is not assembled yet; ``limit``: only the
+        most recently received ones (returned oldest first)."""
+        q = "SELECT id, verdict FROM verdicts v"
         if unused_only:
-            q += (" v WHERE NOT EXISTS (SELECT 1 FROM closed_traces c WHERE c.trace_id = CASE WHEN instr(v.id, ':') "
+            q += (" WHERE NOT EXISTS (SELECT 1 FROM closed_traces c WHERE c.trace_id = CASE WHEN instr(v.id, ':') "
                   "> 0 THEN substr(v.id, 1, instr(v.id, ':') - 1) ELSE v.id END)")
+        args: tuple[Any, ...] = ()
+        if limit is not None:
+            q = q.replace("SELECT id, verdict", "SELECT id, verdict, received", 1)
+            q = f"SELECT id, verdict FROM ({q} ORDER BY v.received DESC LIMIT ?) ORDER BY received"
+            args = (limit,)
         with self.reading() as con:
-            return {str(k): json.loads(v) for k, v in con.execute(q)}
+            return {str(k): json.loads(v) for k, v in con.execute(q, args)}
 
     def problems(self, limit: int = 50) -> list[dict[str, Any]]:
         with self.reading() as con:
@@ -250,8 +286,14 @@ class Store:
                                                           (limit,))]
 
     def export_parquet(self, path: str | Path, *, batch: int = 20_000) -> int:
-        """Write every decided episode's canonical steps as one Parquet file (the engines' input); returns the
-        number of episodes written. Streams in batches of episodes, so memory stays bounded."""
+        """Write every decided episode's canonical steps as one Parquet file at ``path`` (a temporary file the
+        caller owns; user-named outputs go through :func:`export_store`); returns the number of episodes."""
+        with open(path, "wb") as fh:
+            return self.write_parquet(fh, batch=batch)
+
+    def write_parquet(self, sink: Any, *, batch: int = 20_000) -> int:
+        """Write every decided episode's canonical steps as Parquet into the binary file ``sink`` (the engines'
+        input); returns the number of episodes written. Streams in batches of episodes, so memory stays bounded."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -260,9 +302,7 @@ class Store:
         schema = pa.schema([(c.name, c.type) for c in COLUMNS]).with_metadata(
             {b"tracetochain.trace_schema_version": str(TRACE_SCHEMA_VERSION).encode()})
         n = 0
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with pq.ParquetWriter(out, schema) as fh, self.reading() as con:
+        with pq.ParquetWriter(sink, schema) as fh, self.reading() as con:
             after = 0
             while True:
                 rows = con.execute("SELECT seq, steps FROM episodes WHERE seq > ? ORDER BY seq LIMIT ?",
@@ -274,6 +314,26 @@ class Store:
                 n += len(rows)
                 after = rows[-1][0]
         return n
+
+
+def export_store(store: str | Path, out: str | Path, *, overwrite: bool = False) -> int:
+    """``serve --export-parquet``: the decided episodes of an existing store as canonical Parquet at ``out``,
+    through the one safe writer (N10): no existing file replaced without ``overwrite``, no symbolic link followed,
+    never the store itself or its ``-wal``/``-shm`` files, published atomically. A store that does not exist is an
+    error (a mistyped path must not export "0 episodes" from a new empty store)."""
+    from tracetochain._files import check_output_path, write_output
+
+    path = Path(store)
+    if not path.is_file():
+        raise StoreError(f"{path}: no such store file; name the --store the server wrote")
+    inputs = [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"),
+              path.with_name(path.name + ".lock")]
+    check_output_path(out, overwrite=overwrite, inputs=inputs, what="Parquet export")
+    source = Store(path)
+    written: list[int] = []
+    write_output(out, lambda fh: written.append(source.write_parquet(fh)), overwrite=overwrite, inputs=inputs,
+                 what="Parquet export")
+    return written[0]
 
 
 class WriteBatch:
@@ -334,7 +394,10 @@ def apply_batch(con: sqlite3.Connection, batch: WriteBatch) -> None:
                             "value = value + excluded.value", list(batch.counters.items()))
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        # A failed COMMIT (disk full) has already rolled back: a second ROLLBACK would raise "no transaction is
+        # active" and hide the real error (N18).
+        if con.in_transaction:
+            con.execute("ROLLBACK")
         raise
 
 

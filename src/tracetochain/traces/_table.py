@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from tracetochain._limits import MAX_ABS_TIME, time_problem
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces._schema import (
     COLUMN_BY_NAME,
@@ -423,6 +424,16 @@ class TraceTable:
                     flag(broken, name, f"expected a finite number, got {example!r}",
                          f"write {name} as a finite number, or leave it out when unknown",
                          reason=f"{name} not finite")
+                if name != "reward":
+                    # A finite but absurd time (1e300, year 1) would overflow every calendar conversion later.
+                    absurd = np.isfinite(values) & (np.abs(values) > MAX_ABS_TIME)
+                    if absurd.any():
+                        example = float(values[int(np.flatnonzero(absurd)[0])])
+                        flag(absurd, name, f"{name} {time_problem(example)}",
+                             f"write {name} as epoch seconds (or seconds from the episode start), or leave it out",
+                             reason=f"{name} out of range")
+                        broken |= absurd
+                if broken.any():
                     cols[name] = pc.if_else(pa.array(broken), pa.scalar(None, cols[name].type), cols[name])
 
         # 3. Group by trace (codes in order of first appearance) and sort by (trace, step).

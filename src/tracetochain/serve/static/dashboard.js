@@ -1,5 +1,6 @@
 // tracetochain live dashboard: polls /api/live and redraws. Trace content (state names, messages, ids) is untrusted:
-// it only ever reaches the page through textContent / setAttribute, never as markup.
+// it only ever reaches the page through textContent / setAttribute, never as markup. Anything keyed by a state name
+// is a Map, never a plain object: a state named "constructor" or "__proto__" must not meet Object.prototype.
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -55,6 +56,14 @@ function drawCards(doc) {
   const drift = series.filter(w => w.drift && w.drift.alert).length;
   setText("alert-count", firing + " / " + drift);
   const st = doc.status || {};
+  const health = doc.health || {};
+  const banner = document.getElementById("degraded");
+  if (banner) {
+    const reasons = (health.reasons || []).concat(doc.degraded || []);
+    const unique = reasons.filter((r, i) => reasons.indexOf(r) === i);
+    banner.hidden = !unique.length;
+    banner.textContent = unique.length ? ((health.status === "failing" ? "failing: " : "degraded: ") + unique.join("; ")) : "";
+  }
   setText("status", doc.n_episodes + " episodes · windows of " + doc.window.describe +
     (st.open_traces !== undefined ? " · " + st.open_traces + " open traces" : "") +
     (st.pending_verdicts ? " · " + st.pending_verdicts + " waiting for a verdict" : "") +
@@ -140,33 +149,45 @@ function drawRules(doc) {
 
 // ---------------------------------------------------------------- chain graph
 function layout(cur) {
-  const names = Object.keys(cur.initial);
-  const out = {};
-  for (const e of cur.edges) (out[e.from] = out[e.from] || []).push(e.to);
-  const depth = {};
-  const queue = names.filter(s => cur.initial[s] > 0);
-  queue.forEach(s => { depth[s] = 0; });
+  const initial = new Map(Object.entries(cur.initial));
+  const names = [...initial.keys()];
+  const out = new Map();
+  for (const e of cur.edges) {
+    if (!out.has(e.from)) out.set(e.from, []);
+    out.get(e.from).push(e.to);
+  }
+  const depth = new Map();
+  const queue = names.filter(s => initial.get(s) > 0);
+  queue.forEach(s => { depth.set(s, 0); });
   while (queue.length) {
     const s = queue.shift();
-    for (const t of out[s] || []) {
+    for (const t of out.get(s) || []) {
       if (t === "success" || t === "failure") continue;
-      if (depth[t] === undefined) { depth[t] = depth[s] + 1; queue.push(t); }
+      if (!depth.has(t)) { depth.set(t, depth.get(s) + 1); queue.push(t); }
     }
   }
-  names.forEach(s => { if (depth[s] === undefined) depth[s] = 0; });
-  const maxDepth = Math.max(0, ...Object.values(depth));
-  depth.success = maxDepth + 1;
-  depth.failure = maxDepth + 1;
-  const cols = {};
-  for (const s of [...names, "success", "failure"]) (cols[depth[s]] = cols[depth[s]] || []).push(s);
-  const pos = {};
+  names.forEach(s => { if (!depth.has(s)) depth.set(s, 0); });
+  const maxDepth = Math.max(0, ...depth.values());
+  const cols = new Map();
+  const place = (s, d) => { if (!cols.has(d)) cols.set(d, []); cols.get(d).push(s); };
+  names.forEach(s => place(s, depth.get(s)));
   const W = 900, H = 360, nCols = maxDepth + 2;
-  for (const [d, col] of Object.entries(cols)) {
+  const pos = new Map();
+  for (const [d, col] of cols) {
     col.forEach((s, i) => {
-      pos[s] = {x: 70 + Number(d) * (W - 140) / Math.max(1, nCols - 1), y: (i + 1) * H / (col.length + 1)};
+      pos.set(s, {x: 70 + d * (W - 140) / Math.max(1, nCols - 1), y: (i + 1) * H / (col.length + 1)});
     });
   }
+  // The two outcomes in the last column (kept apart from states of the same name).
+  const x = 70 + (maxDepth + 1) * (W - 140) / Math.max(1, nCols - 1);
+  pos.set("\u0000success", {x: x, y: H / 3});
+  pos.set("\u0000failure", {x: x, y: 2 * H / 3});
   return pos;
+}
+
+// Where an edge ends: the outcome nodes are keyed apart from state names.
+function target(pos, name) {
+  return (name === "success" || name === "failure") ? pos.get("\u0000" + name) : pos.get(name);
 }
 
 function drawGraph(doc) {
@@ -176,8 +197,8 @@ function drawGraph(doc) {
   const movedList = document.getElementById("moved");
   clear(movedList);
   if (!cur) { root.appendChild(svg("text", {x: 450, y: 180, "text-anchor": "middle", class: "tick"}, "no usable traces in this window yet")); return; }
-  const moved = {};
-  for (const m of doc.moved || []) moved[m.from + "\u0000" + m.to] = m;
+  const moved = new Map();
+  for (const m of doc.moved || []) moved.set(m.from + "\u0000" + m.to, m);
   const defs = svg("defs");
   const marker = svg("marker", {id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto-start-reverse"});
   marker.appendChild(svg("path", {d: "M 0 0 L 10 5 L 0 10 z", fill: "#8c96aa"}));
@@ -185,13 +206,13 @@ function drawGraph(doc) {
   root.appendChild(defs);
   const pos = layout(cur);
   for (const e of cur.edges) {
-    if (e.p < 0.02 && !moved[e.from + "\u0000" + e.to]) continue;
-    const a = pos[e.from], b = pos[e.to];
+    if (e.p < 0.02 && !moved.has(e.from + "\u0000" + e.to)) continue;
+    const a = pos.get(e.from), b = target(pos, e.to);
     if (!a || !b) continue;
-    const m = moved[e.from + "\u0000" + e.to];
+    const m = moved.get(e.from + "\u0000" + e.to);
     const cls = m ? (m.change > 0 === (e.to !== "success") ? " moved-up" : " moved-down") : "";
     let d;
-    if (e.from === e.to) {
+    if (a === b) {
       d = "M" + (a.x - 10) + "," + (a.y - 14) + " C" + (a.x - 30) + "," + (a.y - 55) + " " + (a.x + 30) + "," + (a.y - 55) + " " + (a.x + 10) + "," + (a.y - 14);
     } else {
       const mx = (a.x + b.x) / 2, my = (a.y + b.y) / 2 - 18;
@@ -201,11 +222,13 @@ function drawGraph(doc) {
     path.appendChild(svg("title", {}, e.from + " → " + e.to + ": " + fmt(e.p) + " (" + e.count + " seen)" +
       (m ? ", was " + fmt(m.before) + " in the baseline" : "")));
     root.appendChild(path);
-    const lx = e.from === e.to ? a.x : (a.x + b.x) / 2, ly = e.from === e.to ? a.y - 46 : (a.y + b.y) / 2 - 12;
+    const lx = a === b ? a.x : (a.x + b.x) / 2, ly = a === b ? a.y - 46 : (a.y + b.y) / 2 - 12;
     root.appendChild(svg("text", {x: lx, y: ly, "text-anchor": "middle", class: "edge-label" + cls}, fmt(e.p, 2)));
   }
-  for (const [name, p] of Object.entries(pos)) {
-    const g = svg("g", {class: "node" + (name === "success" ? " success" : name === "failure" ? " failure" : ""), transform: "translate(" + p.x + "," + p.y + ")"});
+  for (const [key, p] of pos) {
+    const outcome = key.charAt(0) === "\u0000";
+    const name = outcome ? key.slice(1) : key;
+    const g = svg("g", {class: "node" + (outcome ? " " + name : ""), transform: "translate(" + p.x + "," + p.y + ")"});
     const label = name.length > 22 ? name.slice(0, 21) + "…" : name;
     const w = Math.max(50, 7.2 * label.length + 14);
     g.appendChild(svg("rect", {x: -w / 2, y: -13, width: w, height: 26}));
@@ -248,14 +271,18 @@ function draw(doc) {
 
 async function poll() {
   const dot = document.getElementById("live-dot");
+  let doc = null;
   try {
     const resp = await fetch("/api/live", {credentials: "same-origin", cache: "no-store"});
     if (!resp.ok) throw new Error("HTTP " + resp.status);
-    draw(await resp.json());
+    doc = await resp.json();
     dot.classList.remove("stale");
   } catch (err) {
     dot.classList.add("stale");
     setText("status", "cannot reach the server (" + err.message + "); retrying");
+  }
+  if (doc !== null) {
+    try { draw(doc); } catch (err) { setText("status", "the page could not draw this update (" + err.message + ")"); }
   }
   setTimeout(poll, POLL_MS);
 }
