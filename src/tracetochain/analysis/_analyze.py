@@ -289,6 +289,9 @@ class AnalysisResult(ResultDisplay):
     #: How the model was chosen (``analyze(model="auto" | family)``): the candidates side by side, the reason, and —
     #: unless the first-order chain stayed — the compiled model behind ``chain`` (None with ``model="markov"``).
     model_choice: ModelSelection | None = field(default=None, repr=False)
+    #: How well the model's P(success | path so far) separates failing from succeeding held-out runs
+    #: (:mod:`tracetochain.audit._discrimination`); None without held-out splits.
+    discrimination: Any = field(default=None, repr=False)
 
     @property
     def model_name(self) -> str:
@@ -362,7 +365,8 @@ class AnalysisResult(ResultDisplay):
                 | {"ingest": rep.to_dict()}, "settings": self.settings, "chain": self.chain.to_dict(),
                 "certificate": None if self.certificate is None else self.certificate.to_dict(),
                 "pass_rate": self.pass_rate, "design_effect": self.design_effect, "timings": self.timings,
-                "model_choice": None if self.model_choice is None else self.model_choice.to_dict()}
+                "model_choice": None if self.model_choice is None else self.model_choice.to_dict(),
+                "discrimination": None if self.discrimination is None else self.discrimination.to_dict()}
 
     def __str__(self) -> str:
         n = self.summary.counts.n_traces
@@ -591,6 +595,16 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             prior=prior_obj, unvisited=policy, initial=initial,
             n_refits=_model_refits(intervals, n_draws), confidence=confidence, states=states, progress=step,
             options=model_options)
+    discrimination = None
+    if spec.n_splits:
+        step("discrimination")
+        discrimination = _discrimination(acc, in_memory, selection, state_model, prior=prior_obj, unvisited=policy,
+                                         initial=initial, confidence=confidence, seed=seed, split_by=split_by,
+                                         test_fraction=test_fraction)
+        if certificate is not None:
+            from tracetochain.audit._certificate import with_discrimination
+
+            certificate = with_discrimination(certificate, discrimination)
     t5 = time.perf_counter()
     report = ingest_report_of(acc, src, reader_name)
     for part in parts:  # what a reader keeps beside the step table travels with the traces it read
@@ -613,7 +627,23 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         settings["model_options"] = dict(model_options or {})
         timings["model"] = t5 - t4
     return AnalysisResult(chain, certificate, ensemble, acc, state_model, source_doc, settings, timings, in_memory,
-                          selection)
+                          selection, discrimination)
+
+
+def _discrimination(acc: CorpusSummary, traces: TraceTable | None, selection: Any, state_model: Any, *,
+                    prior: ChainPrior, unvisited: str, initial: str, confidence: float, seed: int, split_by: str,
+                    test_fraction: float) -> Any:
+    """The held-out discrimination of the analysis's model: the first-order chain's from the summary, a chosen
+    expanded model's from its refits on the fit halves (:mod:`tracetochain.analysis._discrimination`)."""
+    from tracetochain.analysis._discrimination import model_discrimination, summary_discrimination
+
+    if selection is None or selection.first_order:
+        return summary_discrimination(acc, prior=prior, unvisited=unvisited, initial=initial, confidence=confidence,
+                                      seed=seed)
+    assert traces is not None
+    codes, names = label_steps(traces, state_model)
+    return model_discrimination(traces, codes, names, selection, split_by=split_by, test_fraction=test_fraction,
+                                n_splits=acc.spec.n_splits, seed=seed, confidence=confidence)
 
 
 def _model_refits(intervals: str | None, n_draws: int) -> int:
