@@ -474,7 +474,8 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             horizon: int | None = None, seed: int = 0, state_sample: int = DEFAULT_STATE_SAMPLE,
             check_traces: bool = True, progress: Callable[[str], None] | None = None,
             partition_options: dict[str, Any] | None = None, model: str = "markov",
-            model_options: dict[str, Any] | None = None, **audit_options: Any) -> AnalysisResult:
+            model_options: dict[str, Any] | None = None, discrimination: bool = True,
+            **audit_options: Any) -> AnalysisResult:
     """Fit, audit and bound a corpus in one pass (module docstring).
 
     Parameters
@@ -514,6 +515,11 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         holds the candidates side by side and why one was chosen (:mod:`tracetochain.analysis._models`). Needs the
         traces in memory (not a partitioned corpus). ``model_options``: ``sizes`` per family, ``candidates`` (with
         ``"auto"``), ``z_threshold``, ``with_task_classes`` (:func:`~tracetochain.models.choose_model`).
+    discrimination : bool, default True
+        Measure how well the model's P(success | path so far) separates failing from succeeding held-out runs
+        (``result.discrimination``, :mod:`tracetochain.audit._discrimination`) on the held-out splits, which are
+        drawn for it even without an audit; with an audit, it decides whether the advice about states is
+        ``uninformative``. Not measured with an in-sample audit (no held-out runs).
 
     Examples
     --------
@@ -544,7 +550,8 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     if intervals is not None and n_draws < 1:
         raise ValueError(f"n_samples must be >= 1, got {n_draws}")
     t0 = time.perf_counter()
-    spec = SummarySpec(seed=seed, n_splits=n_splits if run_audit and settings_audit.holdout else 0,
+    held_out = (run_audit and settings_audit.holdout) or (not run_audit and discrimination)
+    spec = SummarySpec(seed=seed, n_splits=n_splits if held_out else 0,
                        test_fraction=test_fraction, split_by=split_by,
                        n_replicates=n_draws if intervals == "bootstrap" else 0,
                        resample_by="task",
@@ -595,16 +602,17 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             prior=prior_obj, unvisited=policy, initial=initial,
             n_refits=_model_refits(intervals, n_draws), confidence=confidence, states=states, progress=step,
             options=model_options)
-    discrimination = None
-    if spec.n_splits:
+    t_model = time.perf_counter()
+    disc = None
+    if discrimination and spec.n_splits:
         step("discrimination")
-        discrimination = _discrimination(acc, in_memory, selection, state_model, prior=prior_obj, unvisited=policy,
+        disc = _discrimination(acc, in_memory, selection, state_model, prior=prior_obj, unvisited=policy,
                                          initial=initial, confidence=confidence, seed=seed, split_by=split_by,
                                          test_fraction=test_fraction)
         if certificate is not None:
             from tracetochain.audit._certificate import with_discrimination
 
-            certificate = with_discrimination(certificate, discrimination)
+            certificate = with_discrimination(certificate, disc)
     t5 = time.perf_counter()
     report = ingest_report_of(acc, src, reader_name)
     for part in parts:  # what a reader keeps beside the step table travels with the traces it read
@@ -625,9 +633,11 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     if selection is not None:
         settings["model"] = model
         settings["model_options"] = dict(model_options or {})
-        timings["model"] = t5 - t4
+        timings["model"] = t_model - t4
+    if disc is not None:
+        timings["discrimination"] = t5 - t_model
     return AnalysisResult(chain, certificate, ensemble, acc, state_model, source_doc, settings, timings, in_memory,
-                          selection, discrimination)
+                          selection, disc)
 
 
 def _discrimination(acc: CorpusSummary, traces: TraceTable | None, selection: Any, state_model: Any, *,

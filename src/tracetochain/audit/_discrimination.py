@@ -37,9 +37,9 @@ split-to-split noise of one random half).
 
 **Interval: cluster bootstrap.** Units are tasks when a task has ≥ 2 usable traces (trials of one task share its
 difficulty, so treating them as independent would understate the variance), otherwise traces. Replicate b gives
-every unit a Poisson(1) weight that is a function of its id hash (``traces._hashing.replicate_weights``, the weights
-behind the analysis's bootstrap, on a separate stream), so the replicate is the same whether the corpus was read
-whole or in partitions on any engine. Each replicate recomputes every split's weighted AUC and log-loss gain with the
+every unit a Poisson(1) weight, drawn from a generator seeded by the analysis's seed in the order of the units'
+sorted id hashes; the summary holds the same units whether the corpus was read whole or in partitions on any engine,
+so the replicates are the same too. Each replicate recomputes every split's weighted AUC and log-loss gain with the
 splits' fitted models held fixed, then averages over splits; the interval is the percentile interval of the
 replicates (``confidence``, default 95 %). Holding the fitted models fixed gives the interval of the held-out score
 *of these models*, which is what the rule below needs: under "the path carries no information about the outcome",
@@ -66,7 +66,6 @@ from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain.audit._common import CENSORED, SUCCESS, json_dict
-from tracetochain.traces._hashing import replicate_weights
 
 #: The fractions of the path, besides the last transient step, the prediction is scored at.
 FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75)
@@ -76,7 +75,7 @@ STATE_ADVICE_OUTPUTS: tuple[str, ...] = ("attribution", "delta_R_inf", "whatif",
 DEFAULT_DISCRIMINATION_BOOTSTRAP = 1000
 #: Offset of the replicate indices, so these weights are not the analysis's interval replicates.
 _STREAM = 7_000_000
-_BLOCK = 64
+_BLOCK = 250
 RULE = ("informative iff the lower bound of the held-out AUC interval at the last transient step is above 0.5; "
         "otherwise attribution, bottleneck, what-if gains and sensitivities are uninformative")
 
@@ -192,15 +191,10 @@ def filtered_success(Q: NDArray[np.float64], h: NDArray[np.float64], pi0: NDArra
 
 
 # ---------------------------------------------------------------------------------------------------- scores
-def _weighted_scores(p: NDArray[np.float64], y: NDArray[np.bool_], base: float, eps: float,
-                     W: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """AUC (ties half) and log-loss gain for every column of the weights W (n × B); NaN where undefined."""
-    vals, inv = np.unique(p, return_inverse=True)
-    K = vals.size
-    pos = np.zeros((K, W.shape[1]))
-    neg = np.zeros((K, W.shape[1]))
-    np.add.at(pos, inv[y], W[y])
-    np.add.at(neg, inv[~y], W[~y])
+def _table_scores(vals: NDArray[np.float64], pos: NDArray[np.float64], neg: NDArray[np.float64], base: float,
+                  eps: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """AUC (ties half) and log-loss gain from the weight of succeeding (``pos``) and failing (``neg``) runs at each
+    distinct prediction ``vals`` (sorted ascending; K × B, one column per replicate); NaN where undefined."""
     P, N = pos.sum(axis=0), neg.sum(axis=0)
     below = np.cumsum(neg, axis=0) - neg  # failing weight strictly below each value
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -210,8 +204,8 @@ def _weighted_scores(p: NDArray[np.float64], y: NDArray[np.bool_], base: float, 
         ll_model = -(pos * np.log(q)[:, None]).sum(axis=0) - (neg * np.log1p(-q)[:, None]).sum(axis=0)
         ll_base = -P * math.log(b) - N * math.log1p(-b)
         gain = (ll_base - ll_model) / (P + N)
-    auc[(P <= 0) | (N <= 0)] = np.nan
-    gain[(P + N) <= 0] = np.nan
+    auc = np.where((P > 0) & (N > 0), auc, np.nan)
+    gain = np.where((P + N) > 0, gain, np.nan)
     return auc, gain
 
 
@@ -308,7 +302,7 @@ class Discrimination(ResultDisplay):
             "n_splits": self.n_splits, "clustered_by": self.clustered_by, "n_clusters": self.n_clusters,
             "n_bootstrap": self.n_bootstrap, "confidence": self.confidence, "base_rate": self.base_rate,
             "informative": self.informative, "rule": RULE,
-            "interval": "percentile cluster bootstrap (Poisson weights of the unit's id hash), splits' fitted models "
+            "interval": "percentile cluster bootstrap (Poisson(1) weight per unit), splits' fitted models "
                         "held fixed, scores averaged over splits",
             "log_loss_units": "nats per trace, base-rate log-loss minus model log-loss",
             "notes": list(self.notes)})
@@ -353,29 +347,52 @@ def score_discrimination(pred: NDArray[np.float64], test: NDArray[np.bool_], out
     if not (used.any(axis=1) & y).any() or not (used.any(axis=1) & ~y).any():
         return Discrimination(False, "every held-out run has the same outcome: nothing to separate",
                               n_traces=n_used, **common)
+    from scipy import sparse
+
     P = pred.shape[2]
     B = int(n_bootstrap)
+    members = np.flatnonzero(used.any(axis=1))
+    # One sparse indicator of (split, position, distinct prediction, outcome) × trace: every replicate's tables are
+    # one product with the replicate weights.
+    cells: list[tuple[int, int, NDArray[np.float64], int]] = []
+    rows_i: list[NDArray[np.int64]] = []
+    cols_i: list[NDArray[np.int64]] = []
+    R = 0
+    col_of = np.full(outcome.size, -1, np.int64)
+    col_of[members] = np.arange(members.size)
+    for s in range(S):
+        idx = np.flatnonzero(used[:, s])
+        for j in range(P):
+            vals, inv = np.unique(pred[s, idx, j], return_inverse=True)
+            cells.append((s, j, vals, R))
+            rows_i.append(R + 2 * inv + (~y[idx]).astype(np.int64))
+            cols_i.append(col_of[idx])
+            R += 2 * vals.size
+    M = sparse.csr_array((np.ones(sum(r.size for r in rows_i)), (np.concatenate(rows_i), np.concatenate(cols_i))),
+                         shape=(R, members.size))
     point_auc = np.full((S, P), np.nan)
     point_gain = np.full((S, P), np.nan)
     rep_auc = np.full((S, P, B), np.nan)
     rep_gain = np.full((S, P, B), np.nan)
-    members = np.flatnonzero(used.any(axis=1))
+    ones = np.asarray(M @ np.ones((members.size, 1)))
+    for s, j, vals, r0 in cells:
+        t = ones[r0: r0 + 2 * vals.size]
+        eps = 0.5 / max(1, int(n_fit[s]))
+        a, g = _table_scores(vals, t[0::2], t[1::2], float(base_rates[s]), eps)
+        point_auc[s, j], point_gain[s, j] = a[0], g[0]
+    # Poisson(1) weights per unit, drawn in the order of the units' sorted id hashes: the set of held-out units is the
+    # same however the corpus was partitioned, so the replicates are too.
+    units, unit_of = np.unique(unit[members], return_inverse=True)
+    rng = np.random.default_rng([int(seed), _STREAM])
     for start in range(0, B, _BLOCK):
         stop = min(B, start + _BLOCK)
-        W_all = replicate_weights(unit[members], seed, range(_STREAM + start, _STREAM + stop), "poisson")
-        for s in range(S):
-            rows = used[members, s]
-            if not rows.any():
-                continue
-            idx = members[rows]
+        W = rng.poisson(1.0, size=(units.size, stop - start)).astype(np.float64)[unit_of]
+        T = np.asarray(M @ W)
+        for s, j, vals, r0 in cells:
+            t = T[r0: r0 + 2 * vals.size]
             eps = 0.5 / max(1, int(n_fit[s]))
-            for j in range(P):
-                if start == 0:
-                    a0, g0 = _weighted_scores(pred[s, idx, j], y[idx], float(base_rates[s]), eps,
-                                              np.ones((idx.size, 1)))
-                    point_auc[s, j], point_gain[s, j] = a0[0], g0[0]
-                a, g = _weighted_scores(pred[s, idx, j], y[idx], float(base_rates[s]), eps, W_all[rows])
-                rep_auc[s, j, start:stop], rep_gain[s, j, start:stop] = a, g
+            rep_auc[s, j, start:stop], rep_gain[s, j, start:stop] = _table_scores(vals, t[0::2], t[1::2],
+                                                                                  float(base_rates[s]), eps)
     with warnings.catch_warnings():  # a replicate where no split is defined stays NaN and is dropped
         warnings.simplefilter("ignore", RuntimeWarning)
         mean_auc = np.nanmean(point_auc, axis=0)
