@@ -147,7 +147,7 @@ def test_certificate_document_is_structured(tmp_path: Path) -> None:
     traces = tt.datasets.simulate_traces(ss7_chain(), 200, seed=2)
     cert = audit(traces, n_bootstrap=19, n_permutations=19)
     doc = json.loads(cert.to_json())
-    assert doc["kind"] == "tracetochain.certificate" and doc["schema_version"] == 2
+    assert doc["kind"] == "tracetochain.certificate" and doc["schema_version"] == 3
     assert set(doc["layers"]) == set(LAYERS)
     for layer in doc["layers"].values():
         assert layer["status"] in ("pass", "reject", "insufficient", "not_applicable", "not_run")

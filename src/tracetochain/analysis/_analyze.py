@@ -290,6 +290,9 @@ class AnalysisResult(ResultDisplay):
     #: How the model was chosen (``analyze(model="auto" | family)``): the candidates side by side, the reason, and —
     #: unless the first-order chain stayed — the compiled model behind ``chain`` (None with ``model="markov"``).
     model_choice: ModelSelection | None = field(default=None, repr=False)
+    #: How well the model's P(success | path so far) separates failing from succeeding held-out runs
+    #: (:mod:`tracetochain.audit._discrimination`); None without held-out splits.
+    discrimination: Any = field(default=None, repr=False)
 
     @property
     def model_name(self) -> str:
@@ -363,7 +366,8 @@ class AnalysisResult(ResultDisplay):
                 | {"ingest": rep.to_dict()}, "settings": self.settings, "chain": self.chain.to_dict(),
                 "certificate": None if self.certificate is None else self.certificate.to_dict(),
                 "pass_rate": self.pass_rate, "design_effect": self.design_effect, "timings": self.timings,
-                "model_choice": None if self.model_choice is None else self.model_choice.to_dict()}
+                "model_choice": None if self.model_choice is None else self.model_choice.to_dict(),
+                "discrimination": None if self.discrimination is None else self.discrimination.to_dict()}
 
     def __str__(self) -> str:
         n = self.summary.counts.n_traces
@@ -471,7 +475,8 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             horizon: int | None = None, seed: int = 0, state_sample: int = DEFAULT_STATE_SAMPLE,
             check_traces: bool = True, progress: Callable[[str], None] | None = None,
             partition_options: dict[str, Any] | None = None, model: str = "markov",
-            model_options: dict[str, Any] | None = None, **audit_options: Any) -> AnalysisResult:
+            model_options: dict[str, Any] | None = None, discrimination: bool = True,
+            **audit_options: Any) -> AnalysisResult:
     """Fit, audit and bound a corpus in one pass (module docstring).
 
     Parameters
@@ -511,6 +516,11 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         holds the candidates side by side and why one was chosen (:mod:`tracetochain.analysis._models`). Needs the
         traces in memory (not a partitioned corpus). ``model_options``: ``sizes`` per family, ``candidates`` (with
         ``"auto"``), ``z_threshold``, ``with_task_classes`` (:func:`~tracetochain.models.choose_model`).
+    discrimination : bool, default True
+        Measure how well the model's P(success | path so far) separates failing from succeeding held-out runs
+        (``result.discrimination``, :mod:`tracetochain.audit._discrimination`) on the held-out splits, which are
+        drawn for it even without an audit; with an audit, it decides whether the advice about states is
+        ``uninformative``. Not measured with an in-sample audit (no held-out runs).
 
     Examples
     --------
@@ -541,7 +551,8 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     if intervals is not None and n_draws < 1:
         raise ValueError(f"n_samples must be >= 1, got {n_draws}")
     t0 = time.perf_counter()
-    spec = SummarySpec(seed=seed, n_splits=n_splits if run_audit and settings_audit.holdout else 0,
+    held_out = (run_audit and settings_audit.holdout) or (not run_audit and discrimination)
+    spec = SummarySpec(seed=seed, n_splits=n_splits if held_out else 0,
                        test_fraction=test_fraction, split_by=split_by,
                        n_replicates=n_draws if intervals == "bootstrap" else 0,
                        resample_by="task",
@@ -598,6 +609,17 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             prior=prior_obj, unvisited=policy, initial=initial,
             n_refits=_model_refits(intervals, n_draws), confidence=confidence, states=states, progress=step,
             options=model_options)
+    t_model = time.perf_counter()
+    disc = None
+    if discrimination and spec.n_splits:
+        step("discrimination")
+        disc = _discrimination(acc, in_memory, selection, state_model, prior=prior_obj, unvisited=policy,
+                                         initial=initial, confidence=confidence, seed=seed, split_by=split_by,
+                                         test_fraction=test_fraction)
+        if certificate is not None:
+            from tracetochain.audit._certificate import with_discrimination
+
+            certificate = with_discrimination(certificate, disc)
     t5 = time.perf_counter()
     report = ingest_report_of(acc, src, reader_name)
     for part in parts:  # what a reader keeps beside the step table travels with the traces it read
@@ -618,9 +640,27 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     if selection is not None:
         settings["model"] = model
         settings["model_options"] = dict(model_options or {})
-        timings["model"] = t5 - t4
+        timings["model"] = t_model - t4
+    if disc is not None:
+        timings["discrimination"] = t5 - t_model
     return AnalysisResult(chain, certificate, ensemble, acc, state_model, source_doc, settings, timings, in_memory,
-                          selection)
+                          selection, disc)
+
+
+def _discrimination(acc: CorpusSummary, traces: TraceTable | None, selection: Any, state_model: Any, *,
+                    prior: ChainPrior, unvisited: str, initial: str, confidence: float, seed: int, split_by: str,
+                    test_fraction: float) -> Any:
+    """The held-out discrimination of the analysis's model: the first-order chain's from the summary, a chosen
+    expanded model's from its refits on the fit halves (:mod:`tracetochain.analysis._discrimination`)."""
+    from tracetochain.analysis._discrimination import model_discrimination, summary_discrimination
+
+    if selection is None or selection.first_order:
+        return summary_discrimination(acc, prior=prior, unvisited=unvisited, initial=initial, confidence=confidence,
+                                      seed=seed)
+    assert traces is not None
+    codes, names = label_steps(traces, state_model)
+    return model_discrimination(traces, codes, names, selection, split_by=split_by, test_fraction=test_fraction,
+                                n_splits=acc.spec.n_splits, seed=seed, confidence=confidence)
 
 
 def _model_refits(intervals: str | None, n_draws: int) -> int:

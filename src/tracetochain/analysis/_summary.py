@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from tracetochain.audit._discrimination import TracePoints
 from tracetochain.audit._order import order_observations_from_codes, order_triplets
 from tracetochain.audit._trials import TaskTable
 from tracetochain.chain import TransitionCounts, count_transitions_from_codes
@@ -94,6 +95,8 @@ class CorpusSummary:
     tasks: TaskTable | None
     boot: NDArray[np.float64]  # (B, m² + 3m + 2): the last two columns are the zero-step (success, failure) exits
     split_start_exits: NDArray[np.int64] | None = None  # (S, 2): zero-step (success, failure) of each fit half
+    #: Per usable trace: outcome, unit, held-out splits and states at the scored positions (the discrimination).
+    points: TracePoints | None = None
 
     @property
     def state_names(self) -> tuple[str, ...]:
@@ -200,6 +203,7 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
     split_initial = np.zeros((S, m), np.int64)
     split_lengths = np.zeros((S, 2, 3, L), np.int64)
     split_exits = np.zeros((S, 2), np.int64)
+    test = np.zeros((int(usable.sum()), S), bool)
     if S and usable.any():
         test = np.stack([holdout_mask(split_hash, spec.test_fraction, spec.seed, s) for s in range(S)], axis=1)
         fit_w = (~test).astype(np.float64)
@@ -258,8 +262,9 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
             stop = min(B, start + _WEIGHT_BLOCK)
             boot[start:stop, K:] = np.asarray(Z_T @ replicate_weights(zero_unit, spec.seed, range(start, stop),
                                                                       spec.weights)).T
+    points = TracePoints.build(trace_hash[usable], unit_hashes(ids, task_col)[usable], outcomes[usable], test, c_u, o_u)
     return CorpusSummary(base, spec, visits, split_counts, split_initial, split_lengths, all_lengths, triplets,
-                         tasks, boot, split_exits)
+                         tasks, boot, split_exits, points)
 
 
 # ---------------------------------------------------------------------------------------------------- merging
@@ -317,7 +322,7 @@ def reindex_summary(a: CorpusSummary, names: tuple[str, ...]) -> CorpusSummary:
     return replace(a, base=replace(a.base, counts=_pad_counts(a.base.counts, names)), visits=visits,
                    split_counts=_remap_rows(a.split_counts, idx, M), split_initial=init,
                    triplets=_remap_triplets(a.triplets, idx, M, a.spec.include_outcomes),
-                   boot=_remap_layout(a.boot, idx, M))
+                   boot=_remap_layout(a.boot, idx, M), points=None if a.points is None else a.points.reindexed(idx))
 
 
 def _pad_last(x: NDArray[np.int64], n: int) -> NDArray[np.int64]:
@@ -340,7 +345,13 @@ def merge_summaries(a: CorpusSummary, b: CorpusSummary) -> CorpusSummary:
                          a.split_initial + b.split_initial, _pad_last(a.lengths, L) + _pad_last(b.lengths, L),
                          _pad_last(a.all_lengths, L) + _pad_last(b.all_lengths, L), a.triplets + b.triplets, tasks,
                          _pad_boot(a.boot, b.boot.shape[1]) + _pad_boot(b.boot, a.boot.shape[1]),
-                         _split_exits(a) + _split_exits(b))
+                         _split_exits(a) + _split_exits(b), _merge_points(a.points, b.points))
+
+
+def _merge_points(a: TracePoints | None, b: TracePoints | None) -> TracePoints | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return a.merge(b)
 
 
 def _pad_boot(x: NDArray[np.float64], n: int) -> NDArray[np.float64]:

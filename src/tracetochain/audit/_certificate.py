@@ -14,7 +14,12 @@ fallback gains also on ``order``. An output is
 
 * **certified** when every layer it rests on passes,
 * **withheld** when one of them rejects (evidence against its assumption),
-* **untested** when none rejects but one could not test (too little data, or — trials — no task was tried twice).
+* **untested** when none rejects but one could not test (too little data, or — trials — no task was tried twice);
+* **uninformative** (the advice about states: attribution, what-if gains, sensitivities — :data:`~tracetochain.audit.
+  _discrimination.STATE_ADVICE_OUTPUTS`) when no layer rejects it but the states do not separate failing from
+  succeeding held-out runs (:mod:`~tracetochain.audit._discrimination`: the lower bound of the held-out AUC interval
+  is not above 0.5): nothing is wrong with the chain, and its ranking of states says nothing about which runs fail.
+  It does not move the decision (which is about the chain's assumptions).
 
 The decision is family-wise: a layer rejects when Holm's step-down over the fixed family of all four layers rejects
 it at ``level`` (``_combine``), so a sound chain loses any output with probability at most ``level``, and lowering any
@@ -34,13 +39,15 @@ from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain._version import __version__
 from tracetochain.audit._combine import holm
 from tracetochain.audit._common import json_dict
+from tracetochain.audit._discrimination import STATE_ADVICE_OUTPUTS, uninformative_sentence
 from tracetochain.audit._holdout import RInfCheck
 from tracetochain.audit._order import OrderResult
 from tracetochain.audit._timing import TimingResult
 from tracetochain.audit._trials import TrialsResult
 
 CERTIFICATE_KIND = "tracetochain.certificate"
-CERTIFICATE_SCHEMA_VERSION = 2
+#: 3: the output status ``uninformative`` and the ``discrimination`` document.
+CERTIFICATE_SCHEMA_VERSION = 3
 
 LAYERS = ("r_inf", "timing", "order", "trials")
 LAYER_TITLES = {"r_inf": "R∞ check (held out)", "timing": "success-time law (held-out KS)",
@@ -68,7 +75,7 @@ TIMING_OUTPUTS = tuple(o for o, layers in OUTPUTS.items() if "timing" in layers)
 ASYMPTOTIC_OUTPUTS = tuple(o for o, layers in OUTPUTS.items() if layers == ("r_inf",))
 
 LayerStatus = Literal["pass", "reject", "insufficient", "not_applicable", "not_run"]
-OutputStatus = Literal["certified", "withheld", "untested"]
+OutputStatus = Literal["certified", "withheld", "untested", "uninformative"]
 Decision = Literal["accept", "partial", "reject", "insufficient"]
 DECISION_TITLES = {"accept": "ACCEPT", "partial": "PARTIAL", "reject": "REJECT",
                    "insufficient": "INSUFFICIENT EVIDENCE"}
@@ -136,8 +143,10 @@ class OutputCertification:
         return {"status": self.status, "rests_on": list(self.rests_on), "because": list(self.because)}
 
 
-def certify_outputs(layers: dict[str, LayerResult]) -> dict[str, OutputCertification]:
-    """Each output's status from its layers' statuses (module docstring)."""
+def certify_outputs(layers: dict[str, LayerResult], *, informative: bool | None = None
+                    ) -> dict[str, OutputCertification]:
+    """Each output's status from its layers' statuses (module docstring); ``informative`` False (the held-out
+    discrimination rule) makes the state advice that no layer withholds uninformative."""
     out: dict[str, OutputCertification] = {}
     for name, rests in OUTPUTS.items():
         statuses = {layer: layers[layer].status if layer in layers else "not_run" for layer in rests}
@@ -149,7 +158,18 @@ def certify_outputs(layers: dict[str, LayerResult]) -> dict[str, OutputCertifica
             out[name] = OutputCertification(name, "untested", rests, open_)
         else:
             out[name] = OutputCertification(name, "certified", rests, ())
+        if informative is False and name in STATE_ADVICE_OUTPUTS and out[name].status != "withheld":
+            out[name] = OutputCertification(name, "uninformative", rests, ("discrimination",))
     return out
+
+
+def with_discrimination(cert: Certificate, discrimination: Any) -> Certificate:
+    """``cert`` with the held-out discrimination attached and the state advice's statuses set by its rule (the
+    layers and the decision do not change)."""
+    from dataclasses import replace
+
+    informative = getattr(discrimination, "informative", None)
+    return replace(cert, outputs=certify_outputs(cert.layers, informative=informative), discrimination=discrimination)
 
 
 def decide(layers: dict[str, LayerResult], outputs: dict[str, OutputCertification]) -> Decision:
@@ -206,6 +226,8 @@ class Certificate(ResultDisplay):
     splits: dict[str, Any] | None = None
     chain: Any = field(default=None, repr=False)
     state_model: Any = field(default=None, repr=False)
+    #: The held-out discrimination (:class:`~tracetochain.audit._discrimination.Discrimination`), when measured.
+    discrimination: Any = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ statuses
     def status(self, output: str) -> OutputStatus:
@@ -235,6 +257,10 @@ class Certificate(ResultDisplay):
     @property
     def untested(self) -> tuple[str, ...]:
         return tuple(o for o, c in self.outputs.items() if c.status == "untested")
+
+    @property
+    def uninformative(self) -> tuple[str, ...]:
+        return tuple(o for o, c in self.outputs.items() if c.status == "uninformative")
 
     @property
     def accepted(self) -> bool:
@@ -330,6 +356,8 @@ class Certificate(ResultDisplay):
             "certified": list(self.certified),
             "withheld": list(self.withheld),
             "untested": list(self.untested),
+            "uninformative": list(self.uninformative),
+            "discrimination": None if self.discrimination is None else self.discrimination.to_dict(),
             "statistics": self.statistics(),
             "splits": self.splits,
             "details": details,
@@ -364,6 +392,9 @@ class Certificate(ResultDisplay):
             text += " Withheld: " + ", ".join(self.withheld) + "."
         if self.untested:
             text += " Untested: " + ", ".join(self.untested) + "."
+        if self.uninformative and self.discrimination is not None:
+            text += (" Uninformative: " + ", ".join(self.uninformative) + " — "
+                     + uninformative_sentence(self.discrimination) + ".")
         needs = [f"{layer.title} needs about {layer.traces_needed} usable traces" for layer in self.layers.values()
                  if layer.status == "insufficient" and layer.traces_needed]
         if needs:
@@ -379,6 +410,8 @@ class Certificate(ResultDisplay):
             lines.append(f"  held-out splits: {s.get('n_splits')} random halves by {s.get('by')} "
                          f"(seed {s.get('seed')}), about {s.get('mean_test')} of {s.get('n_usable')} usable traces "
                          "held out in each")
+        if self.discrimination is not None:
+            lines.append("  " + self.discrimination.describe())
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -269,6 +269,11 @@ def fit(
     expanded = result.model_choice is not None and not result.model_choice.first_order
     costs = _model_costs(result) if expanded else _costs(chain, "posterior" if method else None, ci, samples, seed,
                                                           traces=result.traces, ensemble=result.ensemble)
+    from tracetochain.analysis._headline import headline
+    from tracetochain.audit._discrimination import uninformative_sentence
+
+    disc = result.discrimination
+    lead = headline(result)
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals
@@ -279,6 +284,8 @@ def fit(
         doc["chain_file"] = str(output) if output else None
         if result.model_choice is not None:
             doc["model_choice"] = result.model_choice.to_dict()
+        doc["discrimination"] = None if disc is None else disc.to_dict()
+        doc["headline"] = lead.to_dict()
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return
     from tracetochain.cli._render import render_costs, render_ingest, render_summary
@@ -288,7 +295,10 @@ def fit(
         echo_text(result.state_model.describe())
     if result.model_choice is not None:
         echo_text(result.model_choice.describe())
-    render_summary(summary, intervals, pass_k_note=trials["note"])
+    render_summary(summary, intervals, pass_k_note=trials["note"], headline=lead.sentence,
+                   discrimination=None if disc is None else disc.describe(),
+                   uninformative=uninformative_sentence(disc) if disc is not None and disc.informative is False
+                   else None)
     render_costs(costs)
     if output is not None:
         typer.echo(f"chain written to {output}")

@@ -92,8 +92,14 @@ def _prior_text(md: dict[str, Any]) -> str:
 
 
 def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = None, *,
-                   pass_k_note: str | None = None) -> None:
+                   pass_k_note: str | None = None, headline: str | None = None, discrimination: str | None = None,
+                   uninformative: str | None = None) -> None:
+    """The reliability summary; ``headline`` (the analysis's lead finding) first, ``discrimination`` (its held-out
+    AUC sentence) after the chain, ``uninformative`` (why the state advice says nothing) in place of the sentence
+    naming where failures leave from."""
     md = s.chain_metadata
+    if headline:
+        _console.print(f"[bold]{_safe(headline)}[/]")
     _console.print(f"[bold]Absorbing chain[/]: {s.n_states} transient states{_prior_text(md)}")
     if md.get("unvisited_states"):
         names = ", ".join(md["unvisited_states"][:5])
@@ -120,6 +126,8 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     _console.print(f"  steps to within {s.step_budget_delta:g} of R∞  {budget}{bound};  ρ(Q) = {s.spectral_radius:.4f}")
     for name, reason in s.undefined.items():
         _console.print(f"  [dim]{name}: {_safe(reason)}[/]")
+    if discrimination:
+        _console.print(f"  path → outcome: {_safe(discrimination)}")
 
     curve = Table(title="R(d): success within d steps", title_justify="left")
     picks = sorted({d for d in (1, 2, 5, 10, 20, 30, 50, 100, s.horizon) if d <= s.horizon})
@@ -131,6 +139,9 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
         curve.add_row(*[f"[dim]{band['lower'][d]:.2f}–{band['upper'][d]:.2f}[/]" for d in picks])
     _console.print(curve)
     _console.print(f"  [dim]R∞ − R({s.horizon}) = {s.residual_at_horizon:.2e} (exact tail mass)[/]")
+    from tracetochain.audit._budget import BUDGET_CAVEAT
+
+    _console.print(f"  [dim]{escape(BUDGET_CAVEAT)}[/]")
 
     pk = Table(title="pass@k and pass^k of the chain (i.i.d. trials)", title_justify="left")
     pk.add_column("k", justify="right")
@@ -149,7 +160,8 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     if pass_k_note:
         _console.print(f"  [dim]{escape(pass_k_note)}[/]")
 
-    worst = Table(title="Where failures leave from", title_justify="left")
+    worst = Table(title="Where failures leave from" + (" (uninformative: see below)" if uninformative else ""),
+                  title_justify="left")
     worst.add_column("state", justify="left", no_wrap=True, max_width=40)
     for col in ("failures", "P(→fail)", "P(→succ)", "visits"):
         worst.add_column(col, justify="right")
@@ -165,6 +177,9 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     _console.print(worst)
     if prior_only:
         _console.print("  [dim]* no trace failed from this state: its share is the prior's pseudo-failure[/]")
+    if uninformative:
+        _console.print(f"[yellow]Uninformative:[/] {_safe(uninformative)}")
+        return
     top = s.worst_states(1)
     if top and top[0].failure_share > 0:
         _console.print(f"Most failures leave from [bold]{_safe(top[0].name)}[/] ({top[0].failure_share:.0%}).")

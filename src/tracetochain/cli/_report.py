@@ -164,8 +164,12 @@ def report(
         typer.echo(f"{doc['source']['n_traces']} traces → R∞ = {doc['metrics']['r_inf']:.4f}"
                    + (f" ({mc['chosen']})" if mc else "") + "; certificate: "
                    f"{str(cert.get('decision', 'not audited')).upper()}; wrote {out}")
+        if doc.get("headline"):
+            echo_text(doc["headline"]["sentence"])
         if mc:
             echo_text(f"model: {mc['why']}")
+        if doc.get("uninformative"):
+            typer.echo(f"uninformative: {', '.join(doc['uninformative'])}")
         if doc.get("withheld"):
             typer.echo(f"withheld: {', '.join(doc['withheld'])}")
         if doc.get("untested"):

@@ -88,6 +88,18 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
                             method=None if ens is None else "posterior",
                             confidence=ens.confidence if ens is not None else 0.95,
                             seed=result.settings.get("seed", 0), certificate=cert, ensemble=ens)
+    from tracetochain.analysis._headline import headline
+    from tracetochain.audit._budget import BUDGET_CAVEAT
+
+    disc = getattr(result, "discrimination", None)
+    bottleneck_doc = bottlenecks(chain, fraction=fallback_fraction).to_dict()
+    attribution = statuses.get("attribution")
+    bottleneck_doc["status"] = attribution or "not audited"
+    if attribution == "uninformative" and disc is not None:
+        from tracetochain.audit._discrimination import uninformative_sentence
+
+        # The shares only say where runs end; the sentences that would name a state as the cause are replaced.
+        bottleneck_doc["sentences"] = ["Uninformative: " + uninformative_sentence(disc) + "."]
     return Report({
         "kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -120,7 +132,11 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "design_effect": result.design_effect,
         "thin_evidence": {"threshold": thin_evidence, "states": thin},
         "never_failed_states": never_failed,
-        "bottlenecks": bottlenecks(chain, fraction=fallback_fraction).to_dict(),
+        "headline": headline(result).to_dict(),
+        "discrimination": None if disc is None else disc.to_dict(),
+        "uninformative": [o for o, st in statuses.items() if st == "uninformative"],
+        "budget_caveat": BUDGET_CAVEAT,
+        "bottlenecks": bottleneck_doc,
         "costs": costs,
         "model_choice": None if selection is None else model_choice_section(selection),
         "pass_k_trials": "iid" if selection is None else selection.trials,

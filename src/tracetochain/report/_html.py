@@ -161,7 +161,19 @@ def render_html(doc: dict[str, Any]) -> str:
         emp_pass=emp_pass, settings=settings,
         bottleneck_sentences=[shorten(s, 4 * DISPLAY_NAME_LIMIT)
                               for s in doc.get("bottlenecks", {}).get("sentences", [])], costs=costs_view,
-        mc=mc, **_model_choice_view(mc), **pass_k)
+        mc=mc, **_model_choice_view(mc), **pass_k, **_discrimination_view(doc))
+
+
+def _discrimination_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """The headline sentence and the held-out AUC card (empty when the document has none)."""
+    head = (doc.get("headline") or {}).get("sentence")
+    disc = doc.get("discrimination") or {}
+    auc = disc.get("auc") or {}
+    ok = bool(disc.get("available")) and auc.get("point") is not None
+    return {"lead": shorten(head, 6 * DISPLAY_NAME_LIMIT) if head else None,
+            "disc_auc": f"{auc['point']:.2f}" if ok else None,
+            "disc_band": (f"[{auc['lower']:.2f}, {auc['upper']:.2f}], {disc.get('n_traces')} runs"
+                          if ok and auc.get("lower") is not None else "")}
 
 
 def _layer_cell(layer: dict[str, Any] | None) -> str:

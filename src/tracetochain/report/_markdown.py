@@ -28,7 +28,10 @@ def _cell(text: str) -> str:
 
 
 def _bottleneck_lines(bottlenecks: dict[str, Any]) -> list[str]:
-    """The bottleneck sentences of :meth:`BottleneckReport.sentences`, with each state name as a safe code span."""
+    """The bottleneck sentences of :meth:`BottleneckReport.sentences`, with each state name as a safe code span (or,
+    when the held-out discrimination made the state advice uninformative, the sentence that says so)."""
+    if bottlenecks.get("status") == "uninformative":
+        return [markdown_text(s) for s in bottlenecks.get("sentences", [])]
     out = []
     top = [b for b in bottlenecks.get("by_failure_share", [])[:3] if b.get("failure_share", 0) > 0]
     if top:
@@ -41,6 +44,16 @@ def _bottleneck_lines(bottlenecks: dict[str, Any]) -> list[str]:
                    f"{markdown_code(b['state'], in_table=False)}'s failures would raise R∞ by "
                    f"{b['fallback_gain']:+.4f} — the largest single-state gain.")
     return out
+
+
+def _headline_text(head: dict[str, Any]) -> str:
+    """The headline with the state it names as a safe code span, the rest as escaped text."""
+    sentence = str(head.get("sentence", ""))
+    state = (head.get("evidence") or {}).get("state")
+    if state is not None and f"`{state}`" in sentence:
+        before, after = sentence.split(f"`{state}`", 1)
+        return markdown_text(before) + markdown_code(str(state), in_table=False) + markdown_text(after)
+    return markdown_text(sentence)
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
@@ -58,7 +71,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     timing_ok = status.get("R(d)", "certified") != "withheld"
     pass_k = status.get("pass^k", "not audited")
     oc = doc["source"]["outcomes"]
-    lines = [f"### Agent reliability: **{decision}**", "",
+    head = doc.get("headline")
+    lines = [f"### Agent reliability: **{decision}**", "", *([_headline_text(head), ""] if head else []),
              f"{markdown_code(doc['source']['path'], in_table=False)} — {doc['source']['n_traces']} traces "
              f"({oc['success']} success, {oc['failure']} failure, {oc['censored']} censored, {oc['invalid']} invalid)",
              "", "| metric | value |", "|---|---|",
@@ -69,6 +83,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
             value = _f(m["reliability"][d]) if timing_ok else "withheld"
             lines.append(f"| R({d}) | {value} |")
     lines.append(f"| mean steps (MTTA) | {_f(m['mean_steps'], 1) if timing_ok else 'withheld'} |")
+    disc = doc.get("discrimination") or {}
+    auc = disc.get("auc") or {}
+    if disc.get("available") and auc.get("point") is not None:
+        band = f" [{_f(auc['lower'], 2)}, {_f(auc['upper'], 2)}]" if auc.get("lower") is not None else ""
+        lines.append(f"| held-out AUC of P(success \\| path) | {_f(auc['point'], 2)}{band} |")
     mc = doc.get("model_choice")
     model_path = mc is not None and not mc.get("first_order")
     for k in ("1", "3", "5"):
@@ -82,6 +101,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
                     value += " (assumes i.i.d. trials; untested)"
             lines.append(f"| pass^{k} / pass@{k} | {value} |")
     lines.append("")
+    if doc.get("budget_caveat"):
+        lines += [f"> R(d): {markdown_text(doc['budget_caveat'])}", ""]
+    if doc.get("uninformative"):
+        lines += [f"> Uninformative: {markdown_text(', '.join(doc['uninformative']))} — the states do not separate "
+                  "failing from succeeding held-out runs.", ""]
     if not timing_ok:
         reason = doc.get("timing_withheld_reason") or "audit rejected timing"
         lines += [f"> Timing outputs withheld: {markdown_text(reason)}", ""]
