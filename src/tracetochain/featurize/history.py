@@ -197,8 +197,10 @@ def describe_condition(feature: str, lo: int, hi: int | None) -> str:
 
     >>> describe_condition("failed_tests", 2, None), describe_condition("errors", 0, 1)
     ('after ≥2 failing tests', '0 errors so far')
-    >>> describe_condition("repeat", 3, None), describe_condition("repeat", 1, 2), describe_condition("since_edit", 0, 1)
-    ('repeated ≥3×', 'not repeated', 'right after an edit')
+    >>> describe_condition("repeat", 3, None), describe_condition("repeat", 1, 2)
+    ('repeated ≥3×', 'not repeated')
+    >>> describe_condition("since_edit", 0, 1)
+    'right after an edit'
     """
     r = range_text(lo, hi, MINIMUM.get(feature, 0))
     if not r:

@@ -8,5 +8,6 @@ from tracetochain.states._model import StateInfo, StateModel
 from tracetochain.states._spec import states_from_spec
 from tracetochain.states._ward import WardStates, cut_tree, ward_merges, weighted_silhouette
 
-__all__ = ["CategoricalStates", "InformativeStates", "MilestoneFileError", "MilestoneStates", "StateInfo", "StateModel", "WardStates",
-           "cut_tree", "load_milestones", "states_from_spec", "ward_merges", "weighted_silhouette"]
+__all__ = ["CategoricalStates", "InformativeStates", "MilestoneFileError", "MilestoneStates", "StateInfo",
+           "StateModel", "WardStates", "cut_tree", "load_milestones", "states_from_spec", "ward_merges",
+           "weighted_silhouette"]

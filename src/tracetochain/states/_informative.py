@@ -76,7 +76,7 @@ class _Leaf:
     bounds: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
     def mask(self, base: NDArray[np.int64], feats: HistoryFeatures) -> NDArray[np.bool_]:
-        m = base == self.base
+        m: NDArray[np.bool_] = np.asarray(base == self.base)
         for f, (lo, hi) in self.bounds.items():
             v = feats[f]
             if lo > MINIMUM.get(f, 0):
@@ -296,13 +296,14 @@ class InformativeStates(EstimatorDisplay):
             return None
         level = self.alpha / max(m, 1)
         cands.sort(key=lambda c: c[:5])
-        for p, neg_g, i, _, k, f, df in cands[:_MAX_TRIES]:
+        for p, neg_g, leaf, _, at, feature, dof in cands[:_MAX_TRIES]:
             if p >= level:
                 break
-            t = int(THRESHOLDS[f][k])
-            gain = self._confirm(i, f, t, state, y, K, feats, in_b, trace_of)
+            t = int(THRESHOLDS[feature][at])
+            gain = self._confirm(leaf, feature, t, state, y, K, feats, in_b, trace_of)
             if gain is not None:
-                return i, f, t, {"g": -neg_g, "df": df, "p_value": p, "level": level, "n_candidates": m, **gain}
+                return leaf, feature, t, {"g": -neg_g, "df": dof, "p_value": p, "level": level, "n_candidates": m,
+                                          **gain}
         return None
 
     def _confirm(self, i: int, f: str, t: int, state: NDArray[np.int64], y: NDArray[np.int64], K: int,
