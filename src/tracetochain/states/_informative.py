@@ -207,7 +207,7 @@ class InformativeStates(EstimatorDisplay):
         if traces.n_steps == 0:
             raise EmptyTraceSetError("no steps to label")
         outcomes = traces.outcomes()
-        # Base states, in order of first appearance (as the categorical states).
+        # Base states: the vocabulary's observed categories in its order, or the labels sorted.
         if self.vocabulary is not None:
             from tracetochain.states._categorical import _vocab_codes
 
@@ -219,9 +219,14 @@ class InformativeStates(EstimatorDisplay):
             position[observed] = np.arange(observed.size)
             base = position[cat]
         else:
+            # Sorted, so that the model does not depend on the order of the traces (nor do its tie-breaks).
             raw, label_names = traces.state_labels()
-            base_names = tuple(label_names)
-            base = np.asarray(raw, np.int64)
+            order = np.argsort(np.array(label_names, dtype=object), kind="stable") if label_names else \
+                np.zeros(0, np.int64)
+            base_names = tuple(label_names[i] for i in order)
+            rank = np.empty(len(label_names), np.int64)
+            rank[order] = np.arange(len(label_names))
+            base = rank[np.asarray(raw, np.int64)]
         feats = history_features(traces, base, base_names)
         n = traces.n_steps
         offsets = np.asarray(traces.offsets)
