@@ -82,6 +82,14 @@ def _matches(arr: pa.Array, pattern: str) -> NDArray[np.bool_]:
     return np.asarray(pc.match_substring_regex(arr, pattern=pattern).fill_null(False), dtype=bool)
 
 
+def _codes(arr: pa.Array) -> NDArray[np.int64]:
+    """Equal integers for equal values (−1 for null)."""
+    if len(arr) == 0:
+        return np.zeros(0, np.int64)
+    enc = pc.dictionary_encode(arr)
+    return np.asarray(enc.indices.fill_null(-1), dtype=np.int64)
+
+
 def _count_before(flag: NDArray[np.bool_], starts: NDArray[np.int64]) -> NDArray[np.int64]:
     """Per step: how many earlier steps of its trace have ``flag`` (``starts``: each step's trace's first row)."""
     c = np.cumsum(flag, dtype=np.int64)
@@ -137,11 +145,12 @@ def history_features(traces: TraceTable, base_codes: NDArray[np.int64],
     failed_test = is_test & failed
     passed_test = is_test & ~failed
 
-    # An action: the base state with the tool name and the text (identical actions repeat).
-    action = pc.binary_join_element_wise(pa.array(base.astype(str), pa.string()), tool.fill_null(""),
-                                         text.fill_null(""), "\x1f") if n else pa.array([], pa.string())
-    action_code = np.asarray(pc.dictionary_encode(action).indices, dtype=np.int64) if n else np.zeros(0, np.int64)
-    same_prev = np.r_[False, action_code[1:] == action_code[:-1]] & (j > 0) if n else np.zeros(0, bool)
+    # An action: the base state with the tool name and the text (identical actions repeat). Each column is
+    # dictionary-encoded on its own (no joined copy of long texts) and compared with the step before.
+    same_prev = (j > 0) & np.r_[False, base[1:] == base[:-1]]
+    for col in (tool, text):
+        code = _codes(col)
+        same_prev &= np.r_[False, code[1:] == code[:-1]]
     run_start = np.maximum.accumulate(np.where(same_prev, 0, idx)) if n else idx
     repeat = idx - run_start + 1
     retry = same_prev & np.r_[False, error[:-1]] if n else np.zeros(0, bool)
