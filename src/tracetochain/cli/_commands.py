@@ -98,7 +98,9 @@ SchedulerOpt = Annotated[str | None, typer.Option(
     help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (default: a 2-worker local cluster).")]
 StatesOpt = Annotated[str, typer.Option(
     help="How steps become states: label (the traces' own labels), categorical (vocabulary categories), "
-         "ward (cluster --features), or milestones:FILE (declared states).")]
+         "ward (cluster --features), informative (labels or --vocabulary categories refined by history "
+         "features that predict what follows, e.g. 'submit after ≥2 failing tests in a row'), or milestones:FILE "
+         "(declared states).")]
 FeaturesOpt = Annotated[str, typer.Option(
     help="For --states ward: comma list of kind, tool, error, retry, step-bucket (causal), hindsight-depth, "
          "hindsight-depth-bucket (need the final length: descriptive only), or text / tfidf.")]
@@ -156,6 +158,8 @@ def state_options(states: str, features: str, vocabulary: str | None, k_min: int
     """The options of a state spec string (what `fit`, `report`, `audit` and `compare` share)."""
     if states == "ward":
         return {"features": features, "vocabulary": vocabulary, "k_min": k_min, "k_max": k_max, "seed": seed}
+    if states == "informative":
+        return {"vocabulary": vocabulary, "seed": seed}
     return {"vocabulary": vocabulary} if vocabulary else {}
 
 

@@ -122,8 +122,8 @@ def compare(
     b: Annotated[Path, typer.Argument(help="Traces to compare with the baseline (same reader and options as A).")],
     reader: ReaderOpt = None,
     option: ReaderOptionOpt = None,
-    states: Annotated[str, typer.Option(help="label, categorical, ward or milestones:FILE (fitted on A ∪ B).")
-                      ] = "label",
+    states: Annotated[str, typer.Option(
+        help="label, categorical, ward, informative or milestones:FILE (fitted on A ∪ B).")] = "label",
     vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
     features: Annotated[str, typer.Option(help="For --states ward: the features.")] = "kind,tool,error",
     pseudocount: Annotated[float | None, typer.Option(
@@ -157,6 +157,8 @@ def compare(
     options: dict[str, object] = {"vocabulary": vocabulary} if vocabulary else {}
     if states == "ward":
         options["features"] = features
+    if states == "informative":
+        options["seed"] = seed
     if str(a) == STDIN and str(b) == STDIN:
         raise typer.BadParameter("only one of A and B can be read from standard input (-)")
     spec = None if states == "label" and not options else states
@@ -198,8 +200,8 @@ def monitor(
     by: Annotated[str, typer.Option(help="order (file order) or time (each trace's first t_start).")] = "order",
     baseline: Annotated[Path | None, typer.Option(
         help="Baseline traces, read with the same reader and options (default: the first window).")] = None,
-    states: Annotated[str, typer.Option(help="label, categorical, ward or milestones:FILE (fitted on the baseline).")
-                      ] = "label",
+    states: Annotated[str, typer.Option(
+        help="label, categorical, ward, informative or milestones:FILE (fitted on the baseline).")] = "label",
     vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
     alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="Family-wise false-alarm rate over all windows.")
                      ] = 0.05,

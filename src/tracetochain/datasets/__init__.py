@@ -6,6 +6,8 @@
 * :func:`simulate_traces` — canonical traces drawn from a chain, for tests and studies.
 * :func:`ss7_chain`, :func:`simulate_memory_traces` — a 5-state ground truth and a second-order generator, for
   checking the audit's size and power.
+* :func:`planted_history_traces` — a corpus whose outcome is decided by a history pattern (two failing tests in a
+  row before submit) that the first-order chain cannot see, for the informative states and discrimination.
 """
 
 from __future__ import annotations
@@ -119,4 +121,8 @@ def __getattr__(name: str) -> object:
         from tracetochain.datasets import _memory
 
         return getattr(_memory, name)
+    if name == "planted_history_traces":
+        from tracetochain.datasets import _planted
+
+        return _planted.planted_history_traces
     raise AttributeError(f"module 'tracetochain.datasets' has no attribute {name!r}")

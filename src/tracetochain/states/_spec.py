@@ -18,7 +18,9 @@ TEXT_FEATURES = ("text", "tfidf")
 def states_from_spec(states: str = "label", *, features: str = "kind,tool,error", vocabulary: str | None = None,
                      k_min: int = 2, k_max: int = 10, seed: int = 0) -> Any:
     """``states``: ``label`` (the traces' own labels), ``categorical`` (vocabulary categories), ``ward``
-    (clustering of ``features``) or ``milestones:FILE``. ``features`` is a comma list of kind, tool, error, retry,
+    (clustering of ``features``), ``informative`` (the labels or ``vocabulary`` categories refined by history
+    features while that predicts what follows: :class:`~tracetochain.states.InformativeStates`, seeded by ``seed``)
+    or ``milestones:FILE``. ``features`` is a comma list of kind, tool, error, retry,
     step-bucket (causal: the step index), hindsight-depth (j/(L−1), needs the final length: descriptive only),
     hindsight-depth-bucket — or ``text`` / ``tfidf`` for text features. ``depth`` and ``depth-bucket`` are the old
     spellings of the hindsight ones and warn."""
@@ -29,13 +31,18 @@ def states_from_spec(states: str = "label", *, features: str = "kind,tool,error"
         if vocabulary is None:
             raise ValueError("--states categorical needs --vocabulary (shell, chat or a registered one)")
         return CategoricalStates(vocabulary=vocabulary)
+    if states == "informative":
+        from tracetochain.states._informative import InformativeStates
+
+        return InformativeStates(vocabulary=vocabulary, seed=seed)
     if states.startswith("milestones:"):
         path = states.split(":", 1)[1]
         if not path:
             raise ValueError("write --states milestones:FILE with the path of a milestone file")
         return MilestoneStates(path)
     if states != "ward":
-        raise ValueError(f"unknown --states {states!r}; use label, categorical, ward or milestones:FILE")
+        raise ValueError(f"unknown --states {states!r}; use label, categorical, ward, informative or "
+                         "milestones:FILE")
     wanted = [f.strip() for f in features.split(",") if f.strip()]
     unknown = [f for f in wanted if f not in RULE_FEATURES + TEXT_FEATURES]
     if unknown or not wanted:
