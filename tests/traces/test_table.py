@@ -169,7 +169,7 @@ def test_broken_usage_drops_its_trace_in_skip_mode() -> None:
     recs = [dict(r) for r in MINIMAL]
     recs[0]["cost_usd"] = float("nan")
     t = tt.TraceTable.from_records(recs, on_error="skip")
-    assert t.report.skipped_by_reason == {"cost_usd negative or not finite": 2}
+    assert t.report.skipped_by_reason == {"cost_usd negative, too large or not finite": 2}
     assert t.trace_ids == ["b", "c"]
 
 
