@@ -545,6 +545,11 @@ def test_n16_n17_n26_n27_report_and_metrics(tmp_path: Path) -> None:
         wait(client, lambda d: d["n_episodes"] == 12)
         r = client.get("/report", params={"window": "9" * 400})
         assert r.status_code == 400 and r.json()["reason"] == "window"
+        svc.live.window = WindowSpec("time", 300.0)  # the same on time windows (the key times the size overflows)
+        for window in ("9" * 400, "9" * 19, "-" + "9" * 19):
+            r = client.get("/report", params={"window": window})
+            assert r.status_code == 400 and r.json()["reason"] == "window", window
+        svc.live.window = WindowSpec("count", 10)
         r = client.get("/report", params={"window": "0", "audit": "0"})
         assert r.status_code == 200
         csp = r.headers["content-security-policy"]
