@@ -38,6 +38,7 @@ reached.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -195,16 +196,42 @@ class Step:
         return self._cm.__exit__(exc_type, exc, tb)
 
     def __call__(self, fn: F) -> F:
+        """Decorate ``fn``: each call is one step, its span covering the call.
+
+        An ``async def`` function gets an ``async`` wrapper, so the span covers the awaited work and sees its
+        exception (a plain wrapper would return the coroutine at once: a 0 ms step that never fails). Generator
+        functions are refused: their work happens while the caller iterates, outside any call the decorator sees.
+        """
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise TypeError(f"tracetochain.instrument.step cannot decorate the generator function "
+                            f"{getattr(fn, '__qualname__', fn)!r}: its work runs while the caller iterates. Use "
+                            "`with step(...):` around the loop that consumes it, or decorate a function that returns "
+                            "a list")
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                with self._copy() as s:
+                    result = await fn(*args, **kwargs)
+                    if s.milestone and s.check is not None and s._verified is None:
+                        s.verify(s.check(result))
+                    return result
+
+            return async_wrapper  # type: ignore[return-value]
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with Step(self.name, self.kind, state=self.state, provider=self.provider, milestone=self.milestone,
-                      check=self.check, attributes=self.attributes) as s:
+            with self._copy() as s:
                 result = fn(*args, **kwargs)
                 if s.milestone and s.check is not None and s._verified is None:
                     s.verify(s.check(result))
                 return result
 
         return wrapper  # type: ignore[return-value]
+
+    def _copy(self) -> Step:
+        """A fresh step with this one's settings (one per call: calls may overlap)."""
+        return Step(self.name, self.kind, state=self.state, provider=self.provider, milestone=self.milestone,
+                    check=self.check, attributes=self.attributes)
 
 
 def step(name: str, kind: str = "tool", *, state: str | None = None, provider: Any = None,

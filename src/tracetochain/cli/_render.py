@@ -226,3 +226,5 @@ def render_costs(doc: dict[str, Any] | None) -> None:
     for metric, reason in (doc.get("absent") or {}).items():
         if metric in ("cost_usd", "tokens", "seconds"):
             _console.print(f"  [dim]{_safe(metric)}: {_safe(reason)}[/]")
+    for note in doc.get("notes") or ():
+        _console.print(f"  [dim]note: {_safe(str(note))}[/]")

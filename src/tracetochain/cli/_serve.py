@@ -66,6 +66,9 @@ def serve(
     max_verdicts: Annotated[int, typer.Option(
         min=1, help="Posted verdicts kept for traces not yet seen; beyond, the oldest is forgotten (counted).")
                             ] = 100_000,
+    keep_spans: Annotated[str | None, typer.Option(
+        help="Delete the raw spans of assembled traces after this long (e.g. 7d); episodes keep their steps. "
+             "Default: keep them.")] = None,
     allow_host: Annotated[list[str] | None, typer.Option(
         "--allow-host", help="A host name the server answers for besides 127.0.0.1/localhost (repeatable; "
                              "e.g. behind a proxy).")] = None,
@@ -108,7 +111,8 @@ def serve(
             alpha=alpha, min_traces=min_traces, rules=rules, webhook=webhook, alerts_to_stdout=not quiet_alerts,
             reader_options=reader_options,
             ingest=live.IngestSettings(settle=settle, trace_timeout=trace_timeout, verdict_timeout=verdict_timeout,
-                                       max_open_traces=max_open_traces, max_verdicts=max_verdicts),
+                                       max_open_traces=max_open_traces, max_verdicts=max_verdicts,
+                                       span_retention=live.parse_duration(keep_spans) if keep_spans else None),
             durability=durability,  # type: ignore[arg-type]
             max_states=max_states, allowed_hosts=tuple(allow_host or ()), max_connections=max_connections,
         )

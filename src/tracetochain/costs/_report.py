@@ -176,6 +176,9 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
         doc.update(available=False, primary=None, reason=costs.absence_reason())
         return doc
     doc.update(available=True, reason=None, primary=present[0])
+    if labelled is None:  # said, not silently left out (the engines and chain files keep counts, not traces)
+        doc["notes"].append("observed cost per success (and its agreement with the model) needs the traces in "
+                            "memory; it is left out with --engine local/dask or a chain file")
     if method == "bootstrap-full":
         doc["notes"].append("cost intervals use the fast trace bootstrap (states fixed): per-state costs need the "
                             "states to stay put across replicates")
@@ -193,6 +196,7 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
                        "drawn from their sampling law (gamma with each state's mean and standard error; normal with "
                        "the joint covariance for means fitted to episode totals)")}
     goal = float(target) if target is not None else 0.95 * chain.r_inf
+    no_success = (chain.metadata.get("n_traces") or {}).get("success") == 0
     banded = False
     for metric in present:
         summary = summarize_costs(chain, costs, metric)
@@ -209,6 +213,11 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
             else:
                 c_draws, v_draws = posterior_mean_draws(pv, ensemble.n_samples, seed), pv.variance
             entry["intervals"] = cost_intervals(ensemble, summary, c_draws, v_draws, confidence=confidence)
+            if no_success and entry["intervals"].get("per_success"):
+                # Every draw's R∞ is prior mass alone: E[C]/R∞ spans tens of orders of magnitude (N28).
+                entry["intervals"]["per_success"].update(lower=None, upper=None,
+                                                         undefined="no trace succeeded: the cost per success rests "
+                                                                   "on the prior alone")
             if budget is not None and not banded:
                 entry["budget_band"] = budget_band(ensemble, c_draws, pv.variance, max_budget=budget.budgets[-1],
                                                    confidence=confidence)

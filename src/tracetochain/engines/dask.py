@@ -25,6 +25,7 @@ cluster (closures and lambdas are fine; functions of modules the workers cannot 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -120,7 +121,9 @@ class DaskEngine:
         if self.scheduler is None:
             if self.n_workers < 1 or self.threads_per_worker < 1:
                 raise ValueError("n_workers and threads_per_worker must be >= 1")
-            options = {"dashboard_address": ":0", **self.cluster_options}  # any free port, never a clash on 8787
+            # Any free port, never a clash on 8787; workers' own logs silenced: a failed task is re-raised here with
+            # the file and line (_raise_first_error), so their "Compute Failed" traceback is noise (N28).
+            options = {"dashboard_address": ":0", "silence_logs": logging.CRITICAL, **self.cluster_options}
             self._cluster = distributed.LocalCluster(
                 n_workers=self.n_workers, threads_per_worker=self.threads_per_worker, processes=self.processes,
                 memory_limit=self.memory_limit, **options)

@@ -87,12 +87,44 @@ def forward_sweep(
 
 
 def spectral_radius(Q: NDArray[np.float64]) -> float:
-    """ρ(Q), the Perron root: the geometric rate at which the survival Pr[T > d] decays (docs/numerics.md §4)."""
+    """ρ(Q), the Perron root: the geometric rate at which the survival Pr[T > d] decays (docs/numerics.md §4).
+
+    Q ≥ 0, so ρ(Q) = max over the strongly connected components C of the transition graph of ρ(Q[C, C])
+    (Frobenius normal form: Q is permutation-similar to a block-triangular matrix with those diagonal blocks; Horn &
+    Johnson, *Matrix Analysis*, §8.3). Above 600 states the components are found first: a chain without cycles
+    (an all-zero or nilpotent Q, e.g. states labelled by position) has ρ = 0 exactly, a single state contributes its
+    self-loop Q[i, i], and each larger component is solved densely (ARPACK's ``eigs`` fails on exactly these
+    matrices: "starting vector is zero", no convergence).
+    """
     m = Q.shape[0]
     if m <= 600:
         return float(np.max(np.abs(np.linalg.eigvals(Q)))) if m else 0.0
-    vals = scipy.sparse.linalg.eigs(scipy.sparse.csr_matrix(Q), k=1, which="LM", return_eigenvectors=False)
-    return float(np.abs(vals[0]))
+    from scipy.sparse.csgraph import connected_components
+
+    graph = scipy.sparse.csr_matrix(Q)
+    graph.eliminate_zeros()
+    if graph.nnz == 0:
+        return 0.0
+    n_comp, labels = connected_components(graph, directed=True, connection="strong")
+    sizes = np.bincount(labels, minlength=n_comp)
+    diag = np.abs(np.diag(Q))
+    single = sizes[labels] == 1
+    rho = float(diag[single].max()) if single.any() else 0.0
+    for c in np.flatnonzero(sizes > 1):
+        idx = np.flatnonzero(labels == c)
+        block = Q[np.ix_(idx, idx)]
+        value: float | None = None
+        if idx.size > 600:  # irreducible: ARPACK usually converges; the dense solve is the fallback
+            try:
+                vals = scipy.sparse.linalg.eigs(scipy.sparse.csr_matrix(block), k=1, which="LM",
+                                                return_eigenvectors=False)
+                value = float(np.abs(vals[0]))
+            except (scipy.sparse.linalg.ArpackError, scipy.sparse.linalg.ArpackNoConvergence):
+                value = None
+        if value is None:
+            value = float(np.max(np.abs(np.linalg.eigvals(block))))
+        rho = max(rho, value)
+    return rho
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ lies between the two (a coupling argument: R(B) falls when costs grow pathwise).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,7 +184,11 @@ def retry_cost(mean_success: float, mean_failure: float, var_success: float | No
     if var_success is None or (q > 0 and var_failure is None):
         return mean, None
     vf = var_failure if var_failure is not None else 0.0
-    return mean, max(0.0, q / r_inf * vf + q / r_inf**2 * mean_failure**2 + var_success)
+    try:
+        var = q / r_inf * vf + q / r_inf**2 * mean_failure**2 + var_success
+    except OverflowError:  # beyond the float range: undefined rather than an internal error
+        return mean, None
+    return mean, max(0.0, var) if math.isfinite(var) else None
 
 
 def capped_mean_cost(Q: Array, pi0: Array, a: Array, horizon: int) -> Array:

@@ -109,7 +109,12 @@ class TauBenchReader:
             return Refusal("not a JSON list of results")
         if head.keys.get("traj") == "[" and {"task_id", "reward"} <= set(head.keys):
             return True
-        return Refusal(f"the first result lacks traj, task_id or reward; its keys: {keys_text(head.keys)}")
+        missing = [k for k in ("traj", "task_id", "reward") if k not in head.keys]
+        if missing:
+            return Refusal(f"the first result lacks {', '.join(missing)}; its keys: {keys_text(head.keys)}")
+        shown = {"{": "an object", '"': "a string"}.get(head.keys.get("traj", ""), "a number or null")
+        return Refusal(f"the first result's traj is {shown}, not a list of messages; its keys: "
+                       f"{keys_text(head.keys)}")
 
     def read(self, path: Path, *, on_error: str = "raise", success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
              include_user: bool = False) -> TraceTable:

@@ -62,12 +62,17 @@ class IngestSettings:
     #: Posted verdicts kept for traces that have not arrived; beyond, the oldest is forgotten and counted as
     #: ``verdicts_evicted`` (it stays in the store's verdicts table).
     max_verdicts: int = 100_000
+    #: Seconds the raw spans of an assembled trace are kept (None: for ever). Episodes keep their steps; only the
+    #: spans go, so a span re-sent after that is counted as late rather than as a duplicate (N6).
+    span_retention: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("settle", "trace_timeout", "verdict_timeout", "tick"):
             v = getattr(self, name)
             if not v >= 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {v!r}")
+        if self.span_retention is not None and not self.span_retention > 0:
+            raise ValueError(f"span_retention must be a positive number of seconds, got {self.span_retention!r}")
         for name in ("max_open_traces", "max_verdicts"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -157,6 +162,7 @@ class Ingestor:
         self.commit_error: str | None = None
         self._evicted = {"open_traces_evicted": 0, "verdicts_evicted": 0}
         self._pending_evictions: dict[str, int] = {}
+        self._last_expiry = -1e18
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -334,6 +340,7 @@ class Ingestor:
         if final or not (now - self._last_scan >= self.settings.tick or len(self._open) < 64):
             return
         self._last_scan = now
+        self._expire_spans(con, now)
         done = WriteBatch()
         decided = self._assemble_due(now, done)
         if not done:
@@ -351,6 +358,25 @@ class Ingestor:
                 self.on_episodes(rows)
             except Exception:  # the analysis must never stop ingest
                 log.exception("live analysis failed on new episodes")
+
+    def _expire_spans(self, con: Any, now: float) -> None:
+        """Delete the spans of traces assembled more than ``span_retention`` seconds ago (once a minute)."""
+        keep = self.settings.span_retention
+        if keep is None or now - self._last_expiry < 60.0:
+            return
+        self._last_expiry = now
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            gone = con.execute("DELETE FROM spans WHERE trace_id IN (SELECT trace_id FROM closed_traces WHERE "
+                               "closed < ?)", (now - keep,)).rowcount
+            if gone:
+                con.execute("INSERT INTO counters VALUES ('spans_expired', ?) ON CONFLICT (name) DO UPDATE SET "
+                            "value = value + excluded.value", (gone,))
+            con.execute("COMMIT")
+        except Exception:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            log.exception("expiring old spans failed (they stay; retried in a minute)")
 
     def _reload(self) -> None:
         self._open.clear()

@@ -71,7 +71,9 @@ class _LiveCollector:
                                 ("spans_duplicate", "Re-sent spans already stored"),
                                 ("spans_late", "Spans of traces already assembled"),
                                 ("episodes_dropped", "Episodes that could not be used (no outcome, no step, …)"),
-                                ("verdicts", "Verdicts posted")):
+                                ("verdicts", "Verdicts posted"),
+                                ("open_traces_evicted", "Open traces assembled early: over --max-open-traces"),
+                                ("verdicts_evicted", "Unclaimed verdicts forgotten: over --max-verdicts")):
             c = CounterMetricFamily(f"tracetochain_{name}", help_text)
             c.add_metric([], counters.get(name, 0))
             yield c
@@ -84,6 +86,9 @@ class _LiveCollector:
                                 value=status["open_traces"])
         yield GaugeMetricFamily("tracetochain_pending_verdicts", "Traces waiting for a posted verdict",
                                 value=status["pending_verdicts"])
+        health = self.service.health()
+        yield GaugeMetricFamily("tracetochain_degraded", "1 while a limit is in force or the analysis is failing "
+                                                         "(reasons on /healthz)", value=int(health["status"] != "ok"))
 
 
 def exposition(service: Any) -> bytes:

@@ -95,9 +95,12 @@ def _build_window_report(service: Any, window: str, audit: bool) -> str:
         label = "all traces"
     else:
         try:
-            key = int(window)
+            key = int(window) if len(window) <= 20 else None  # a longer number is no window (and overflows floats)
+            if key is None:
+                raise ValueError
         except ValueError:
-            raise ValueError(f"window must be a window number from the dashboard or 'all', got {window!r}") from None
+            raise ValueError(f"window must be a window number from the dashboard or 'all', got "
+                             f"{window[:40]!r}") from None
         if live.window.by == "count":
             known = 0 <= key <= live.n_episodes // int(live.window.size)
         else:

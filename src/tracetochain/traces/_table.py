@@ -36,6 +36,8 @@ _FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv
 _MAX_PROBLEMS_KEPT = 50
 #: Floating-point columns that must be finite (usage columns have their own check, which also refuses negatives).
 _FINITE_COLUMNS = ("reward", "t_start", "t_end")
+#: The largest usage value (tokens or dollars) one step may carry.
+MAX_USAGE = 1e15
 
 
 @dataclass(frozen=True)
@@ -409,11 +411,14 @@ class TraceTable:
             # Tokens and dollars are costs: a negative or infinite one is a broken record, not a saving.
             if name in cols and n:
                 values = np.asarray(cols[name].fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
-                broken = ~np.isfinite(values) | (values < 0)
+                # Above MAX_USAGE (10^15 tokens or dollars per step) a value is a unit or overflow bug, and its
+                # square (cost variances) would leave the floating-point range.
+                broken = ~np.isfinite(values) | (values < 0) | (values > MAX_USAGE)
                 if broken.any():
                     flag(broken, name, f"{name} is {float(values[int(np.flatnonzero(broken)[0])])!r}; usage must be a "
-                         "finite number >= 0", "write it as a non-negative number, or leave it out when unknown",
-                         reason=f"{name} negative or not finite")
+                         f"finite number between 0 and {MAX_USAGE:.0e}",
+                         "write it as a non-negative number, or leave it out when unknown",
+                         reason=f"{name} negative, too large or not finite")
         for name in _FINITE_COLUMNS:
             # NaN or ±inf in a score or a time would reach every output (strict JSON cannot even write them).
             if name in cols and n:

@@ -277,6 +277,8 @@ def test_n6_open_traces_are_bounded_and_evictions_counted(tmp_path: Path) -> Non
         assert svc.ingestor.open_traces <= 50
         assert doc["health"]["status"] == "degraded"
         assert any("open traces evicted" in r for r in doc["health"]["reasons"])
+        metrics = client.get("/metrics").text
+        assert "tracetochain_open_traces_evicted_total" in metrics and "tracetochain_degraded 1.0" in metrics
 
 
 def test_n6_unclaimed_verdicts_are_bounded(tmp_path: Path) -> None:
@@ -543,6 +545,11 @@ def test_n16_n17_n26_n27_report_and_metrics(tmp_path: Path) -> None:
         wait(client, lambda d: d["n_episodes"] == 12)
         r = client.get("/report", params={"window": "9" * 400})
         assert r.status_code == 400 and r.json()["reason"] == "window"
+        svc.live.window = WindowSpec("time", 300.0)  # the same on time windows (the key times the size overflows)
+        for window in ("9" * 400, "9" * 19, "-" + "9" * 19):
+            r = client.get("/report", params={"window": window})
+            assert r.status_code == 400 and r.json()["reason"] == "window", window
+        svc.live.window = WindowSpec("count", 10)
         r = client.get("/report", params={"window": "0", "audit": "0"})
         assert r.status_code == 200
         csp = r.headers["content-security-policy"]
@@ -644,3 +651,17 @@ def test_json_and_protobuf_paths_still_agree_after_the_guards(tmp_path: Path) ->
         assert r.status_code == 200
         doc = wait(client, lambda d: d["n_episodes"] == 5)
         assert doc["health"] == {"status": "ok", "reasons": []}
+
+
+def test_n6_spans_of_assembled_traces_expire_with_keep_spans(tmp_path: Path) -> None:
+    svc = make_service(tmp_path, ingest=IngestSettings(settle=0.0, tick=0.02, span_retention=0.05))
+    with TestClient(create_app(svc), base_url="http://127.0.0.1") as client:
+        now = time.time_ns()
+        assert client.post("/v1/traces", content=doc_of(otlp_episode(50, now)), headers=J).status_code == 200
+        wait(client, lambda d: d["n_episodes"] == 1)
+        time.sleep(0.1)
+        svc.ingestor._last_expiry = -1e18  # the next scan expires (it runs once a minute)
+        assert client.post("/v1/traces", content=doc_of(otlp_episode(51, now)), headers=J).status_code == 200
+        wait(client, lambda d: d["status"]["counters"].get("spans_expired", 0) >= 2 and d["n_episodes"] == 2)
+    assert f"{50:032x}" not in {t for t, _ in svc.store.span_ids()}
+    assert svc.store.episode(f"{50:032x}")["steps"]  # the episode keeps its steps
