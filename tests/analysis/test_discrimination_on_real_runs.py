@@ -8,14 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_analysis_on_real_runs import CORPORA, FAST
 
 import tracetochain as tt
 from tracetochain.analysis import analyze
 from tracetochain.analysis._headline import MIN_GAP, MIN_REACH, reach_probabilities
 from tracetochain.report import build_report
 from tracetochain.report._markdown import render_markdown
-
-from test_analysis_on_real_runs import CORPORA, FAST
 
 
 @pytest.mark.slow

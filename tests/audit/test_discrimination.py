@@ -217,7 +217,7 @@ def _capped(n: int, cap: int, pace: bool, seed: int) -> list[dict[str, object]]:
         L = int(rng.geometric(1 / 12))
         ok = rng.random() < 0.6
         if pace:
-            L = max(1, min(cap, int(round(L * cap / 40))))
+            L = max(1, min(cap, round(L * cap / 40)))
         elif L > cap:
             L, ok = cap, False
         rows += [{"trace_id": f"c{cap}-{i}", "step_idx": k, "state": "s", "outcome": "success" if ok else "failure",

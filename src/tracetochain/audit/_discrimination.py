@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from tracetochain._display import Display, ResultDisplay, Table, fmt_number
+from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain.audit._common import CENSORED, SUCCESS, json_dict
 
 #: The fractions of the path, besides the last transient step, the prediction is scored at.
@@ -93,7 +93,8 @@ def prefix_steps(offsets: NDArray[np.int64]) -> NDArray[np.int64]:
     cols = [L - 1] + [np.maximum(np.ceil(f * L - 1e-9).astype(np.int64) - 1, 0) for f in FRACTIONS]
     out = start[:, None] + np.stack(cols, axis=1)
     out[L == 0] = -1
-    return out.astype(np.int64)
+    result: NDArray[np.int64] = out.astype(np.int64)
+    return result
 
 
 @dataclass(frozen=True, eq=False)
