@@ -119,10 +119,9 @@ class TracePoints:
         keep = pos[:, 0] >= 0
         at = np.where(pos >= 0, pos, 0)
         c = np.asarray(codes, np.int64)[at] if len(codes) else np.zeros_like(pos)
-        S = test.shape[1] if test.ndim == 2 else 0
         t = test if test.ndim == 2 else np.zeros((len(trace_hash), 0), bool)
         return TracePoints(np.asarray(trace_hash, np.uint64)[keep], np.asarray(unit, np.uint64)[keep],
-                           np.asarray(outcome, np.int8)[keep], t[keep].reshape(-1, S), c[keep])._sorted()
+                           np.asarray(outcome, np.int8)[keep], t[keep], c[keep])._sorted()
 
     def _sorted(self) -> TracePoints:
         o = np.argsort(self.trace_hash, kind="stable")
