@@ -275,3 +275,22 @@ def test_interval_size_and_coverage_by_simulation() -> None:
     doc = _study().run(50, 300)  # type: ignore[attr-defined]
     assert doc["size"]["informative"] <= 4, doc["size"]
     assert doc["coverage"]["covered"] >= 43, doc["coverage"]
+
+
+def test_cli_json_carries_discrimination(tmp_path: Path) -> None:
+    from cli_runner import run_cli
+
+    path = tmp_path / "runs.parquet"
+    pq.write_table(history_corpus(200, seed=11).to_arrow(), path)
+    fit = run_cli("fit", str(path), "--json", "--samples", "50")
+    assert fit.returncode == 0, fit.stderr
+    doc = json.loads(fit.stdout)
+    assert set(doc["discrimination"]["auc"]) == {"point", "lower", "upper"}
+    assert doc["discrimination"]["informative"] is False and doc["headline"]["kind"] == "no_separation"
+    audit = run_cli("audit", str(path), "--json", "--ks-samples", "19", "--samples", "0")
+    assert audit.returncode == 0, audit.stderr
+    cert = json.loads(audit.stdout)
+    assert cert["outputs"]["attribution"]["status"] == "uninformative"
+    assert cert["discrimination"]["by_prefix"][0]["fraction"] == 0.25
+    text = run_cli("fit", str(path), "--samples", "50")
+    assert "Nothing in the path separates" in text.stdout and "pace themselves" in text.stdout
