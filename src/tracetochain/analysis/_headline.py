@@ -109,8 +109,8 @@ def candidate_findings(chain: Any, discrimination: Any, *, r_inf_interval: tuple
     elif discrimination is not None and discrimination.informative is True and state is None:
         out.append(Finding("weak_separation", f"The path separates outcomes only weakly: held-out "
                            f"{discrimination.auc_text()}; no state that at least {MIN_REACH:.0%} of runs reach "
-                           f"succeeds {MIN_GAP * 100:.0f} points more or less often than the {chain.r_inf:.0%} overall.", True, 1,
-                           {"auc": discrimination.auc}))
+                           f"succeeds {MIN_GAP * 100:.0f} points more or less often than the {chain.r_inf:.0%} "
+                           "overall.", True, 1, {"auc": discrimination.auc}))
     iv = "" if r_inf_interval is None else f" [{r_inf_interval[0]:.2f}, {r_inf_interval[1]:.2f}]"
     why = ("" if discrimination is None or discrimination.available else
            f" (whether the path predicts the outcome was not measured: {discrimination.reason})")

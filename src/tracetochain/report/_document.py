@@ -42,8 +42,11 @@ class Report(dict[str, Any]):
 
 
 def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
-                 fallback_fraction: float = 0.1, thin_evidence: int = THIN_EVIDENCE) -> Report:
-    """The report document of an :class:`~tracetochain.analysis.AnalysisResult` (every number comes from it)."""
+                 fallback_fraction: float = 0.1, thin_evidence: int = THIN_EVIDENCE,
+                 findings: Any = ()) -> Report:
+    """The report document of an :class:`~tracetochain.analysis.AnalysisResult` (every number comes from it).
+    ``findings``: headline candidates of other analyses (:class:`~tracetochain.analysis._headline.Finding`, e.g. path
+    patterns with q < 0.05), weighed with the analysis's own by :func:`~tracetochain.analysis._headline.headline`."""
     chain: AbsorbingChain = result.chain
     # The chosen model's own pass^k (Σ_c w_c R_c^k when a task's trials share a class); summarize(chain) otherwise.
     metrics = getattr(result, "metrics", None)
@@ -132,7 +135,7 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "design_effect": result.design_effect,
         "thin_evidence": {"threshold": thin_evidence, "states": thin},
         "never_failed_states": never_failed,
-        "headline": headline(result).to_dict(),
+        "headline": headline(result, tuple(findings)).to_dict(),
         "discrimination": None if disc is None else disc.to_dict(),
         "uninformative": [o for o, st in statuses.items() if st == "uninformative"],
         "budget_caveat": BUDGET_CAVEAT,
