@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from tracetochain.metrics import ReliabilitySummary, summarize
     from tracetochain.pipeline import FitResult, fit_chain
     from tracetochain.readers import read_traces, register_reader
-    from tracetochain.states import CategoricalStates, MilestoneStates, WardStates
+    from tracetochain.states import CategoricalStates, InformativeStates, MilestoneStates, WardStates
     from tracetochain.traces import IngestReport, Outcome, StepKind, TraceTable
     from tracetochain.uncertainty import (
         ChainEnsemble,
@@ -70,6 +70,7 @@ _ATTRIBUTES: dict[str, str] = {
     "DirichletPosterior": "tracetochain.uncertainty",
     "FitResult": "tracetochain.pipeline",
     "IngestReport": "tracetochain.traces",
+    "InformativeStates": "tracetochain.states",
     "MilestoneStates": "tracetochain.states",
     "Outcome": "tracetochain.traces",
     "QuantityStats": "tracetochain.uncertainty",
@@ -109,6 +110,7 @@ __all__ = [
     "DirichletPosterior",
     "FitResult",
     "IngestReport",
+    "InformativeStates",
     "MilestoneStates",
     "Outcome",
     "QuantityStats",
