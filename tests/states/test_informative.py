@@ -220,3 +220,9 @@ def test_fit_cli_with_informative_states(tmp_path: Path) -> None:
     assert doc["chain_metadata"]["states"]["method"] == "informative"
     names = [s["name"] for s in doc["states"]]
     assert "submit after ≥2 failing tests in a row" in names
+    # The discrimination and the headline (issue 25 items 1 and 4) see what the label chain cannot.
+    assert doc["discrimination"]["auc"]["lower"] > 0.7
+    assert "submit after ≥2 failing tests in a row" in doc["headline"]["sentence"]
+    label = json.loads(run_cli("fit", str(path), "--samples", "100", "--json").stdout)
+    assert label["discrimination"]["auc"]["point"] == 0.5
+    assert label["headline"]["sentence"].startswith("Nothing in the path separates")
