@@ -123,11 +123,23 @@ def _real(name: str, relpath: str, reader: str | None) -> dict[str, Any] | None:
                                                     "heldout_gain_per_trace", "heldout_z")}
                                 for x in model.settings["splits"]]})
     last_states = sorted({s for r in rows for s in r["states"] if s.startswith("SUBMIT")})
+    # How much each history feature at the last step says about the verdict on the whole corpus (in sample, a
+    # descriptive ceiling: the AUC of "less of it → success").
+    from sklearn.metrics import roc_auc_score
+
+    from tracetochain.featurize.history import HISTORY_FEATURES, history_features
+
+    base = InformativeStates(vocabulary="shell").fit(traces).fetch_model()
+    codes = base.assign.base_codes(traces)  # type: ignore[attr-defined]
+    feats = history_features(traces, codes, base.settings["base_states"])
+    last = np.asarray(traces.offsets)[1:] - 1
+    y = traces.outcomes() == 0
+    feature_auc = {f: float(roc_auc_score(y, -feats[f][last])) for f in HISTORY_FEATURES}
     return {"corpus": name, "n_traces": traces.n_traces, "n_steps": traces.n_steps,
             "outcomes": traces.outcome_counts(), "splits": rows,
             "mean_auc_categories": float(np.mean([r["auc_categories"] for r in rows])),
             "mean_auc_informative": float(np.mean([r["auc_informative"] for r in rows])),
-            "submit_states": last_states}
+            "submit_states": last_states, "in_sample_feature_auc_at_last_step": feature_auc}
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -227,6 +239,13 @@ def render(doc: dict[str, Any]) -> str:
             lines.append(f"| {name} | {e['n_traces']} | {e['mean_auc_categories']:.3f} | "
                          f"{e['mean_auc_informative']:.3f} | {e['splits'][0]['n_states']} | "
                          f"{'; '.join(e['submit_states'])} |")
+        lines += ["", "In-sample AUC of each history feature at the last step against the verdict (fewer → success; "
+                  "a descriptive ceiling, not a held-out figure):", "",
+                  "| corpus | " + " | ".join(next(iter(doc["real"].values()))["in_sample_feature_auc_at_last_step"])
+                  + " |", "|---|" + "---:|" * 8]
+        for name, e in doc["real"].items():
+            lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in
+                                                     e["in_sample_feature_auc_at_last_step"].values()) + " |")
         for name, e in doc["real"].items():
             lines += ["", f"Splits of {name}, held-out split 0 (state → feature ≥ threshold, p, held-out gain "
                           "per trace, z):", ""]

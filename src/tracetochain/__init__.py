@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from tracetochain.metrics import ReliabilitySummary, summarize
     from tracetochain.pipeline import FitResult, fit_chain
     from tracetochain.readers import read_traces, register_reader
-    from tracetochain.states import CategoricalStates, MilestoneStates, WardStates
+    from tracetochain.states import CategoricalStates, InformativeStates, MilestoneStates, WardStates
     from tracetochain.traces import IngestReport, Outcome, StepKind, TraceTable
     from tracetochain.uncertainty import (
         ChainEnsemble,
@@ -69,6 +69,7 @@ _ATTRIBUTES: dict[str, str] = {
     "ChainEstimator": "tracetochain.chain",
     "DirichletPosterior": "tracetochain.uncertainty",
     "FitResult": "tracetochain.pipeline",
+    "InformativeStates": "tracetochain.states",
     "IngestReport": "tracetochain.traces",
     "MilestoneStates": "tracetochain.states",
     "Outcome": "tracetochain.traces",
@@ -108,6 +109,7 @@ __all__ = [
     "ChainPrior",
     "DirichletPosterior",
     "FitResult",
+    "InformativeStates",
     "IngestReport",
     "MilestoneStates",
     "Outcome",

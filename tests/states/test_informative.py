@@ -203,6 +203,13 @@ def test_analyze_learns_on_the_fit_half_and_serialises_the_taxonomy() -> None:
     assert doc["settings"]["splits"] and all("heldout_z" in s for s in doc["settings"]["splits"])
     assert res.certificate is not None
     json.dumps(res.chain.to_dict())  # JSON-serialisable
+    # The states saw the outcomes of split 1's fit half, which the other splits partly hold out: only split 1 is
+    # scored for discrimination, and the pattern is found there.
+    disc = res.discrimination
+    assert disc.n_splits == 1 and any("split 1 alone" in note for note in disc.notes)
+    assert disc.to_dict()["auc"]["point"] >= 0.75
+    label = analyze(traces, seed=5, n_samples=100, n_bootstrap=19, n_permutations=19)
+    assert label.discrimination.n_splits == 5 and label.discrimination.to_dict()["auc"]["point"] == 0.5
 
 
 def test_fit_cli_with_informative_states(tmp_path: Path) -> None:
@@ -213,3 +220,9 @@ def test_fit_cli_with_informative_states(tmp_path: Path) -> None:
     assert doc["chain_metadata"]["states"]["method"] == "informative"
     names = [s["name"] for s in doc["states"]]
     assert "submit after ≥2 failing tests in a row" in names
+    # The discrimination and the headline (issue 25 items 1 and 4) see what the label chain cannot.
+    assert doc["discrimination"]["auc"]["lower"] > 0.7
+    assert "submit after ≥2 failing tests in a row" in doc["headline"]["sentence"]
+    label = json.loads(run_cli("fit", str(path), "--samples", "100", "--json").stdout)
+    assert label["discrimination"]["auc"]["point"] == 0.5
+    assert label["headline"]["sentence"].startswith("Nothing in the path separates")

@@ -655,8 +655,10 @@ def _discrimination(acc: CorpusSummary, traces: TraceTable | None, selection: An
     from tracetochain.analysis._discrimination import model_discrimination, summary_discrimination
 
     if selection is None or selection.first_order:
+        # States learned with outcomes (informative states) saw split 1's fit half, which later splits hold out.
+        supervised = bool(getattr(state_model, "settings", {}).get("uses_outcomes", False))
         return summary_discrimination(acc, prior=prior, unvisited=unvisited, initial=initial, confidence=confidence,
-                                      seed=seed)
+                                      seed=seed, first_split_only=supervised)
     assert traces is not None
     codes, names = label_steps(traces, state_model)
     return model_discrimination(traces, codes, names, selection, split_by=split_by, test_fraction=test_fraction,

@@ -37,13 +37,17 @@ def _fit_base(acc: CorpusSummary, s: int) -> tuple[float, int]:
 
 def summary_discrimination(acc: CorpusSummary, *, prior: ChainPrior, unvisited: str, initial: str,
                            confidence: float = 0.95, seed: int = 0,
-                           n_bootstrap: int = DEFAULT_DISCRIMINATION_BOOTSTRAP) -> Discrimination:
-    """Held-out discrimination of the first-order chain: p = h[state] of split s's fit-half chain."""
+                           n_bootstrap: int = DEFAULT_DISCRIMINATION_BOOTSTRAP,
+                           first_split_only: bool = False) -> Discrimination:
+    """Held-out discrimination of the first-order chain: p = h[state] of split s's fit-half chain.
+
+    ``first_split_only``: score split 1 alone — for states learned with the outcomes of split 1's fit half
+    (``--states informative``), which the other splits partly hold out: their held-out traces would not be."""
     pts = acc.points
     n_zero = int(acc.all_lengths[:, 0].sum()) if acc.all_lengths.size else 0
     if pts is None:
         return not_available("the summary holds no per-trace points", n_without_steps=n_zero)
-    S = acc.spec.n_splits
+    S = min(acc.spec.n_splits, 1) if first_split_only else acc.spec.n_splits
     names = acc.state_names
     pred = np.zeros((S, pts.n, pts.codes.shape[1]))
     base = np.zeros(S)
@@ -63,7 +67,10 @@ def summary_discrimination(acc: CorpusSummary, *, prior: ChainPrior, unvisited: 
                     success[pos[name]] = h
         pred[s] = success[pts.codes]
     tasks_repeat = acc.tasks is not None and acc.tasks.repeated
-    return score_discrimination(pred, pts.test, pts.outcome, pts.unit, base, n_fit, tasks_repeat=tasks_repeat,
+    if first_split_only:
+        notes.append("the states were learned with the outcomes of split 1's fit half, which the other splits "
+                     "partly hold out: split 1 alone is scored")
+    return score_discrimination(pred, pts.test[:, :S], pts.outcome, pts.unit, base, n_fit, tasks_repeat=tasks_repeat,
                                 n_without_steps=n_zero, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed,
                                 notes=tuple(notes))
 

@@ -261,7 +261,7 @@ class InformativeStates(EstimatorDisplay):
         settings = {"vocabulary": self.vocabulary, "k": len(leaves), "n_base_states": len(base_names),
                     "base_states": list(base_names), "max_states": self.max_states, "alpha": self.alpha,
                     "z": self.z, "min_steps": self.min_steps, "features": list(features), "seed": self.seed,
-                    "n_steps": n, "n_traces": traces.n_traces,
+                    "n_steps": n, "n_traces": traces.n_traces, "uses_outcomes": True,
                     "states": [leaf.to_dict(base_names) for leaf in leaves], "splits": splits}
         self._model = StateModel("informative", names, taxonomy, settings, _Assign(self.vocabulary, base_names,
                                                                                    leaves), state)

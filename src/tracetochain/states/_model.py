@@ -32,6 +32,10 @@ class StateInfo:
                 "composition": dict(self.composition)}
 
 
+#: How a method names its states, where it is not by the dominant kind and its share (Ward's names).
+_NAMING = {"informative": "; a name is the base state and the history that sets it apart (what came before it)"}
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class StateModel(ResultDisplay):
     """Fitted state assignment. ``assign(traces)`` returns a state index per step; ``to_frame()`` is the taxonomy."""
@@ -58,11 +62,13 @@ class StateModel(ResultDisplay):
 
     def describe(self) -> str:
         """The taxonomy in words, one state per line."""
-        lines = [f"{self.n_states} states ({self.method}); a name is the kind most of the state's steps are, with "
-                 "that kind's share of its steps in brackets"]
+        how = _NAMING.get(self.method, "; a name is the kind most of the state's steps are, with that kind's share "
+                                       "of its steps in brackets")
+        lines = [f"{self.n_states} states ({self.method}){how}"]
+        width = max([28, *(len(s.name) for s in self.taxonomy)])  # long names (informative states) stay aligned
         for s in self.taxonomy:
             parts = ", ".join(f"{k} {v:.0%}" for k, v in list(s.composition.items())[:4])
-            lines.append(f"  {s.name:<28} {s.n_steps:>8} steps ({s.share_of_steps:.1%})  [{parts}]")
+            lines.append(f"  {s.name:<{width}} {s.n_steps:>8} steps ({s.share_of_steps:.1%})  [{parts}]")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
