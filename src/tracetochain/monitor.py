@@ -4,8 +4,8 @@ baseline.
 Windows are consecutive blocks of ``window`` traces in table (file) order, or of ``window`` seconds by each trace's
 first ``t_start`` when ``by="time"``. States are fitted once, on the baseline (the first window unless given), so
 every window is counted on the same states. For each window: R∞ with a Dirichlet-posterior interval, the chosen
-transition probabilities, and the homogeneity test against the baseline (per-state G² with the Rao–Scott design-effect correction from
-bootstrap replicates of whole traces, χ² p-value; ``audit._homogeneity``).
+transition probabilities, and the homogeneity test against the baseline (per-state G² with the Rao–Scott design-effect
+correction from bootstrap replicates of whole traces, χ² p-value; ``audit._homogeneity``).
 
 Alert rule: a window alerts when its homogeneity p-value is ≤ ``alpha / (number of windows compared)``
 (Bonferroni), so a stationary stream raises any alert with probability ≤ ``alpha`` (default 0.05) — and the

@@ -381,7 +381,8 @@ def metrics(
         raise typer.BadParameter("bootstrap intervals need the traces; run `tracetochain fit TRACES --uncertainty "
                                  f"{uncertainty}` or `tracetochain report` instead")
     chain = AbsorbingChain.from_json(chain_file)
-    saved = chain.metadata.get("intervals") if isinstance(chain.metadata.get("intervals"), dict) else {}
+    raw = chain.metadata.get("intervals")
+    saved: dict[str, Any] = raw if isinstance(raw, dict) else {}
     ci = ci if ci is not None else _saved_number(saved, "confidence", 0.95, float)
     samples = samples if samples is not None else _saved_number(saved, "n_samples", 1000, int)
     seed = seed if seed is not None else _saved_number(saved, "seed", 0, int)

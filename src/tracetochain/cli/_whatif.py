@@ -133,7 +133,8 @@ def compare(
     samples: Annotated[int, typer.Option(min=50, callback=samples_option, help="Bootstrap replicates per set.")
                        ] = 200,
     ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
-    seed: Annotated[int, typer.Option(help="Seed for the bootstrap replicates (intervals and the homogeneity test's Rao–Scott correction).")] = 0,
+    seed: Annotated[int, typer.Option(
+        help="Seed for the bootstrap replicates (intervals and the homogeneity test's Rao–Scott correction).")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown pull-request comment.")] = False,
     fail_if_worse: Annotated[bool, typer.Option(
@@ -205,7 +206,8 @@ def monitor(
     vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
     alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="Family-wise false-alarm rate over all windows.")
                      ] = 0.05,
-    seed: Annotated[int, typer.Option(help="Seed for the bootstrap replicates behind the homogeneity tests and the posterior draws.")] = 0,
+    seed: Annotated[int, typer.Option(
+        help="Seed for the bootstrap replicates behind the homogeneity tests and the posterior draws.")] = 0,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="One JSON line per window on stdout.")] = False,
     html_out: Annotated[Path | None, typer.Option("--html", help="Also write an HTML page with the time series.")
                         ] = None,

@@ -33,7 +33,9 @@ class StateInfo:
 
 
 #: How a method names its states, where it is not by the dominant kind and its share (Ward's names).
-_NAMING = {"informative": "; a name is the base state and the history that sets it apart (what came before it)"}
+_NAMING = {"informative": "; a name is the base state and the history that sets it apart (what came before it)",
+           # categories and milestones are named by what they are; only learned clusters carry a bracketed share
+           "categorical": "", "milestones": "", "label": ""}
 
 
 @dataclass(frozen=True, eq=False, repr=False)
