@@ -228,3 +228,42 @@ def render_costs(doc: dict[str, Any] | None) -> None:
             _console.print(f"  [dim]{_safe(metric)}: {_safe(reason)}[/]")
     for note in doc.get("notes") or ():
         _console.print(f"  [dim]note: {_safe(str(note))}[/]")
+
+
+def render_paths(doc: dict[str, Any], *, top: int = 20, level: float = 0.05) -> None:
+    """The `paths` table: the ``top`` best-supported patterns of a paths document (``PathsResult.to_dict()``)."""
+    left = doc["left_out"]
+    extra = ", ".join(f"{v} {k}" for k, v in left.items() if v)
+    _console.print(f"[bold]{doc['n_traces']} traces[/] with an outcome ({doc['n_success']} success"
+                   f"{'; left out: ' + extra if extra else ''}); {doc['n_candidates']} patterns tested, each in ≥ "
+                   f"{doc['min_support']} traces and absent from ≥ {doc['min_support']}"
+                   + (f"; clustered by task ({doc['n_tasks']} tasks)" if doc["clustered_by_task"] else ""))
+    rows = doc["patterns"]
+    supported = [r for r in rows if r["q_value"] < level]
+    conf = f"{100 * doc['confidence']:.0f} %"
+    table = Table(title=f"Path patterns, best supported first ({len(supported)} with q < {level:g}; "
+                        f"{doc['method']['q_value'].split(' step-up')[0]} FDR)", title_justify="left")
+    table.add_column("pattern", overflow="fold", min_width=24, ratio=3)
+    for col in ("kind", "traces", "share", "success with", "without"):
+        table.add_column(col, no_wrap=True)
+    table.add_column(f"difference [{conf}]", no_wrap=True)
+    table.add_column("q", no_wrap=True)
+    table.add_column("e.g. failing", overflow="fold", ratio=1)
+    for r in rows[:top]:
+        d = r["difference"]
+        style = "bold" if r["q_value"] < level else ""
+        table.add_row(_safe(r["pattern"]), r["kind"], str(r["n_traces"]), fmt_number(r["share"], 2),
+                      fmt_number(r["success_with"], 2), fmt_number(r["success_without"], 2),
+                      f"{fmt_number(d['point'], 2, signed=True)} [{fmt_number(d['lower'], 2, signed=True)}, "
+                      f"{fmt_number(d['upper'], 2, signed=True)}]", fmt_number(r["q_value"], 3),
+                      _safe(", ".join(r["examples"]["failure"][:2])), style=style)
+    _console.print(table)
+    if len(rows) > top:
+        _console.print(f"({len(rows) - top} more patterns: --top N, or --json for all)")
+    top_row = doc.get("top_finding")
+    if top_row is not None:
+        _console.print(_safe(top_row["sentence"]))
+    else:
+        _console.print(f"No pattern separates succeeding from failing runs at a false discovery rate of {level:g}.")
+    _console.print(f"[dim]{_safe(doc['method']['difference'])}; p: {_safe(doc['method']['p_value'])}; q: "
+                   f"{_safe(doc['method']['q_value'])}[/]")
