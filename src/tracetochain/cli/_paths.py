@@ -102,3 +102,22 @@ def run_paths(source: Any, *, on_error: str, engine: str | None, scheduler: str 
         if isinstance(exc, TraceToChainError):
             raise
         raise typer.BadParameter(str(exc)) from None
+
+
+def report_paths(result: Any, source: Any, *, on_error: str, engine: str | None, scheduler: str | None, seed: int,
+                 confidence: float) -> Any:
+    """The path patterns of the traces an analysis read, under its states (the report's "Paths" section): from the
+    traces in memory, or read again partition by partition on the same engine; None when no trace has an outcome."""
+    from tracetochain.analysis import analyze_paths
+    from tracetochain.exceptions import EmptyTraceSetError
+
+    try:
+        if result.traces is not None:
+            return analyze_paths(result.traces, state_model=result.state_model, seed=seed, confidence=confidence)
+        from tracetochain.engines import get_engine
+
+        with get_engine(engine, scheduler=scheduler) as eng:
+            return analyze_paths(source, on_error=on_error, engine=eng, state_model=result.state_model, seed=seed,
+                                 confidence=confidence)
+    except EmptyTraceSetError:
+        return None
