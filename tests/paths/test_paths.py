@@ -300,3 +300,15 @@ def test_compare_patterns_finds_the_changed_pattern() -> None:
     same = compare_patterns(PathSequences.from_table(a, *a.state_labels()),
                             PathSequences.from_table(a, *a.state_labels()))
     assert same["n_changed"] == 0
+
+
+def test_compare_cli_lists_changed_paths(tmp_path: Path) -> None:
+    a = planted_table(150, seed=10).write(tmp_path / "a.jsonl")
+    b = planted_table(150, seed=11).write(tmp_path / "b.jsonl")
+    r = run_cli("compare", str(a), str(b), "--paths", "--samples", "50", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["paths"]["kind"] == "tracetochain.paths.compare" and doc["paths"]["labels"] == ["a.jsonl", "b.jsonl"]
+    assert "paths" not in json.loads(run_cli("compare", str(a), str(b), "--samples", "50", "--json").stdout)
+    r = run_cli("compare", str(a), str(b), "--paths", "--samples", "50")
+    assert r.returncode == 0 and "path patterns from a.jsonl to b.jsonl" in r.stdout

@@ -121,3 +121,18 @@ def report_paths(result: Any, source: Any, *, on_error: str, engine: str | None,
                                  confidence=confidence)
     except EmptyTraceSetError:
         return None
+
+
+def run_compare_paths(a: Any, b: Any, *, labels: tuple[str, str], states: Any, state_options: dict[str, Any],
+                      seed: int, confidence: float, engine: str | None, scheduler: str | None) -> dict[str, Any]:
+    """`compare --paths`: :func:`tracetochain.analysis.compare_paths` on the two inputs."""
+    from tracetochain.analysis import compare_paths
+
+    kwargs: dict[str, Any] = {"labels": labels, "states": "label" if states is None else states,
+                              "state_options": state_options, "seed": seed, "confidence": confidence}
+    if engine is None:
+        return compare_paths(a, b, **kwargs)
+    from tracetochain.engines import get_engine
+
+    with get_engine(engine, scheduler=scheduler) as eng:
+        return compare_paths(a, b, engine=eng, **kwargs)

@@ -267,3 +267,23 @@ def render_paths(doc: dict[str, Any], *, top: int = 20, level: float = 0.05) -> 
         _console.print(f"No pattern separates succeeding from failing runs at a false discovery rate of {level:g}.")
     _console.print(f"[dim]{_safe(doc['method']['difference'])}; p: {_safe(doc['method']['p_value'])}; q: "
                    f"{_safe(doc['method']['q_value'])}[/]")
+
+
+def render_paths_compare(doc: dict[str, Any], *, top: int = 10, level: float = 0.05) -> None:
+    """`compare --paths`: the patterns whose prevalence or success-with changed most credibly (a compare-paths
+    document, :func:`tracetochain.paths.compare_patterns`), one line each."""
+    a, b = doc["labels"]
+
+    def change(c: dict[str, Any]) -> str:
+        return (f"{fmt_number(c['point'], 2, signed=True)} [{fmt_number(c['lower'], 2, signed=True)}, "
+                f"{fmt_number(c['upper'], 2, signed=True)}], q {fmt_number(c['q_value'], 3)}")
+
+    _console.print(f"[bold]path patterns[/] from {_safe(a)} to {_safe(b)}: {doc['n_changed']} of "
+                   f"{doc['n_candidates']} changed with q < {level:g} (Benjamini-Yekutieli over both tests)")
+    for r in doc["patterns"][:top]:
+        pc, sc = r["prevalence_change"], r["success_with_change"]
+        sw = r["success_with"]
+        line = (f"  {_safe(r['pattern'])}: share {fmt_number(r['share'][a], 2)} → {fmt_number(r['share'][b], 2)} "
+                f"({change(pc)}); success with {fmt_number(sw[a], 2)} → {fmt_number(sw[b], 2)}"
+                + ("" if sc is None else f" ({change(sc)})"))
+        _console.print(line, style="bold" if min(pc["q_value"], (sc or {}).get("q_value", 1.0)) < level else None)
