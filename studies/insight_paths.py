@@ -207,8 +207,8 @@ def render(doc: dict[str, Any]) -> str:
     p = s["planted"]
     lines += ["", "## Power and FDR", "", "| scenario | corpora | candidates (mean) | result |", "|---|---|---|---|",
               f"| planted | {p['reps']} | {p['mean_candidates']:.0f} | power {100 * p['power']['rate']:.0f} % "
-              f"{iv(p['power']['wilson'])}; planted in top 3 with q < 0.05: {100 * p['top3_and_supported']['rate']:.0f} "
-              f"% {iv(p['top3_and_supported']['wilson'])} |"]
+              f"{iv(p['power']['wilson'])}; planted in top 3 with q < 0.05: "
+              f"{100 * p['top3_and_supported']['rate']:.0f} % {iv(p['top3_and_supported']['wilson'])} |"]
     for name in ("null", "null-tasks"):
         d = s[name]
         lines.append(f"| {name}{' (clustered)' if d['clustered'] else ''} | {d['reps']} | {d['mean_candidates']:.0f} "

@@ -16,6 +16,6 @@ from tracetochain.analysis._intervals import design_effect, summary_ensemble
 from tracetochain.analysis._paths import analyze_paths, compare_paths
 from tracetochain.analysis._summary import CorpusSummary, SummarySpec, merge_summaries, summarize_traces
 
-__all__ = ["AnalysisResult", "AuditSettings", "CorpusSummary", "MemoryPartition", "SummarySpec", "analyze", "analyze_paths", "audit",
-           "audit_summary", "compare_paths", "design_effect", "homogeneity_test", "merge_summaries", "summarize_traces",
-           "summary_ensemble"]
+__all__ = ["AnalysisResult", "AuditSettings", "CorpusSummary", "MemoryPartition", "SummarySpec", "analyze",
+           "analyze_paths", "audit", "audit_summary", "compare_paths", "design_effect", "homogeneity_test",
+           "merge_summaries", "summarize_traces", "summary_ensemble"]

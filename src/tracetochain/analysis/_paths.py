@@ -1,4 +1,5 @@
-"""``analyze_paths()`` and ``compare_paths()``: traces → states → path patterns with inference, in memory or on an engine.
+"""``analyze_paths()`` and ``compare_paths()``: traces → states → path patterns with inference, in memory or on an
+engine.
 
 The input and the states are resolved exactly as :func:`~tracetochain.analysis.analyze` resolves them for ``fit``
 (any reader, ``states=`` spec, learned on the usable traces), then every partition is reduced to its flat state paths
@@ -12,7 +13,13 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from tracetochain.analysis._analyze import DEFAULT_STATE_SAMPLE, UNSEEN_STATE, label_steps, plan_input, resolve_states
+from tracetochain.analysis._analyze import (
+    DEFAULT_STATE_SAMPLE,
+    UNSEEN_STATE,
+    label_steps,
+    plan_input,
+    resolve_states,
+)
 from tracetochain.analysis._summary import SummarySpec
 from tracetochain.paths import CandidateSettings, PathSequences, PathsResult, compare_patterns, find_patterns
 from tracetochain.paths._sequences import merge_sequences

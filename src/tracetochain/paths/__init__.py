@@ -12,7 +12,7 @@ The entry point that reads traces (any reader, any state model, any engine) is
 :func:`tracetochain.analysis.analyze_paths`. docs/statistics.md ("Path patterns") gives the method.
 """
 
-from tracetochain.paths._candidates import CandidateSettings, Candidates, Pattern, enumerate_candidates
+from tracetochain.paths._candidates import Candidates, CandidateSettings, Pattern, enumerate_candidates
 from tracetochain.paths._inference import by_qvalues, fisher_two_sided, newcombe
 from tracetochain.paths._patterns import (
     PATHS_SCHEMA_VERSION,

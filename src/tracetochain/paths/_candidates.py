@@ -232,9 +232,9 @@ def enumerate_candidates(seq: PathSequences, settings: CandidateSettings | None 
     for _, col, pats in blocks:
         cols.append(col + len(patterns))
         patterns.extend(pats)
-    r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    k = np.concatenate(cols) if cols else np.zeros(0, np.int64)
-    matrix = sp.csc_matrix((np.ones(r.size, np.int8), (r, k)), shape=(n, len(patterns)))
+    row_idx = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    col_idx = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+    matrix = sp.csc_matrix((np.ones(row_idx.size, np.int8), (row_idx, col_idx)), shape=(n, len(patterns)))
     matrix.sort_indices()
     return _deduplicate(matrix, patterns, support, notes)
 

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table, fmt_number
-from tracetochain.paths._candidates import KINDS, CandidateSettings, Candidates, Pattern, enumerate_candidates
+from tracetochain.paths._candidates import KINDS, Candidates, CandidateSettings, Pattern, enumerate_candidates
 from tracetochain.paths._inference import (
     ClusterSums,
     by_qvalues,
@@ -160,8 +160,9 @@ def find_patterns(seq: PathSequences, settings: CandidateSettings | None = None,
     if seq.n_traces == 0:
         from tracetochain.exceptions import EmptyTraceSetError
 
-        raise EmptyTraceSetError(f"no trace with outcome success or failure to compare ({seq.left_out.get('censored', 0)}"
-                                 f" censored, {seq.left_out.get('invalid', 0)} invalid)")
+        left = seq.left_out
+        raise EmptyTraceSetError(f"no trace with outcome success or failure to compare ({left.get('censored', 0)} "
+                                 f"censored, {left.get('invalid', 0)} invalid)")
     cand = enumerate_candidates(seq, cfg)
     tcodes, n_tasks, clustered = task_codes(seq)
     z = z_of(confidence)
@@ -239,9 +240,12 @@ def compare_patterns(a: PathSequences, b: PathSequences, settings: CandidateSett
     cfg = settings or CandidateSettings()
     a_c = a.canonical()
     b_c = b.canonical()
-    tag = lambda s, k: PathSequences(  # noqa: E731 — ids prefixed so a corpus compared with itself stays distinct
-        s.codes, s.errors, s.offsets, s.success, tuple(None if t is None else f"{k}/{t}" for t in s.tasks),
-        tuple(f"{k}/{i}" for i in s.trace_ids), s.state_names, s.left_out)
+
+    def tag(s: PathSequences, k: int) -> PathSequences:  # ids prefixed: a corpus compared with itself stays distinct
+        return PathSequences(s.codes, s.errors, s.offsets, s.success,
+                             tuple(None if t is None else f"{k}/{t}" for t in s.tasks),
+                             tuple(f"{k}/{i}" for i in s.trace_ids), s.state_names, s.left_out)
+
     both = merge_sequences(tag(a_c, 0), tag(b_c, 1))
     cand = enumerate_candidates(both, cfg)
     na, nb = a_c.n_traces, b_c.n_traces
@@ -285,7 +289,7 @@ def compare_patterns(a: PathSequences, b: PathSequences, settings: CandidateSett
     def num(x: float) -> float | None:
         return None if not np.isfinite(x) else float(x)
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for j, pat in enumerate(cand.patterns):
         rows.append({
             "pattern": pat.text, "kind": pat.kind, "states": list(pat.states),
@@ -298,17 +302,21 @@ def compare_patterns(a: PathSequences, b: PathSequences, settings: CandidateSett
                                      "p_value": float(p_succ[j]), "q_value": float(q_succ[j])} if defined[j]
                                     else None),
             "aliases": [x.text for x in cand.aliases[j]]})
-    rows.sort(key=lambda r: (min(r["prevalence_change"]["q_value"],
-                                 (r["success_with_change"] or {}).get("q_value", 1.0)), r["pattern"]))
+    rows.sort(key=_change_key)
     return {"kind": COMPARE_KIND, "schema_version": PATHS_SCHEMA_VERSION, "labels": list(labels),
             "n_traces": {labels[0]: na, labels[1]: nb}, "n_candidates": cand.n_candidates,
             "min_support": cand.min_support, "clustered_by_task": clustered, "confidence": confidence,
             "method": method_doc(clustered) | {"q_value": f"{FDR_METHOD} over the prevalence and success-with tests "
                                                           "of all candidates together"},
             "settings": cfg.to_dict(),
-            "n_changed": sum(1 for r in rows if r["prevalence_change"]["q_value"] < 0.05
-                             or (r["success_with_change"] or {}).get("q_value", 1.0) < 0.05),
+            "n_changed": sum(1 for r in rows if _change_key(r)[0] < 0.05),
             "patterns": rows}
+
+
+def _change_key(row: dict[str, Any]) -> tuple[float, str]:
+    """Rows of a comparison, most credible change first: the smaller of the two q-values, then the pattern."""
+    success = row["success_with_change"]
+    return min(row["prevalence_change"]["q_value"], 1.0 if success is None else success["q_value"]), row["pattern"]
 
 
 def _presence_deff(X: sp.csc_matrix, tcodes: NDArray[np.int64], n_tasks: int, prev: NDArray[np.float64]

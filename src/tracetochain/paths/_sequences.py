@@ -93,7 +93,8 @@ class PathSequences:
         take = np.repeat(self.offsets[:-1][idx] - new_off[:-1], new_lengths) + np.arange(int(new_off[-1]))
         return PathSequences(codes=codes[take], errors=self.errors[take],
                              offsets=new_off, success=self.success[idx],
-                             tasks=tuple(self.tasks[i] for i in order), trace_ids=tuple(self.trace_ids[i] for i in order),
+                             tasks=tuple(self.tasks[i] for i in order),
+                             trace_ids=tuple(self.trace_ids[i] for i in order),
                              state_names=names, left_out=dict(self.left_out))
 
 
