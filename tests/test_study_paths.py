@@ -48,6 +48,10 @@ def test_false_discovery_rate_on_null_corpora() -> None:
         runs = doc["scenarios"][scenario]["runs"]
         recomputed = sum(r["false"] / max(1, r["n_supported"]) for r in runs) / len(runs)
         assert abs(recomputed - fdr["estimate"]) < 1e-12
+        # Every true difference is 0 under the null: the 95 % intervals contain it (Newcombe is conservative at
+        # worst; with tasks, on effective sample sizes).
+        coverage = doc["scenarios"][scenario]["interval_coverage"]
+        assert coverage["n_rows"] > 1000 and 0.93 <= coverage["rate"] <= 0.995, (scenario, coverage)
 
 
 @pytest.mark.slow

@@ -242,7 +242,8 @@ def test_cli_json_and_table(tmp_path: Path) -> None:
     assert doc["top_finding"]["pattern"] == "test failing ≥ 2 times in a row"
     r = run_cli("paths", str(path), "--top", "3")
     assert r.returncode == 0, r.stderr
-    assert "test failing ≥ 2 times in a row" in r.stdout and "more patterns" in r.stdout
+    assert "  1. test failing ≥ 2 times in a row" in r.stdout and "more patterns" in r.stdout
+    assert "e.g. failing: tr-" in r.stdout
     r = run_cli("paths", "--help")
     assert "Example: tracetochain paths" in r.stdout
 

@@ -241,23 +241,20 @@ def render_paths(doc: dict[str, Any], *, top: int = 20, level: float = 0.05) -> 
     rows = doc["patterns"]
     supported = [r for r in rows if r["q_value"] < level]
     conf = f"{100 * doc['confidence']:.0f} %"
-    table = Table(title=f"Path patterns, best supported first ({len(supported)} with q < {level:g}; "
-                        f"{doc['method']['q_value'].split(' step-up')[0]} FDR)", title_justify="left")
-    table.add_column("pattern", overflow="fold", min_width=24, ratio=3)
-    for col in ("kind", "traces", "share", "success with", "without"):
-        table.add_column(col, no_wrap=True)
-    table.add_column(f"difference [{conf}]", no_wrap=True)
-    table.add_column("q", no_wrap=True)
-    table.add_column("e.g. failing", overflow="fold", ratio=1)
-    for r in rows[:top]:
+    _console.print(f"[bold]Path patterns, best supported first[/] ({len(supported)} with q < {level:g}, "
+                   "Benjamini-Yekutieli FDR)")
+    # One block per pattern (not a table): pattern names are long and must stay whole at any terminal width.
+    for i, r in enumerate(rows[:top]):
         d = r["difference"]
-        style = "bold" if r["q_value"] < level else ""
-        table.add_row(_safe(r["pattern"]), r["kind"], str(r["n_traces"]), fmt_number(r["share"], 2),
-                      fmt_number(r["success_with"], 2), fmt_number(r["success_without"], 2),
-                      f"{fmt_number(d['point'], 2, signed=True)} [{fmt_number(d['lower'], 2, signed=True)}, "
-                      f"{fmt_number(d['upper'], 2, signed=True)}]", fmt_number(r["q_value"], 3),
-                      _safe(", ".join(r["examples"]["failure"][:2])), style=style)
-    _console.print(table)
+        mark = "bold" if r["q_value"] < level else ""
+        _console.print(f"{i + 1:>3}. {_safe(r['pattern'])}  [dim]({r['kind']})[/]", style=mark or None)
+        _console.print(f"     {r['n_traces']} traces ({100 * r['share']:.0f} %) · success "
+                       f"{100 * r['success_with']:.0f} % with, {100 * r['success_without']:.0f} % without · "
+                       f"difference {100 * d['point']:+.0f} pts [{100 * d['lower']:+.0f}, {100 * d['upper']:+.0f}] "
+                       f"({conf}) · q {fmt_number(r['q_value'], 3)}")
+        ex = r["examples"]
+        _console.print(f"     e.g. failing: {_safe(', '.join(ex['failure']) or '—')} · succeeding: "
+                       f"{_safe(', '.join(ex['success']) or '—')}", style="dim")
     if len(rows) > top:
         _console.print(f"({len(rows) - top} more patterns: --top N, or --json for all)")
     top_row = doc.get("top_finding")

@@ -84,7 +84,7 @@ class Pattern:
             return f"{self.states[0]} visited ≥ {self.k} times"
         if self.states:
             return f"{self.states[0]} failing ≥ {self.k} time{'s' if self.k > 1 else ''} in a row"
-        return f"≥ {self.k} consecutive error step{'s' if self.k > 1 else ''}"
+        return f"≥ {self.k} consecutive error steps" if self.k > 1 else "an error step"
 
 
 @dataclass(frozen=True, eq=False)
