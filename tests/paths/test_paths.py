@@ -265,6 +265,9 @@ def test_report_section_escapes_state_names() -> None:
     assert "Paths that go with failure" in md
     assert "<script>" not in re.sub(r"`[^`\n]*`", "", md)  # trace content only inside code spans
     assert build_report(res)["paths"] is None and 'id="paths"' not in render_html(build_report(res))
+    # the report leads with the supported path pattern (the headline's "path" finding)
+    assert doc["headline"]["kind"] == "path" and "failing ≥ 2 times in a row" in doc["headline"]["sentence"]
+    assert evil not in page.split('id="paths"')[0]  # the headline is escaped too
 
 
 def test_engine_parity(tmp_path: Path) -> None:

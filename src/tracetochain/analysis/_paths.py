@@ -20,8 +20,16 @@ from tracetochain.analysis._analyze import (
     plan_input,
     resolve_states,
 )
+from tracetochain.analysis._headline import Finding
 from tracetochain.analysis._summary import SummarySpec
-from tracetochain.paths import CandidateSettings, PathSequences, PathsResult, compare_patterns, find_patterns
+from tracetochain.paths import (
+    CandidateSettings,
+    PathSequences,
+    PathsResult,
+    compare_patterns,
+    find_patterns,
+    top_finding,
+)
 from tracetochain.paths._sequences import merge_sequences
 
 
@@ -98,6 +106,18 @@ def analyze_paths(source: Any, *, reader: str | None = None, reader_options: dic
     return find_patterns(seq, cfg, confidence=confidence, source=src)
 
 
+def path_finding(paths: PathsResult | dict[str, Any], level: float = 0.05) -> Finding | None:
+    """The headline candidate (:mod:`tracetochain.analysis._headline`, kind ``"path"``, priority 3) of a paths
+    result or its JSON document: the best-supported pattern with q < ``level``
+    (:func:`tracetochain.paths.top_finding`), or None when no pattern is supported."""
+    top = top_finding(paths, level)
+    if top is None:
+        return None
+    evidence = {k: top[k] for k in ("pattern", "kind", "n_traces", "share", "success_with", "success_without",
+                                    "difference", "p_value", "q_value", "examples")}
+    return Finding("path", top["sentence"] + ".", True, 3, evidence)
+
+
 def compare_paths(a: Any, b: Any, *, labels: tuple[str, str] = ("A", "B"), confidence: float = 0.95,
                   settings: CandidateSettings | None = None, states: Any = "label",
                   state_options: dict[str, Any] | None = None, seed: int = 0, state_model: Any = None,
@@ -122,4 +142,4 @@ def compare_paths(a: Any, b: Any, *, labels: tuple[str, str] = ("A", "B"), confi
     return compare_patterns(sa, sb, settings, confidence=confidence, labels=labels)
 
 
-__all__ = ["analyze_paths", "compare_paths", "path_sequences"]
+__all__ = ["analyze_paths", "compare_paths", "path_finding", "path_sequences"]

@@ -137,7 +137,7 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "design_effect": result.design_effect,
         "thin_evidence": {"threshold": thin_evidence, "states": thin},
         "never_failed_states": never_failed,
-        "headline": headline(result, tuple(findings)).to_dict(),
+        "headline": headline(result, (*findings, *_path_findings(paths))).to_dict(),
         "discrimination": None if disc is None else disc.to_dict(),
         "uninformative": [o for o, st in statuses.items() if st == "uninformative"],
         "budget_caveat": BUDGET_CAVEAT,
@@ -148,6 +148,16 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "states_expanded": expanded,
         "paths": None if paths is None else paths_section(paths),
     })
+
+
+def _path_findings(paths: Any) -> list[Any]:
+    """The headline candidate of the paths analysis (a pattern with q < 0.05), when there is one."""
+    if paths is None:
+        return []
+    from tracetochain.analysis._paths import path_finding
+
+    found = path_finding(paths)
+    return [] if found is None else [found]
 
 
 #: Pattern rows the report's "Paths" section lists (the JSON of `tracetochain paths` lists every one).
