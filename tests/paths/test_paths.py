@@ -316,3 +316,17 @@ def test_compare_cli_lists_changed_paths(tmp_path: Path) -> None:
     assert "paths" not in json.loads(run_cli("compare", str(a), str(b), "--samples", "50", "--json").stdout)
     r = run_cli("compare", str(a), str(b), "--paths", "--samples", "50")
     assert r.returncode == 0 and "path patterns from a.jsonl to b.jsonl" in r.stdout
+
+
+def test_report_paths_section_same_with_and_without_engine(tmp_path: Path) -> None:
+    path = planted_table(160, seed=12, tasks=40).write(tmp_path / "c.jsonl")
+    docs = []
+    for extra in ((), ("--engine", "local")):
+        out = tmp_path / f"r{len(extra)}.json"
+        r = run_cli("report", str(path), "--format", "json", "--no-audit", "--uncertainty", "none", "-q", "-o",
+                    str(out), *extra)
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(out.read_text(encoding="utf-8"))["paths"])
+    assert docs[0] is not None and docs[0]["clustered_by_task"]
+    strip = lambda d: {k: v for k, v in d.items() if k != "source"}  # noqa: E731 — the engine is named in source
+    assert strip(docs[0]) == strip(docs[1])
