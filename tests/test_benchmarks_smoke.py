@@ -61,3 +61,9 @@ def test_bench_model_families_runs_and_every_family_finds_r_inf() -> None:
 def test_bench_costs_runs() -> None:
     out = run("bench_costs.py", "--sizes", "10", "--repeats", "1")
     assert "random 10" in out and "cost_report" in out
+
+
+@pytest.mark.slow
+def test_bench_paths_runs() -> None:
+    out = run("bench_paths.py", "--synthetic", "200", "--rounds", "1")
+    assert "paths / fit" in out

@@ -228,3 +228,59 @@ def render_costs(doc: dict[str, Any] | None) -> None:
             _console.print(f"  [dim]{_safe(metric)}: {_safe(reason)}[/]")
     for note in doc.get("notes") or ():
         _console.print(f"  [dim]note: {_safe(str(note))}[/]")
+
+
+def render_paths(doc: dict[str, Any], *, top: int = 20, level: float = 0.05) -> None:
+    """The `paths` table: the ``top`` best-supported patterns of a paths document (``PathsResult.to_dict()``)."""
+    left = doc["left_out"]
+    extra = ", ".join(f"{v} {k}" for k, v in left.items() if v)
+    _console.print(f"[bold]{doc['n_traces']} traces[/] with an outcome ({doc['n_success']} success"
+                   f"{'; left out: ' + extra if extra else ''}); {doc['n_candidates']} patterns tested, each in ≥ "
+                   f"{doc['min_support']} traces and absent from ≥ {doc['min_support']}"
+                   + (f"; clustered by task ({doc['n_tasks']} tasks)" if doc["clustered_by_task"] else ""))
+    rows = doc["patterns"]
+    supported = [r for r in rows if r["q_value"] < level]
+    conf = f"{100 * doc['confidence']:.0f} %"
+    _console.print(f"[bold]Path patterns, best supported first[/] ({len(supported)} with q < {level:g}, "
+                   "Benjamini-Yekutieli FDR)")
+    # One block per pattern (not a table): pattern names are long and must stay whole at any terminal width.
+    for i, r in enumerate(rows[:top]):
+        d = r["difference"]
+        mark = "bold" if r["q_value"] < level else ""
+        _console.print(f"{i + 1:>3}. {_safe(r['pattern'])}  [dim]({r['kind']})[/]", style=mark or None)
+        _console.print(f"     {r['n_traces']} traces ({100 * r['share']:.0f} %) · success "
+                       f"{100 * r['success_with']:.0f} % with, {100 * r['success_without']:.0f} % without · "
+                       f"difference {100 * d['point']:+.0f} pts [{100 * d['lower']:+.0f}, {100 * d['upper']:+.0f}] "
+                       f"({conf}) · q {fmt_number(r['q_value'], 3)}")
+        ex = r["examples"]
+        _console.print(f"     e.g. failing: {_safe(', '.join(ex['failure']) or '—')} · succeeding: "
+                       f"{_safe(', '.join(ex['success']) or '—')}", style="dim")
+    if len(rows) > top:
+        _console.print(f"({len(rows) - top} more patterns: --top N, or --json for all)")
+    top_row = doc.get("top_finding")
+    if top_row is not None:
+        _console.print(_safe(top_row["sentence"]))
+    else:
+        _console.print(f"No pattern separates succeeding from failing runs at a false discovery rate of {level:g}.")
+    _console.print(f"[dim]{_safe(doc['method']['difference'])}; p: {_safe(doc['method']['p_value'])}; q: "
+                   f"{_safe(doc['method']['q_value'])}[/]")
+
+
+def render_paths_compare(doc: dict[str, Any], *, top: int = 10, level: float = 0.05) -> None:
+    """`compare --paths`: the patterns whose prevalence or success-with changed most credibly (a compare-paths
+    document, :func:`tracetochain.paths.compare_patterns`), one line each."""
+    a, b = doc["labels"]
+
+    def change(c: dict[str, Any]) -> str:
+        return (f"{fmt_number(c['point'], 2, signed=True)} [{fmt_number(c['lower'], 2, signed=True)}, "
+                f"{fmt_number(c['upper'], 2, signed=True)}], q {fmt_number(c['q_value'], 3)}")
+
+    _console.print(f"[bold]path patterns[/] from {_safe(a)} to {_safe(b)}: {doc['n_changed']} of "
+                   f"{doc['n_candidates']} changed with q < {level:g} (Benjamini-Yekutieli over both tests)")
+    for r in doc["patterns"][:top]:
+        pc, sc = r["prevalence_change"], r["success_with_change"]
+        sw = r["success_with"]
+        line = (f"  {_safe(r['pattern'])}: share {fmt_number(r['share'][a], 2)} → {fmt_number(r['share'][b], 2)} "
+                f"({change(pc)}); success with {fmt_number(sw[a], 2)} → {fmt_number(sw[b], 2)}"
+                + ("" if sc is None else f" ({change(sc)})"))
+        _console.print(line, style="bold" if min(pc["q_value"], (sc or {}).get("q_value", 1.0)) < level else None)

@@ -151,8 +151,13 @@ def report(
                               pseudocount=pseudocount, audit=not no_audit, holdout=not in_sample, n_splits=splits,
                               level=level, intervals=method, n_samples=samples, confidence=ci, seed=seed,
                               progress=progress, **model_arguments(model))
+        status.update("paths")
+        from tracetochain.cli._paths import report_paths
+
+        found = report_paths(result, source, on_error=on_error.value, engine=engine, scheduler=scheduler, seed=seed,
+                             confidence=ci)
         status.update("writing")
-        doc = build_report(result, horizon=horizon, ks=ks)
+        doc = build_report(result, horizon=horizon, ks=ks, paths=found)
         text = {"html": lambda: render_html(doc), "md": lambda: render_markdown(doc),
                 "json": lambda: json.dumps(doc, indent=1, allow_nan=False) + "\n"}[fmt.value]()
     from tracetochain._files import write_output

@@ -143,6 +143,9 @@ def compare(
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
     model: ModelOpt = ModelChoice.markov,
+    paths: Annotated[bool, typer.Option(
+        "--paths", help="Also list the path patterns that changed between A and B (prevalence and success with "
+                        "them, Benjamini–Yekutieli q-values; JSON key `paths`).")] = False,
 ) -> None:
     """Compare two trace sets: is B more or less reliable than A, and where do they differ?
 
@@ -180,10 +183,23 @@ def compare(
         if isinstance(exc, TraceToChainError):
             raise
         raise typer.BadParameter(str(exc)) from None
+    changed = None
+    if paths:
+        from tracetochain.cli._paths import run_compare_paths
+
+        changed = run_compare_paths(src_a, src_b, labels=(a.name, b.name), states=spec, state_options=options,
+                                    seed=seed, confidence=ci, engine=engine, scheduler=scheduler)
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        doc = result.to_dict()
+        if changed is not None:
+            doc["paths"] = changed
+        typer.echo(json.dumps(doc, indent=2, allow_nan=False))
     else:
         echo_text(result.to_markdown() if markdown else str(result), nl=not markdown)
+        if changed is not None:
+            from tracetochain.cli._render import render_paths_compare
+
+            render_paths_compare(changed)
     if fail_if_worse and result.direction == "worse":
         sys.exit(3)
 

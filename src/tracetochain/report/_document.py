@@ -43,10 +43,12 @@ class Report(dict[str, Any]):
 
 def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
                  fallback_fraction: float = 0.1, thin_evidence: int = THIN_EVIDENCE,
-                 findings: Any = ()) -> Report:
+                 findings: Any = (), paths: Any = None) -> Report:
     """The report document of an :class:`~tracetochain.analysis.AnalysisResult` (every number comes from it).
     ``findings``: headline candidates of other analyses (:class:`~tracetochain.analysis._headline.Finding`, e.g. path
-    patterns with q < 0.05), weighed with the analysis's own by :func:`~tracetochain.analysis._headline.headline`."""
+    patterns with q < 0.05), weighed with the analysis's own by :func:`~tracetochain.analysis._headline.headline`.
+    ``paths``: the path patterns of the same traces (:func:`~tracetochain.analysis.analyze_paths`, a
+    :class:`~tracetochain.paths.PathsResult` or its JSON document) for the "Paths" section (None: no section)."""
     chain: AbsorbingChain = result.chain
     # The chosen model's own pass^k (Σ_c w_c R_c^k when a task's trials share a class); summarize(chain) otherwise.
     metrics = getattr(result, "metrics", None)
@@ -135,7 +137,7 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "design_effect": result.design_effect,
         "thin_evidence": {"threshold": thin_evidence, "states": thin},
         "never_failed_states": never_failed,
-        "headline": headline(result, tuple(findings)).to_dict(),
+        "headline": headline(result, (*findings, *_path_findings(paths))).to_dict(),
         "discrimination": None if disc is None else disc.to_dict(),
         "uninformative": [o for o, st in statuses.items() if st == "uninformative"],
         "budget_caveat": BUDGET_CAVEAT,
@@ -144,7 +146,29 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "model_choice": None if selection is None else model_choice_section(selection),
         "pass_k_trials": "iid" if selection is None else selection.trials,
         "states_expanded": expanded,
+        "paths": None if paths is None else paths_section(paths),
     })
+
+
+def _path_findings(paths: Any) -> list[Any]:
+    """The headline candidate of the paths analysis (a pattern with q < 0.05), when there is one."""
+    if paths is None:
+        return []
+    from tracetochain.analysis._paths import path_finding
+
+    found = path_finding(paths)
+    return [] if found is None else [found]
+
+
+#: Pattern rows the report's "Paths" section lists (the JSON of `tracetochain paths` lists every one).
+PATHS_SECTION_ROWS = 15
+
+
+def paths_section(paths: Any, rows: int = PATHS_SECTION_ROWS) -> dict[str, Any]:
+    """The report's "Paths" section: the paths document with its ``rows`` best-supported patterns."""
+    doc = paths if isinstance(paths, dict) else paths.to_dict()
+    return {**{k: v for k, v in doc.items() if k != "patterns"}, "patterns": list(doc["patterns"][:rows]),
+            "n_patterns_listed": min(rows, len(doc["patterns"]))}
 
 
 def _trials_detail(cert: Any, selection: Any) -> Any:

@@ -161,7 +161,7 @@ def render_html(doc: dict[str, Any]) -> str:
         emp_pass=emp_pass, settings=settings,
         bottleneck_sentences=[shorten(s, 4 * DISPLAY_NAME_LIMIT)
                               for s in doc.get("bottlenecks", {}).get("sentences", [])], costs=costs_view,
-        mc=mc, **_model_choice_view(mc), **pass_k, **_discrimination_view(doc))
+        mc=mc, paths=doc.get("paths"), **_model_choice_view(mc), **pass_k, **_discrimination_view(doc))
 
 
 def _discrimination_view(doc: dict[str, Any]) -> dict[str, Any]:

@@ -117,10 +117,31 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += _model_choice_lines(mc)
     lines += _bottleneck_lines(doc.get("bottlenecks") or {})
     lines += _cost_lines(doc.get("costs"))
+    lines += _paths_lines(doc.get("paths"))
     text = "\n".join(lines).rstrip() + "\n"
     if len(text) > MAX_COMMENT_CHARS:  # cannot happen with names cut to their display length; a last guard
         text = text[:MAX_COMMENT_CHARS].rsplit("\n", 1)[0] + "\n\n_(cut to fit a pull-request comment)_\n"
     return text
+
+
+def _paths_lines(paths: dict[str, Any] | None, rows: int = 5) -> list[str]:
+    """The "Paths" section: the best-supported patterns (q < 0.05 first) with their differences and q-values."""
+    if not paths:
+        return []
+    out = ["", f"**Paths that go with failure** ({paths['n_candidates']} patterns tested, "
+               f"{paths['n_supported']} with q < 0.05, Benjamini–Yekutieli)", ""]
+    top = paths.get("top_finding")
+    if top is None:
+        out += ["No path pattern separates succeeding from failing runs at a false discovery rate of 0.05.", ""]
+    else:
+        out += [markdown_text(str(top["sentence"])), ""]
+    out += ["| pattern | share | success with / without | difference | q |", "|---|---|---|---|---|"]
+    for r in paths["patterns"][:rows]:
+        d = r["difference"]
+        out.append(f"| {markdown_code(r['pattern'])} | {100 * r['share']:.0f}% | {100 * r['success_with']:.0f}% / "
+                   f"{100 * r['success_without']:.0f}% | {100 * d['point']:+.0f} [{100 * d['lower']:+.0f}, "
+                   f"{100 * d['upper']:+.0f}] pts | {_f(r['q_value'])} |")
+    return out
 
 
 def _model_choice_lines(mc: dict[str, Any] | None) -> list[str]:
