@@ -47,6 +47,6 @@ def test_the_readme_has_python_blocks() -> None:
 @pytest.mark.parametrize("index", _params())
 def test_readme_block_runs_as_written(index: int, runs_folder: Path) -> None:
     namespace: dict[str, object] = {"__name__": "__main__"}
-    exec(compile(BLOCKS[index], f"README.md python block {index}", "exec"), namespace)  # noqa: S102
+    exec(compile(BLOCKS[index], f"README.md python block {index}", "exec"), namespace)
     if index == 0:
         assert (runs_folder / "chain.json").exists()
