@@ -329,3 +329,26 @@ def test_post_verdict_goes_where_configure_sends_the_spans() -> None:
     (verdict,) = [s for s in seen if s[0] == "/v1/verdicts"]
     assert verdict[1] == f"Bearer {token}"
     assert verdict[2] == {"trace_id": "0af7651916cd43dd8448eb211c80319c", "outcome": "success"}
+
+
+def test_root_only_traces_without_outcome_are_kept_as_zero_step_unlabelled_episodes(tmp_path: Path) -> None:
+    """A trace with no step and no verdict is an unlabelled run that ended before any step: kept and counted, and
+    a batch made only of such traces never stops ingest."""
+    svc = make_service(tmp_path, verdict_timeout=0.2)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: "bare-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    for _ in range(3):
+        with tracer.start_as_current_span("agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            pass
+    provider.shutdown()
+    with TestClient(create_app(svc), base_url="http://127.0.0.1") as client:
+        body = encode_spans(exporter.get_finished_spans()).SerializeToString()
+        assert client.post("/v1/traces", content=body, headers=PB).status_code == 200
+        wait(lambda: svc.live.n_episodes == 3)
+        counters = client.get("/api/live").json()["status"]["counters"]
+        assert svc.ingestor.failed is None
+    assert counters["episodes_unlabelled"] == 3 and counters.get("episodes_dropped", 0) == 0
+    assert {(e.outcome, e.states, e.group) for e in svc.store.episodes()} == {("unlabelled", (), "bare-agent")}
+    assert svc.store.steps_of() == []  # no step row: the step table stays canonical

@@ -474,6 +474,7 @@ class Ingestor:
         builder = ColumnarTraceBuilder(source="live", format="otlp", on_error="skip", location_kind="line")
         finished: list[str] = []
         groups: dict[str, str] = {}
+        zero_step: list[dict[str, Any]] = []
         for name, n in self._pending_evictions.items():
             batch.count(name, n)
         self._pending_evictions = {}
@@ -513,6 +514,9 @@ class Ingestor:
                 batch.problems.append((now, "episode", tid, p.message))
             batch.count("episodes_dropped", len(collector.skips) + len(collector.problems))
             for rec in collector.records:
+                if "step_idx" not in rec:  # an episode that ended before any step: kept as it is (no table row)
+                    zero_step.append(rec)
+                    continue
                 # The reader's own builder and validation, as `fit` reads a file; the location is the trace's
                 # place in `finished`, so a problem found when the table is built names its trace.
                 builder.add_step(rec, len(finished))
@@ -528,9 +532,16 @@ class Ingestor:
                 self._verdicts.pop(tid, None)
         while len(self._closed) > _CLOSED_CACHE:
             self._closed.popitem(last=False)
+        out = self._zero_step_episodes(zero_step, now, batch, groups)
         if not builder.n_steps:
-            return []
-        table = builder.build()
+            return out
+        try:
+            table = builder.build()
+        except Exception as exc:  # a table the reader's validation refuses whole: counted, never stops ingest
+            log.warning("live: %d traces could not be built into episodes (%s)", len(finished), exc)
+            batch.count("episodes_dropped", len(finished))
+            batch.problems.append((now, "episode", None, f"the traces could not be built into episodes: {exc}"[:2000]))
+            return out
         report = table.report
         if report.n_traces_skipped:
             batch.count("episodes_dropped", report.n_traces_skipped)
@@ -538,7 +549,30 @@ class Ingestor:
                 at = p.location
                 tid_of = finished[at] if isinstance(at, int) and 0 <= at < len(finished) else None
                 batch.problems.append((now, "episode", tid_of, p.message))
-        return self._episodes_of(table, now, batch, groups)
+        return out + self._episodes_of(table, now, batch, groups)
+
+    def _zero_step_episodes(self, records: list[dict[str, Any]], now: float, batch: WriteBatch,
+                            groups: dict[str, str]) -> list[tuple[str, list[dict[str, Any]]]]:
+        """Episodes that ended before any agent step (a root span with an outcome, or an unlabelled root): stored
+        with no state and no step row (the step table — report, Parquet export — has none for them), counted like
+        every other episode in the live view."""
+        out: list[tuple[str, list[dict[str, Any]]]] = []
+        unlabelled = 0
+        for rec in records:
+            record = {k: v for k, v in rec.items() if v is not None}
+            eid = str(record.get("trace_id"))
+            tid = eid.split(":", 1)[0]
+            outcome = str(record.get("outcome"))
+            if outcome == "censored" and record.get("termination_reason") == UNLABELLED:
+                outcome = UNLABELLED
+                unlabelled += 1
+            batch.episodes.append((self._next_seq, eid, tid, now, None, outcome, "[]", "[]",
+                                   groups.get(tid, NO_GROUP), 0, None, None, None))
+            self._next_seq += 1
+            out.append((eid, []))
+        batch.count("episodes", len(out))
+        batch.count("episodes_unlabelled", unlabelled)
+        return out
 
     def _group_of(self, ot: _OpenTrace) -> str:
         """The trace's group: the ``group_by`` attribute on its root span (or its resource), else on any span;

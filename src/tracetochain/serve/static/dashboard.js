@@ -40,7 +40,8 @@ function when(ts) {
 }
 
 // ---------------------------------------------------------------- groups (one chain per agent)
-const GROUP = new URLSearchParams(window.location.search).get("group");
+const GROUP = typeof window !== "undefined" && typeof URLSearchParams !== "undefined"
+  ? new URLSearchParams(window.location.search).get("group") : null;
 
 function withGroup(path) {
   if (GROUP === null) return path;
