@@ -147,6 +147,9 @@ def test_restart_twice_after_alerts_fired_lists_and_sends_each_once(tmp_path: Pa
         wait(lambda: any(a["kind"] == "drift" for a in first.hub.recent)
              and any(a["kind"] == "rule" for a in first.hub.recent))
         wait(lambda: len(hook.got) == len(first.store.alert_keys()))
+        # The attempts are recorded with the next commit of the ingest thread.
+        wait(lambda: all((a.get("delivery") or {}).get("status") == "delivered"
+                         for a in client.get("/api/alerts").json()["alerts"]))
         before = client.get("/api/alerts").json()["alerts"]
     kinds = Counter(a["kind"] for a in before)
     assert kinds["drift"] >= 1 and kinds["rule"] >= 1
