@@ -145,7 +145,7 @@ def test_dashboard_in_chromium(served: dict) -> None:
         assert page.locator("#n-labelled").inner_text() == "1000 / 1000"  # every episode labelled
         # One chain per agent: the agent's own view (its service.name) holds the same episodes.
         page.goto(proc.url + "/?group=sql-agent")
-        page.wait_for_function("document.body.getAttribute('data-episodes') === '1000'", timeout=20_000)
+        page.wait_for_selector('body[data-episodes="1000"]', timeout=20_000)  # drawn from /api/live?group=
         assert page.locator("#groups a.group.current").inner_text().startswith("sql-agent · 1000")
         assert page.locator("#alerts li .delivery").count() == 0  # no webhook configured
         alert = page.locator("#alerts li", has_text="sql_exec").first
