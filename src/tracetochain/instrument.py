@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import os
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,6 +58,10 @@ STATE_ATTRIBUTE = "tracetochain.state"  # the otlp reader's STATE_ATTRIBUTE
 _OPERATION = {"tool": "execute_tool", "llm": "chat", "retrieval": "retrieval"}
 _TRACER = "tracetochain.instrument"
 F = TypeVar("F", bound=Callable[..., Any])
+_DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
+#: What the last :func:`configure` was told (``endpoint``: the server's base URL, ``token``), for
+#: :func:`post_verdict`.
+_CONFIGURED: dict[str, str | None] = {}
 
 
 def configure(endpoint: str = "http://127.0.0.1:4318", *, token: str | None = None, service_name: str = "agent",
@@ -80,6 +85,7 @@ def configure(endpoint: str = "http://127.0.0.1:4318", *, token: str | None = No
     url = endpoint.rstrip("/")
     if not url.endswith("/v1/traces"):
         url += "/v1/traces"
+    _CONFIGURED.update(endpoint=url.removesuffix("/v1/traces"), token=token)
     headers = {"Authorization": f"Bearer {token}"} if token else None
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     for exporter in [OTLPSpanExporter(endpoint=url, headers=headers), *(extra_exporters or ())]:
@@ -249,8 +255,18 @@ def milestone(name: str, *, check: Callable[[Any], bool] | None = None, kind: st
 
 
 def post_verdict(trace_id: str, outcome: bool | str | None = None, *, reward: float | None = None,
-                 endpoint: str = "http://127.0.0.1:4318", token: str | None = None, timeout: float = 10.0) -> None:
-    """Post a verdict decided after the episode ended (``POST /v1/verdicts``) to ``tracetochain serve``."""
+                 endpoint: str | None = None, token: str | None = None, timeout: float = 10.0) -> None:
+    """Post a verdict decided after the episode ended (``POST /v1/verdicts``) to ``tracetochain serve``.
+
+    ``endpoint`` and ``token`` default to what :func:`configure` was given (the server the spans go to), else
+    ``$OTEL_EXPORTER_OTLP_ENDPOINT``, else ``http://127.0.0.1:4318``. The server uses a posted verdict for an
+    episode none of whose own sources (outcome attribute, evaluation events) says how it ended."""
+    if endpoint is None:
+        endpoint = (_CONFIGURED.get("endpoint") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                    or _DEFAULT_ENDPOINT)
+        if token is None:
+            token = _CONFIGURED.get("token")
+    endpoint = endpoint.rstrip("/").removesuffix("/v1/traces")
     body: dict[str, Any] = {"trace_id": trace_id}
     if outcome is not None:
         body["outcome"] = ("success" if outcome else "failure") if isinstance(outcome, bool) else outcome

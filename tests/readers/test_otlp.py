@@ -181,7 +181,10 @@ def test_verdict_missing_for_an_episode(tmp_path: Path) -> None:
     with pytest.raises(TraceValidationError, match="no verdict for this episode"):
         OTLP.read(DATA / "collector.jsonl", verdicts=v)
     t = OTLP.read(DATA / "collector.jsonl", verdicts=v, on_error="skip")
-    assert t.trace_ids == [A] and t.report.n_traces_skipped == 2
+    # One rule per episode: A from the file, B from its own evaluation event, C has no source at all.
+    assert sorted(t.trace_ids) == sorted([A, B]) and t.report.n_traces_skipped == 1
+    assert t.report.outcome_sources == {"verdict_file": 1, "evaluation": 1}
+    assert t.report.to_dict()["outcome_sources"] == {"verdict_file": 1, "evaluation": 1}
 
 
 def test_verdict_rows_and_agent_episode_ids(tmp_path: Path) -> None:
@@ -360,7 +363,7 @@ def test_trial_must_be_an_integer(tmp_path: Path) -> None:
 def test_episode_without_steps_is_kept_as_a_zero_step_trial(tmp_path: Path) -> None:
     only_agent = [span(B, "b1b1b1b1b1b1b1b1", None, 0, {"gen_ai.operation.name": "invoke_agent"},
                        events=[evaluation("pass")]),
-                  span(B, "b1b1b1b1b1b1b1b2", "b1b1b1b1b1b1b1b1", 1, {"gen_ai.operation.name": "plan"})]
+                  span(B, "b1b1b1b1b1b1b1b2", "b1b1b1b1b1b1b1b1", 1, {"gen_ai.operation.name": "guard_check"})]
     t = OTLP.read(write_lines(tmp_path / "t.jsonl", [doc(agent_trace(A) + only_agent)]))
     assert t.trace_ids == [A] and t.report.n_traces_skipped == 0
     assert [(z["trace_id"], z["outcome"]) for z in t.report.zero_step] == [(B, "success")]
@@ -368,7 +371,7 @@ def test_episode_without_steps_is_kept_as_a_zero_step_trial(tmp_path: Path) -> N
 
 def test_unknown_operation_is_other_and_never_a_step(tmp_path: Path) -> None:
     spans = agent_trace(A)
-    spans.append(span(A, "ffff000000000001", spans[0]["spanId"], 3, {"gen_ai.operation.name": "search_memory"}))
+    spans.append(span(A, "ffff000000000001", spans[0]["spanId"], 3, {"gen_ai.operation.name": "guard_check"}))
     t = OTLP.read(write_lines(tmp_path / "t.jsonl", [doc(spans)]))
     assert t.to_arrow().column("step_kind").to_pylist() == ["llm", "tool"]
 
@@ -480,8 +483,8 @@ def test_random_corruption_never_escapes_as_a_bare_error(tmp_path: Path) -> None
 def test_unknown_and_conflicting_options() -> None:
     with pytest.raises(TypeError, match="unknown options"):
         OTLP.read(DATA / "collector.jsonl", task_key="task.id")
-    with pytest.raises(TypeError, match="not both"):
-        OTLP.read(DATA / "collector.jsonl", verdicts=DATA / "verdicts.json", outcome_attribute="x")
+    with pytest.raises(ValueError, match="unlabelled must be"):
+        OTLP.read(DATA / "collector.jsonl", unlabelled="guess")
     with pytest.raises(TypeError):
         OTLP.read(DATA / "collector.jsonl", success_threshold="high")
     with pytest.raises(TraceValidationError, match="not a folder"):

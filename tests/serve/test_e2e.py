@@ -109,9 +109,10 @@ def test_metrics_and_report(served: dict) -> None:
     proc = served["proc"]
     with urllib.request.urlopen(proc.url + "/metrics", timeout=30) as resp:
         text = resp.read().decode()
-    assert 'tracetochain_r_inf{scope="total"}' in text
-    assert 'tracetochain_state_failure_probability{scope="window",state="sql_exec"}' in text
-    assert 'tracetochain_alert_firing{rule="sql failures",severity="critical"} 1.0' in text
+    for group in ("(all)", "sql-agent"):  # the all-groups view and the agent's own chain (its service.name)
+        assert f'tracetochain_r_inf{{group="{group}",scope="total"}}' in text
+        assert f'tracetochain_state_failure_probability{{group="{group}",scope="window",state="sql_exec"}}' in text
+    assert 'tracetochain_alert_firing{group="sql-agent",rule="sql failures",severity="critical"} 1.0' in text
     with urllib.request.urlopen(proc.url + "/report?window=3&audit=0", timeout=120) as resp:
         page = resp.read().decode()
     assert 'id="r-inf"' in page and "Content-Security-Policy" in page
@@ -141,6 +142,12 @@ def test_dashboard_in_chromium(served: dict) -> None:
         assert page.locator("#series-svg .band").count() == 1
         assert page.locator("#graph-svg .node").count() >= 5
         assert page.locator("#graph-svg .edge.moved-up").count() >= 1  # sql_exec -> failure went up
+        assert page.locator("#n-labelled").inner_text() == "1000 / 1000"  # every episode labelled
+        # One chain per agent: the agent's own view (its service.name) holds the same episodes.
+        page.goto(proc.url + "/?group=sql-agent")
+        page.wait_for_selector('body[data-episodes="1000"]', timeout=20_000)  # drawn from /api/live?group=
+        assert page.locator("#groups a.group.current").inner_text().startswith("sql-agent · 1000")
+        assert page.locator("#alerts li .delivery").count() == 0  # no webhook configured
         alert = page.locator("#alerts li", has_text="sql_exec").first
         assert alert.is_visible()
         alert.locator("a.example").first.click()

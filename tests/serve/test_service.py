@@ -197,14 +197,16 @@ def test_end_to_end_in_process_with_tokens(service) -> None:
         auth = {"Authorization": f"Bearer {READ}"}
         doc = _wait(client, auth, lambda d: d["n_episodes"] == 12 and (d["total"] or {}).get("n_traces") == 12)
         assert doc["status"]["counters"]["spans_duplicate"] == len(spans)
-        assert doc["total"]["outcomes"] == {"success": 12, "failure": 0, "censored": 0, "invalid": 0}
+        assert doc["total"]["outcomes"] == {"success": 12, "failure": 0, "censored": 0, "invalid": 0,
+                                            "unlabelled": 0}
         # The dashboard sets a cookie from ?token= and then loads without a header; CSP everywhere.
         r = client.get(f"/?token={READ}", follow_redirects=False)
         assert r.status_code == 303 and "tracetochain_read" in r.headers["set-cookie"]
         page = client.get("/")
         assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
         assert "<script" not in page.text.split('id="initial-data"')[1].split("</script>")[0]
-        assert client.get("/metrics").text.count("tracetochain_r_inf{") == 2
+        # total and window, for the one agent and for the all-groups view
+        assert client.get("/metrics").text.count("tracetochain_r_inf{") == 4
         bad = client.post("/v1/traces", content=b"{oops", headers={"Content-Type": "application/json",
                                                                    "Authorization": f"Bearer {INGEST}"})
         assert bad.status_code == 400 and bad.json()["reason"] == "json"
@@ -247,15 +249,31 @@ def test_posted_verdicts_decide_held_episodes(service) -> None:
         assert ep["outcome"] == "failure" and ep["states"] == ["a", "b"]
 
 
-def test_episodes_without_outcome_are_dropped_after_the_timeout_and_counted(service) -> None:
+def test_episodes_without_outcome_are_kept_as_unlabelled_after_the_timeout(service) -> None:
     svc = service(verdict_timeout=0.2)
-    spans = record_spans(lambda p: agent_episode(p, verdict=None))
+    spans = record_spans(lambda p: [agent_episode(p, verdict=None), agent_episode(p, verdict=True)])
     with TestClient(create_app(svc), base_url="http://127.0.0.1") as client:
         client.post("/v1/traces", content=proto_body(spans), headers=PB)
-        doc = _wait(client, {}, lambda d: d["status"]["counters"].get("episodes_dropped") == 1)
-        assert doc["n_episodes"] == 0 and doc["status"]["open_traces"] == 0
-    problems = svc.store.problems()
-    assert "no task outcome" in problems[0]["message"]
+        doc = _wait(client, {}, lambda d: d["status"]["counters"].get("episodes_unlabelled") == 1
+                    and (d["total"] or {}).get("n_traces") == 2)
+        assert doc["status"]["open_traces"] == 0 and doc["status"]["counters"].get("episodes_dropped", 0) == 0
+        total = doc["total"]
+        assert total["outcomes"]["unlabelled"] == 1 and total["outcomes"]["success"] == 1
+        assert total["n_labelled"] == 1 and total["n_unlabelled"] == 1
+        # Its steps count (3 steps each), the chain rests on the one labelled episode.
+        assert total["usage"]["unlabelled"]["steps"] == 3 and total["usage"]["labelled"]["steps"] == 3
+        assert total["label_test"]["tested"] is False
+        counters = doc["status"]["counters"]
+        assert counters["outcome_unlabelled"] == 1 and counters["outcome_evaluation"] == 1
+        metrics = client.get("/metrics").text
+        assert 'tracetochain_episodes_unlabelled_total 1.0' in metrics
+        assert 'tracetochain_episodes{group="(all)",outcome="unlabelled"} 1.0' in metrics
+        assert 'tracetochain_outcome_sources_total{source="unlabelled"} 1.0' in metrics
+    (row,) = [e for e in svc.store.episodes() if e.outcome == "unlabelled"]
+    ep = svc.store.episode(row.episode_id)
+    assert ep["states"] == ["plan", "sql_written", "sql_exec"]
+    assert {s["outcome"] for s in ep["steps"]} == {"censored"}
+    assert {s["termination_reason"] for s in ep["steps"]} == {"unlabelled"}
 
 
 def _wait(client, headers, predicate, timeout: float = 20.0) -> dict:

@@ -47,7 +47,13 @@ def serve(
     trace_timeout: Annotated[float, typer.Option(min=0.0, help="Seconds after which a trace without root is closed.")
                              ] = 120.0,
     verdict_timeout: Annotated[float, typer.Option(
-        min=0.0, help="Seconds an episode without outcome waits for a posted verdict before it is dropped.")] = 300.0,
+        min=0.0, help="Seconds an episode without outcome waits for a posted verdict; then it is kept as unlabelled "
+                      "(its steps, costs and times count; R∞ rests on the labelled episodes).")] = 300.0,
+    group_by: Annotated[str, typer.Option(
+        help="Resource (or span) attribute naming the agent: one chain, dashboard view, metrics label, rules and "
+             "alerts per value.")] = "service.name",
+    max_groups: Annotated[int, typer.Option(
+        min=1, help="Distinct agents at most; further ones are counted together as '(other)'.")] = 50,
     alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="False-alarm rate of drift alerts over the stream.")
                      ] = 0.05,
     min_traces: Annotated[int, typer.Option(
@@ -112,7 +118,8 @@ def serve(
             reader_options=reader_options,
             ingest=live.IngestSettings(settle=settle, trace_timeout=trace_timeout, verdict_timeout=verdict_timeout,
                                        max_open_traces=max_open_traces, max_verdicts=max_verdicts,
-                                       span_retention=live.parse_duration(keep_spans) if keep_spans else None),
+                                       span_retention=live.parse_duration(keep_spans) if keep_spans else None,
+                                       group_by=group_by, max_groups=max_groups),
             durability=durability,  # type: ignore[arg-type]
             max_states=max_states, allowed_hosts=tuple(allow_host or ()), max_connections=max_connections,
         )

@@ -449,6 +449,8 @@ class TraceBuilder:
     run_metadata: dict[str, Any] = field(default_factory=dict)
     #: Episodes added with :meth:`add_zero_step`.
     n_zero_step: int = 0
+    #: How many episodes each outcome source labelled (readers that merge sources fill it; see readers/otlp.py).
+    outcome_sources: dict[str, int] = field(default_factory=dict)
 
     def add_step(self, record: dict[str, Any], location: int = 0) -> None:
         # A copy, not a filtered one: a None value and an absent key both become null, and a field that is None in

@@ -24,12 +24,17 @@ Provenance (docs/formats.md)
 Field mapping onto the canonical record
 ---------------------------------------
 * **Episode** (option ``episode=``): ``"trace"`` (default) — one episode per ``traceId``, ``trace_id`` = the
-  lower-case hex trace id; ``"agent"`` — each top-level ``invoke_agent`` span (or OpenInference ``AGENT`` span) is an
-  episode, ``trace_id`` = ``"<trace hex>:<span hex>"``; ``"span:NAME"`` — each outermost span named NAME, same id
+  lower-case hex trace id; ``"agent"`` — each top-level ``invoke_agent`` / ``invoke_workflow`` /
+  ``handle_conversation_turn`` span (or OpenInference ``AGENT`` span) not marked ``gen_ai.invocation.internal=true``
+  is an episode, ``trace_id`` = ``"<trace hex>:<span hex>"``; ``"span:NAME"`` — each outermost span named NAME, same id
   form. Traces without such a span give no episode and are counted as dropped (never raised).
-* **Span kind**: ``gen_ai.operation.name`` chat / text_completion / generate_content → ``llm``; execute_tool →
-  ``tool``; invoke_agent / create_agent → ``agent``; embeddings / retrieval → ``retrieval``; any other operation →
-  ``other`` (unless OpenInference names the kind). Otherwise ``openinference.span.kind`` LLM → llm, TOOL → tool,
+* **Span kind**: ``gen_ai.operation.name`` chat / text_completion / generate_content / plan → ``llm``;
+  execute_tool and the memory writes (create_memory, update_memory, upsert_memory, delete_memory,
+  create_memory_store, delete_memory_store; tool name = the operation) → ``tool``; invoke_agent / create_agent /
+  invoke_workflow / handle_conversation_turn → ``agent``; embeddings / retrieval / search_memory → ``retrieval``;
+  any other operation → ``other`` (unless OpenInference names the kind). The GenAI conventions are still
+  "Development" and moved to open-telemetry/semantic-conventions-genai; ``plan`` and the memory operations are
+  their newer well-known values. Otherwise ``openinference.span.kind`` LLM → llm, TOOL → tool,
   AGENT → agent, RETRIEVER / EMBEDDING / RERANKER → retrieval, CHAIN / GUARDRAIL / EVALUATOR / PROMPT → other;
   then Traceloop's ``traceloop.span.kind`` / ``llm.request.type``. Without any, ``other``.
 * **Steps** (``step_idx``): the *leaf* step spans under the episode root — spans of kind llm / tool / retrieval none
@@ -57,7 +62,9 @@ Field mapping onto the canonical record
   JSON-string or kvlist attribute is looked up inside it (``metadata.task_id`` reads the
   OpenInference ``metadata`` JSON).
 * **Outcome** — span status is **never** used: UNSET means "no error", not "task solved", and a root ERROR may be an
-  infrastructure crash. Exactly one source is used, chosen in this order:
+  infrastructure crash. **One rule per episode, offline and live** (:func:`_outcome`): the first of these sources
+  that has a value *for this episode* decides, and ``table.report.outcome_sources`` counts how many episodes each
+  source labelled (so a verdict file only needs the episodes whose spans say nothing):
 
   1. ``verdicts=PATH`` when given: a JSON object ``{id: verdict}``, a JSON/JSONL list of rows, or a CSV with an id
      column (``episode_id``, ``trace_id``, ``traceId``, ``id`` or ``span_id``) and a verdict column (``outcome``,
@@ -70,6 +77,11 @@ Field mapping onto the canonical record
      attributes (also flattened as ``trace.evaluations.<i>.*``). ``evaluation_name=`` picks one evaluation when
      several are recorded; the result nearest the episode root wins, and disagreeing results at that depth are an
      error.
+  4. verdicts posted to the live receiver (``tracetochain serve``, ``POST /v1/verdicts``).
+
+  ``unlabelled="keep"`` keeps an episode no source labels as an *unlabelled* run (canonical outcome ``censored``,
+  ``termination_reason="unlabelled"``: its steps, costs and times count; see docs/live.md for how the chain uses
+  it); the default ``"skip"`` refuses it (below).
 
   A verdict maps to an outcome so: booleans directly; numbers are the ``reward`` and succeed when
   ``≥ success_threshold`` (default 1 − 1e−6); strings are matched case-insensitively against ``success_values=``
@@ -77,9 +89,12 @@ Field mapping onto the canonical record
   fail/failed/failure/incorrect/false/no/unresolved/0 (``censored``/``invalid`` are taken literally); numeric
   strings are rewards. An episode with no outcome source raises ``OTLP spans carry no task outcome; span status is
   not success — pass outcome_attribute= or verdicts=`` (skipped and counted with ``on_error="skip"``).
-* ``termination_reason``/censoring: ``gen_ai.agent.finish_reason`` of the shallowest span carrying it;
-  ``max_iterations``, ``max_turns``, ``max_steps``, ``max_tokens``, ``time_budget`` and ``timeout`` make the episode
-  ``censored`` (a budget ending, docs/formats.md, "The canonical record") whatever the verdict says.
+* ``termination_reason``/censoring: ``gen_ai.agent.finish_reason`` (else ``gen_ai.agent.invocation.status``, how
+  the agent invocation ended) of the shallowest span carrying it; a budget cut-off — ``max_iterations``,
+  ``max_turns``, ``max_steps``, ``max_tokens``, ``time_budget``, ``timeout`` and their ``*_exceeded`` / ``*_limit`` /
+  ``timed_out`` / ``budget_exceeded`` spellings — makes the episode ``censored`` (a budget ending, docs/formats.md,
+  "The canonical record") whatever the verdict says. An invocation status is never an outcome (an agent that
+  completed may still have failed its task).
 
 Streaming and memory
 --------------------
@@ -159,17 +174,36 @@ _EXTENSIONS = (".jsonl", ".ndjson", ".json", ".log", ".txt")
 _STEP_KINDS = frozenset({"llm", "tool", "retrieval"})
 _OP_KIND = {
     "chat": "llm", "text_completion": "llm", "generate_content": "llm",
+    # `plan` (an agent's planning / task-decomposition phase): a model step; a plan span whose model calls are
+    # child spans is a wrapper, like a chat span with tool calls below it (the leaf rule decides).
+    "plan": "llm",
     "execute_tool": "tool",
-    "invoke_agent": "agent", "create_agent": "agent",
+    "invoke_agent": "agent", "create_agent": "agent", "invoke_workflow": "agent", "handle_conversation_turn": "agent",
     "embeddings": "retrieval", "retrieval": "retrieval",
+    # Memory operations: a search reads like a retrieval; the writes are actions on a store, tool steps named by
+    # the operation (so `update_memory` is one state however the store is called).
+    "search_memory": "retrieval",
+    "create_memory": "tool", "update_memory": "tool", "upsert_memory": "tool", "delete_memory": "tool",
+    "create_memory_store": "tool", "delete_memory_store": "tool",
 }
+_MEMORY_OPS = frozenset({"create_memory", "update_memory", "upsert_memory", "delete_memory", "create_memory_store",
+                         "delete_memory_store"})
+#: Operations whose outermost span is an episode with ``episode="agent"`` (unless marked internal).
+_AGENT_ROOT_OPS = frozenset({"invoke_agent", "invoke_workflow", "handle_conversation_turn"})
+#: The agent invocation's end status (``gen_ai.agent.invocation.status``) and the internal-invocation flag.
+_INVOCATION_STATUS = "gen_ai.agent.invocation.status"
+_INVOCATION_INTERNAL = "gen_ai.invocation.internal"
 _OI_KIND = {
     "LLM": "llm", "TOOL": "tool", "AGENT": "agent", "RETRIEVER": "retrieval", "EMBEDDING": "retrieval",
     "RERANKER": "retrieval", "CHAIN": "other", "GUARDRAIL": "other", "EVALUATOR": "other", "PROMPT": "other",
 }
 _TRACELOOP_KIND = {"tool": "tool", "agent": "agent", "workflow": "other", "task": "other"}
 _LLM_REQUEST_KIND = {"chat": "llm", "completion": "llm", "embedding": "retrieval", "rerank": "retrieval"}
-_CENSOR_REASONS = frozenset({"max_iterations", "max_turns", "max_steps", "max_tokens", "time_budget", "timeout"})
+_CENSOR_REASONS = frozenset({"max_iterations", "max_turns", "max_steps", "max_tokens", "time_budget", "timeout",
+                             # budget cut-offs as agent invocation statuses spell them
+                             "max_iterations_exceeded", "max_turns_exceeded", "max_steps_exceeded",
+                             "max_tokens_exceeded", "budget_exceeded", "token_limit", "turn_limit", "timed_out",
+                             "time_limit"})
 _ERROR_CODES = frozenset({2, "2", "STATUS_CODE_ERROR", "ERROR", "StatusCode.ERROR", "error"})
 _EVAL_EVENT = "gen_ai.evaluation.result"
 #: A step span's own state label (``tracetochain.instrument`` sets it); absent, the state is ``kind[:tool]``.
@@ -186,7 +220,7 @@ _BASE_KEYS = frozenset({
     "gen_ai.tool.name", "tool.name", "error.type", "exception.type",
     "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.prompt_tokens",
     "gen_ai.usage.completion_tokens", "llm.token_count.prompt", "llm.token_count.completion", "llm.cost.total",
-    "gen_ai.agent.finish_reason", STATE_ATTRIBUTE,
+    "gen_ai.agent.finish_reason", _INVOCATION_STATUS, _INVOCATION_INTERNAL, STATE_ATTRIBUTE,
     *(k for group in _EVAL_ATTR_GROUPS for k in group),
 })
 _EVAL_KEYS = frozenset(k for group in _EVAL_ATTR_GROUPS for k in group)
@@ -513,6 +547,10 @@ class _Options:
     threshold: float = DEFAULT_SUCCESS_THRESHOLD
     verdicts: dict[str, Any] | None = None
     verdicts_path: str | None = None
+    #: Verdicts posted to the live receiver (``POST /v1/verdicts``): the last outcome source (see :func:`_outcome`).
+    posted: dict[str, Any] | None = None
+    #: Keep an episode no source labels, as ``censored`` with ``termination_reason="unlabelled"`` (else refused).
+    keep_unlabelled: bool = False
     evaluation_name: str | None = None
     task_attribute: str | None = None
     trial_attribute: str | None = None
@@ -539,12 +577,16 @@ def _fill(rec: _Span, got: dict[str, Any], opts: _Options, oi_kind: Any = None) 
             if isinstance(rt, str):
                 kind = _LLM_REQUEST_KIND.get(rt.strip().lower())
     rec.kind = kind or "other"
-    rec.agent_root = (isinstance(op, str) and op.strip().lower() == "invoke_agent") or (
-        op is None and isinstance(oik, str) and oik.strip().upper() == "AGENT")
+    op_name = op.strip().lower() if isinstance(op, str) else None
+    rec.agent_root = (op_name in _AGENT_ROOT_OPS or (op is None and isinstance(oik, str)
+                                                     and oik.strip().upper() == "AGENT")) \
+        and got.get(_INVOCATION_INTERNAL) not in (True, "true", "True")
     if rec.kind == "tool":
         tool = got.get("gen_ai.tool.name", got.get("tool.name"))
         if isinstance(tool, str) and tool.strip():
             rec.tool = tool.strip()
+        elif op_name in _MEMORY_OPS:
+            rec.tool = op_name
         else:
             name = rec.name.removeprefix("execute_tool").strip()
             rec.tool = name or None
@@ -562,6 +604,8 @@ def _fill(rec: _Span, got: dict[str, Any], opts: _Options, oi_kind: Any = None) 
         "gen_ai.usage.completion_tokens", got.get("llm.token_count.completion")))))
     rec.cost = _usage(_as_float(got.get("llm.cost.total")))
     fr = got.get("gen_ai.agent.finish_reason")
+    if not (isinstance(fr, str) and fr.strip()):
+        fr = got.get(_INVOCATION_STATUS)  # how the agent invocation ended: a termination reason, never an outcome
     if isinstance(fr, str) and fr.strip():
         rec.finish = fr.strip()
     st = got.get(STATE_ATTRIBUTE)
@@ -1258,28 +1302,47 @@ def _find_attr(ep: _Episode, key: str) -> Any:
     return _MISSING
 
 
-def _outcome(ep: _Episode, trace_id: str, n_episodes: int, opts: _Options) -> tuple[str, float | None, str | None]:
+#: The outcome sources, in the order :func:`_outcome` tries them (the names counted in
+#: ``IngestReport.outcome_sources``).
+OUTCOME_SOURCES = ("finish_reason", "verdict_file", "attribute", "evaluation", "posted", "unlabelled")
+#: ``termination_reason`` of an episode kept without an outcome (``keep_unlabelled``; the live receiver after
+#: ``--verdict-timeout``): canonical outcome ``censored``, told apart from a budget ending by this reason.
+UNLABELLED = "unlabelled"
+
+
+def _verdict_for(ep: _Episode, trace_id: str, n_episodes: int, verdicts: dict[str, Any]) -> Any:
+    keys = [ep.eid]
+    if ep.root is not None and ep.eid != trace_id:
+        keys.append(ep.root.sid)
+    if n_episodes == 1 and ep.eid != trace_id:
+        keys.append(trace_id)
+    return next((verdicts[k] for k in keys if k in verdicts), _MISSING)
+
+
+def _outcome(ep: _Episode, trace_id: str, n_episodes: int,
+             opts: _Options) -> tuple[str, float | None, str | None, str]:
+    """(outcome, reward, termination reason, source) of one episode: **one rule, offline and live**.
+
+    A budget finish reason censors the episode whatever else is said. Otherwise the first source that has a value
+    for *this episode* decides: 1. the verdict file (``verdicts=``), 2. the outcome attribute
+    (``outcome_attribute=``), 3. evaluation results in the episode's spans, 4. verdicts posted to the live receiver.
+    An episode none of them labels is refused (:class:`_NoOutcome`), or kept as *unlabelled* with
+    ``keep_unlabelled``. A source that has a value that cannot be mapped is an error, never skipped over.
+    """
     finish = next((s.finish for s, _ in ep.spans if s.finish), None)
     if finish is not None and finish.lower() in _CENSOR_REASONS:
-        return "censored", None, finish
+        return "censored", None, finish, "finish_reason"
+    tried: list[str] = []
     if opts.verdicts is not None:
-        keys = [ep.eid]
-        if ep.root is not None and ep.eid != trace_id:
-            keys.append(ep.root.sid)
-        if n_episodes == 1 and ep.eid != trace_id:
-            keys.append(trace_id)
-        v = next((opts.verdicts[k] for k in keys if k in opts.verdicts), _MISSING)
-        if v is _MISSING:
-            raise _NoOutcome(f"no verdict for this episode in {opts.verdicts_path} (episode {ep.eid})", "outcome",
-                             "add a row for it (episode id, root span id or trace id), or pass on_error='skip'")
-        return (*_map_verdict(v, opts, f"verdict for episode {ep.eid}"), finish)
+        v = _verdict_for(ep, trace_id, n_episodes, opts.verdicts)
+        if v is not _MISSING:
+            return (*_map_verdict(v, opts, f"verdict for episode {ep.eid}"), finish, "verdict_file")
+        tried.append(f"no verdict for this episode in {opts.verdicts_path}")
     if opts.outcome_attribute is not None:
         v = _find_attr(ep, opts.outcome_attribute)
-        if v is _MISSING or v is None:
-            raise _NoOutcome(f"attribute {opts.outcome_attribute!r} is not set on any span of the episode "
-                             f"(episode {ep.eid})", opts.outcome_attribute,
-                             "span status is not used as an outcome; set the attribute or pass verdicts=")
-        return (*_map_verdict(v, opts, f"{opts.outcome_attribute} of episode {ep.eid}"), finish)
+        if v is not _MISSING and v is not None:
+            return (*_map_verdict(v, opts, f"{opts.outcome_attribute} of episode {ep.eid}"), finish, "attribute")
+        tried.append(f"attribute {opts.outcome_attribute!r} is not set on any span of the episode")
     found: list[tuple[int, int, tuple[str | None, Any, Any]]] = []
     seq = 0
     for s, depth in ep.spans:
@@ -1287,22 +1350,36 @@ def _outcome(ep: _Episode, trace_id: str, n_episodes: int, opts: _Options) -> tu
             if opts.evaluation_name is None or ev[0] == opts.evaluation_name:
                 found.append((depth, seq, ev))
                 seq += 1
-    if not found:
-        if opts.evaluation_name is not None:
-            raise _NoOutcome(f"no evaluation named {opts.evaluation_name!r} in the episode; {NO_OUTCOME_MESSAGE} "
-                             f"(episode {ep.eid})", "gen_ai.evaluation.name", _NO_OUTCOME_HINT)
-        raise _NoOutcome(f"{NO_OUTCOME_MESSAGE} (episode {ep.eid})", "outcome", _NO_OUTCOME_HINT)
-    names = sorted({str(ev[0]) for _, _, ev in found})
-    if len(names) > 1:
-        raise _NoOutcome(f"the episode holds several evaluations ({', '.join(names)}) (episode {ep.eid})",
-                         "gen_ai.evaluation.name", "pass evaluation_name= to choose the one that is the task verdict")
-    top = min(d for d, _, _ in found)
-    results = [_map_eval(ev, opts, ep.eid) for d, _, ev in found if d == top]
-    if len({o for o, _ in results}) > 1:
-        raise _NoOutcome(f"evaluation results disagree within the episode (episode {ep.eid})", "outcome",
-                         "choose a narrower episode= (agent or span:NAME) or pass verdicts=")
-    outcome, reward = results[-1]  # agreeing results: the last recorded one gives the reward
-    return outcome, reward, finish
+    if found:
+        names = sorted({str(ev[0]) for _, _, ev in found})
+        if len(names) > 1:
+            raise _NoOutcome(f"the episode holds several evaluations ({', '.join(names)}) (episode {ep.eid})",
+                             "gen_ai.evaluation.name", "pass evaluation_name= to choose the one that is the task "
+                                                       "verdict")
+        top = min(d for d, _, _ in found)
+        results = [_map_eval(ev, opts, ep.eid) for d, _, ev in found if d == top]
+        if len({o for o, _ in results}) > 1:
+            raise _NoOutcome(f"evaluation results disagree within the episode (episode {ep.eid})", "outcome",
+                             "choose a narrower episode= (agent or span:NAME) or pass verdicts=")
+        outcome, reward = results[-1]  # agreeing results: the last recorded one gives the reward
+        return outcome, reward, finish, "evaluation"
+    if opts.posted:
+        v = _verdict_for(ep, trace_id, n_episodes, opts.posted)
+        if v is not _MISSING:
+            return (*_map_verdict(v, opts, f"posted verdict for episode {ep.eid}"), finish, "posted")
+    if opts.keep_unlabelled:
+        return "censored", None, UNLABELLED, "unlabelled"
+    if opts.evaluation_name is not None:
+        tried.append(f"no evaluation named {opts.evaluation_name!r} in the episode")
+        raise _NoOutcome(f"{'; '.join(tried)}; {NO_OUTCOME_MESSAGE} (episode {ep.eid})", "gen_ai.evaluation.name",
+                         _NO_OUTCOME_HINT)
+    if tried:
+        field = "outcome" if opts.verdicts is not None else str(opts.outcome_attribute)
+        hint = ("add a row for it (episode id, root span id or trace id), or pass on_error='skip'"
+                if opts.verdicts is not None else "span status is not used as an outcome; set the attribute or "
+                                                  "pass verdicts=")
+        raise _NoOutcome(f"{'; '.join(tried)}, and no evaluation result (episode {ep.eid})", field, hint)
+    raise _NoOutcome(f"{NO_OUTCOME_MESSAGE} (episode {ep.eid})", "outcome", _NO_OUTCOME_HINT)
 
 
 def _map_verdict(v: Any, opts: _Options, what: str) -> tuple[str, float | None]:
@@ -1390,12 +1467,13 @@ def _emit_trace(tr: _Trace, poison: tuple[str, int, str | None] | None, opts: _O
                                field="startTimeUnixNano")
             continue
         try:
-            outcome, reward, finish = _outcome(ep, tr.tid, len(episodes), opts)
+            outcome, reward, finish, source = _outcome(ep, tr.tid, len(episodes), opts)
             task, trial = _task_trial(ep, opts)
         except _NoOutcome as exc:
             builder.skip_trace(exc.message, location=ep.root.line if ep.root else tr.first_line, field=exc.field,
                                hint=exc.hint)
             continue
+        builder.outcome_sources[source] = builder.outcome_sources.get(source, 0) + 1
         if not steps:  # an episode with a verdict but no tool, LLM or retrieval span: still a trial
             builder.add_zero_step({"trace_id": ep.eid, "outcome": outcome, "task_id": task, "trial": trial,
                                    "reward": reward, "termination_reason": finish},
@@ -1462,16 +1540,18 @@ def _parse_options(options: dict[str, Any]) -> _Options:
     opts.threshold = float(threshold)
     verdicts = o.pop("verdicts", None)
     if verdicts is not None:
-        if opts.outcome_attribute is not None:
-            raise TypeError("pass either verdicts= or outcome_attribute=, not both")
         vp = Path(verdicts)
         opts.verdicts = load_verdicts(vp)
         opts.verdicts_path = str(vp)
     opts.include_text = bool(o.pop("include_text", True))
+    unlabelled = o.pop("unlabelled", "skip")
+    if unlabelled not in ("skip", "keep"):
+        raise ValueError(f"unlabelled must be 'skip' or 'keep', got {unlabelled!r}")
+    opts.keep_unlabelled = unlabelled == "keep"
     if o:
         raise TypeError(f"the otlp reader got unknown options {sorted(o)}; it takes episode=, outcome_attribute=, "
                         "success_values=, success_threshold=, verdicts=, evaluation_name=, task_attribute=, "
-                        "trial_attribute=, include_text=")
+                        "trial_attribute=, include_text=, unlabelled=")
     user = {k for k in (opts.outcome_attribute, opts.task_attribute, opts.trial_attribute) if k}
     opts.user_keys = frozenset(p for k in user for p in _key_prefixes(k))
     opts.wanted = _BASE_KEYS | opts.user_keys | (_TEXT_KEYS if opts.include_text else frozenset())
@@ -1521,7 +1601,9 @@ class OtlpReader:
         stream = _Stream(path, opts, builder)
         for tr, poison in stream.run():
             _emit_trace(tr, poison, opts, builder)
-        return builder.build(), stream.stats
+        table = builder.build()
+        table.report.outcome_sources = dict(builder.outcome_sources)
+        return table, stream.stats
 
 
 OTLP = OtlpReader()

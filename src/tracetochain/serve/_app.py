@@ -8,8 +8,10 @@ Routes
 * ``POST /v1/verdicts`` — outcomes decided after the fact: ``{"trace_id": "…", "outcome": "success"}`` (or
   ``episode_id`` / ``id``; ``outcome``/``label`` and/or ``reward``/``score``), a list of those, or
   ``{"verdicts": [...]}``. Ingest token.
-* ``GET /`` — the dashboard; ``GET /api/live`` its document; ``GET /api/alerts``; ``GET /traces/{id}`` (HTML) and
-  ``GET /api/traces/{id}`` (JSON) for one episode; ``GET /report?window=K|all`` the full report of a window;
+* ``GET /`` — the dashboard; ``GET /api/live`` its document (every group together; ``?group=NAME`` one agent's
+  chain); ``GET /api/alerts`` (every alert once, with its webhook delivery status; ``?group=``); ``GET /traces/{id}``
+  (HTML) and ``GET /api/traces/{id}`` (JSON) for one episode; ``GET /report?window=K|all[&group=NAME]`` the full
+  report of a window;
   ``GET /api/export.parquet`` the decided episodes' steps as canonical Parquet; ``GET /metrics`` (Prometheus).
   All need the read token (``Authorization: Bearer …``, or the cookie the dashboard sets from ``/?token=…``).
 * ``GET /healthz`` — liveness (no data, no token).
@@ -265,14 +267,26 @@ def create_app(service: LiveService, *, manage_service: bool = True) -> Starlett
         denied = need_read(request)
         if denied is not None:
             return denied
-        doc = await run_in_threadpool(service.snapshot)
-        return _secure(JSONResponse({**doc, "status": service.status()}))
+        group = request.query_params.get("group")
+        try:
+            doc = await run_in_threadpool(service.snapshot, group)
+        except KeyError:
+            return _error(404, "not_found", "no episodes of this group yet; the groups are listed in /api/live")
+        status = await run_in_threadpool(service.status)
+        return _secure(JSONResponse({**doc, "status": status}))
 
     async def api_alerts(request: Request) -> Response:
+        """Every stored alert (newest first, at most 1,000), each once, with its webhook delivery status."""
         denied = need_read(request)
         if denied is not None:
             return denied
-        return _secure(JSONResponse({"alerts": service.hub.recent[:200]}))
+        try:
+            limit = min(1000, max(1, int(request.query_params.get("limit", "1000"))))
+        except ValueError:
+            return _error(400, "limit", "limit must be a whole number of alerts (1 to 1000)")
+        group = request.query_params.get("group")
+        alerts = await run_in_threadpool(lambda: service.store.alerts(limit, group=group))
+        return _secure(JSONResponse({"alerts": alerts}))
 
     async def api_trace(request: Request) -> Response:
         denied = need_read(request)
@@ -302,8 +316,9 @@ def create_app(service: LiveService, *, manage_service: bool = True) -> Starlett
 
         window = request.query_params.get("window", "all")
         audit = request.query_params.get("audit", "1") not in ("0", "false", "no")
+        group = request.query_params.get("group")
         try:
-            page = await run_in_threadpool(window_report_html, service, window, audit)
+            page = await run_in_threadpool(window_report_html, service, window, audit, group)
         except ReportBusy as exc:
             return _error(503, "busy", str(exc))
         except ValueError as exc:

@@ -13,10 +13,16 @@ in a later batch), or ``trace_timeout`` seconds after its last span when the roo
 :func:`tracetochain.readers.otlp.emit_trace` — the file reader's rules, span for span — followed by the reader's
 validation (:class:`~tracetochain.readers._common.TraceBuilder`), so ``serve`` and ``fit`` see the same episodes.
 
-Outcomes, in the reader's order: a verdict posted to ``/v1/verdicts`` (by trace id, episode id or root span id),
-else the outcome attribute, else ``gen_ai.evaluation.result`` events / evaluation attributes. A trace whose spans
-carry no usable outcome is held for ``verdict_timeout`` seconds waiting for a posted verdict, then dropped and
-counted (with the reader's message) — never guessed.
+Outcomes, by the reader's one rule per episode (:func:`tracetochain.readers.otlp._outcome`): a verdict file (the
+``verdicts`` reader option), else the outcome attribute, else ``gen_ai.evaluation.result`` events / evaluation
+attributes, else a verdict posted to ``/v1/verdicts`` (by trace id, episode id or root span id); each decided
+episode's source is counted (``outcome_<source>``). A trace none of them labels is held for ``verdict_timeout``
+seconds waiting for a posted verdict, then stored as an **unlabelled** episode (outcome ``unlabelled``; canonical
+steps ``censored`` with ``termination_reason="unlabelled"``) — kept and counted, never guessed, never dropped.
+
+Groups: each trace belongs to the agent named by its ``group_by`` attribute (``service.name`` by default, read on
+the root span, then the resource, then any span), stored with its episodes; the live analysis keeps one chain per
+group.
 
 Crash safety: spans, open traces and decided episodes change in the same transactions, so after a kill the store
 holds every acknowledged span, no episode twice, and the open traces to resume.
@@ -39,7 +45,15 @@ from pathlib import Path
 from typing import Any
 
 from tracetochain.readers._common import TraceBuilder
-from tracetochain.readers.otlp import ColumnarTraceBuilder, OtlpOptions, SpanFacts, SpanTrace, emit_trace, norm_id
+from tracetochain.readers.otlp import (
+    UNLABELLED,
+    ColumnarTraceBuilder,
+    OtlpOptions,
+    SpanFacts,
+    SpanTrace,
+    emit_trace,
+    norm_id,
+)
 from tracetochain.serve._store import EpisodeRow, Store, WriteBatch, apply_batch, closed_among, facts_to_json
 from tracetochain.traces._table import TraceTable
 
@@ -65,6 +79,10 @@ class IngestSettings:
     #: Seconds the raw spans of an assembled trace are kept (None: for ever). Episodes keep their steps; only the
     #: spans go, so a span re-sent after that is counted as late rather than as a duplicate (N6).
     span_retention: float | None = None
+    #: The resource (or span) attribute that names the agent: one chain per value (``--group-by``).
+    group_by: str = "service.name"
+    #: Distinct groups at most; episodes of further ones go to :data:`OTHER_GROUP` (a sender cannot grow memory).
+    max_groups: int = 50
 
     def __post_init__(self) -> None:
         for name in ("settle", "trace_timeout", "verdict_timeout", "tick"):
@@ -77,6 +95,17 @@ class IngestSettings:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
+        if not isinstance(self.group_by, str) or not self.group_by.strip():
+            raise ValueError("group_by must name an attribute, e.g. service.name")
+        if self.max_groups < 1:
+            raise ValueError(f"max_groups must be at least 1, got {self.max_groups}")
+
+
+#: The group of episodes whose spans do not carry the group attribute.
+NO_GROUP = ""
+#: The group of episodes beyond ``max_groups`` distinct values.
+OTHER_GROUP = "(other)"
+_GROUP_CHARS = 100
 
 
 @dataclass(frozen=True)
@@ -163,6 +192,7 @@ class Ingestor:
         self._evicted = {"open_traces_evicted": 0, "verdicts_evicted": 0}
         self._pending_evictions: dict[str, int] = {}
         self._last_expiry = -1e18
+        self._groups: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -176,6 +206,7 @@ class Ingestor:
         for key, verdict in self.store.verdicts(unused_only=True, limit=self.settings.max_verdicts).items():
             self._remember_verdict(key, verdict)
         self._next_seq = self.store.last_seq() + 1  # this thread is the only writer: seq is assigned here
+        self._groups = set(self.store.groups())
         self._thread = threading.Thread(target=self._run, name="tracetochain-ingest", daemon=True)
         self._thread.start()
 
@@ -244,8 +275,16 @@ class Ingestor:
                 suffix = f" ({n:,} such requests since the last record)" if n > 1 else ""
                 batch.problems.append((now, f"request:{reason}", None, messages[reason] + suffix))
 
-    def record_alert(self, payload: dict[str, Any]) -> None:
-        self._put("alert", payload, None)
+    def record_alert(self, payload: dict[str, Any]) -> Future[None]:
+        """Store an alert (its ``key`` is unique: a second alert with the same key is ignored); the future is done
+        once it is committed, so the alert hub sends only what is on disk (never twice after a crash)."""
+        fut: Future[None] = Future()
+        self._put("alert", payload, fut)
+        return fut
+
+    def record_delivery(self, key: str, attempt: int, ok: int, detail: str | None) -> None:
+        """One webhook delivery attempt (``ok``: 1 delivered, 0 failed and retried, −1 given up)."""
+        self._put("delivery", (key, attempt, ok, detail), None)
 
     def _put(self, kind: str, payload: Any, fut: Future[Any] | None) -> None:
         if self._stopping.is_set() or self._thread is None:
@@ -318,7 +357,13 @@ class Ingestor:
                 if fut is not None:
                     results.append((fut, len(payload)))
             elif kind == "alert":
-                batch.alerts.append((now, json.dumps(payload, allow_nan=False)))
+                batch.alerts.append((now, json.dumps(payload, allow_nan=False), payload["key"], payload["kind"],
+                                     payload.get("group") or "", payload.get("status") or ""))
+                if fut is not None:
+                    results.append((fut, None))
+            elif kind == "delivery":
+                key, attempt, ok, detail = payload
+                batch.deliveries.append((key, attempt, now, ok, detail))
         self._drain_rejections(batch, now, final)
         # 1. What was sent is committed, then acknowledged: assembly never delays a 200.
         if batch:
@@ -352,8 +397,8 @@ class Ingestor:
             self._reload()
             return
         if decided and self.on_episodes is not None:
-            rows = [EpisodeRow(seq, episode_id, trace_id, closed, t_start, outcome, tuple(json.loads(states)))
-                    for seq, episode_id, trace_id, closed, t_start, outcome, states, _ in done.episodes]
+            rows = [EpisodeRow(seq, episode_id, trace_id, closed, t_start, outcome, tuple(json.loads(states)), *rest)
+                    for seq, episode_id, trace_id, closed, t_start, outcome, states, _, *rest in done.episodes]
             try:
                 self.on_episodes(rows)
             except Exception:  # the analysis must never stop ingest
@@ -428,7 +473,8 @@ class Ingestor:
         s = self.settings
         builder = ColumnarTraceBuilder(source="live", format="otlp", on_error="skip", location_kind="line")
         finished: list[str] = []
-        starts: dict[str, float | None] = {}
+        groups: dict[str, str] = {}
+        zero_step: list[dict[str, Any]] = []
         for name, n in self._pending_evictions.items():
             batch.count(name, n)
         self._pending_evictions = {}
@@ -451,18 +497,26 @@ class Ingestor:
                     continue
             collector = self._attempt(tid, ot)
             waiting = [m for m, f in collector.skips if f in self._outcome_fields]
-            if waiting and not timed_out:
-                if ot.pending_since is None:
-                    ot.pending_since = now
-                ot.pending_reason = waiting[0]
-                ot.verdict_arrived = False
-                continue
+            if waiting:
+                if not timed_out:
+                    if ot.pending_since is None:
+                        ot.pending_since = now
+                    ot.pending_reason = waiting[0]
+                    ot.verdict_arrived = False
+                    continue
+                # No verdict came: the episode is kept as an unlabelled run, never dropped.
+                collector = self._attempt(tid, ot, keep_unlabelled=True)
+            for source, n in collector.outcome_sources.items():
+                batch.count(f"outcome_{source}", n)
             for message, fieldname in collector.skips:
                 batch.problems.append((now, "episode", tid, f"{message}" + (f" [{fieldname}]" if fieldname else "")))
             for p in collector.problems:
                 batch.problems.append((now, "episode", tid, p.message))
             batch.count("episodes_dropped", len(collector.skips) + len(collector.problems))
             for rec in collector.records:
+                if "step_idx" not in rec:  # an episode that ended before any step: kept as it is (no table row)
+                    zero_step.append(rec)
+                    continue
                 # The reader's own builder and validation, as `fit` reads a file; the location is the trace's
                 # place in `finished`, so a problem found when the table is built names its trace.
                 builder.add_step(rec, len(finished))
@@ -470,6 +524,7 @@ class Ingestor:
         if not finished:
             return []
         for tid in finished:
+            groups[tid] = self._group_of(self._open[tid])
             del self._open[tid]
             self._closed[tid] = None
             batch.closed.append((tid, now))
@@ -477,9 +532,16 @@ class Ingestor:
                 self._verdicts.pop(tid, None)
         while len(self._closed) > _CLOSED_CACHE:
             self._closed.popitem(last=False)
+        out = self._zero_step_episodes(zero_step, now, batch, groups)
         if not builder.n_steps:
-            return []
-        table = builder.build()
+            return out
+        try:
+            table = builder.build()
+        except Exception as exc:  # a table the reader's validation refuses whole: counted, never stops ingest
+            log.warning("live: %d traces could not be built into episodes (%s)", len(finished), exc)
+            batch.count("episodes_dropped", len(finished))
+            batch.problems.append((now, "episode", None, f"the traces could not be built into episodes: {exc}"[:2000]))
+            return out
         report = table.report
         if report.n_traces_skipped:
             batch.count("episodes_dropped", report.n_traces_skipped)
@@ -487,9 +549,53 @@ class Ingestor:
                 at = p.location
                 tid_of = finished[at] if isinstance(at, int) and 0 <= at < len(finished) else None
                 batch.problems.append((now, "episode", tid_of, p.message))
-        return self._episodes_of(table, now, batch, starts)
+        return out + self._episodes_of(table, now, batch, groups)
 
-    def _attempt(self, tid: str, ot: _OpenTrace) -> _Collector:
+    def _zero_step_episodes(self, records: list[dict[str, Any]], now: float, batch: WriteBatch,
+                            groups: dict[str, str]) -> list[tuple[str, list[dict[str, Any]]]]:
+        """Episodes that ended before any agent step (a root span with an outcome, or an unlabelled root): stored
+        with no state and no step row (the step table — report, Parquet export — has none for them), counted like
+        every other episode in the live view."""
+        out: list[tuple[str, list[dict[str, Any]]]] = []
+        unlabelled = 0
+        for rec in records:
+            record = {k: v for k, v in rec.items() if v is not None}
+            eid = str(record.get("trace_id"))
+            tid = eid.split(":", 1)[0]
+            outcome = str(record.get("outcome"))
+            if outcome == "censored" and record.get("termination_reason") == UNLABELLED:
+                outcome = UNLABELLED
+                unlabelled += 1
+            batch.episodes.append((self._next_seq, eid, tid, now, None, outcome, "[]", "[]",
+                                   groups.get(tid, NO_GROUP), 0, None, None, None))
+            self._next_seq += 1
+            out.append((eid, []))
+        batch.count("episodes", len(out))
+        batch.count("episodes_unlabelled", unlabelled)
+        return out
+
+    def _group_of(self, ot: _OpenTrace) -> str:
+        """The trace's group: the ``group_by`` attribute on its root span (or its resource), else on any span;
+        :data:`NO_GROUP` without it; :data:`OTHER_GROUP` beyond ``max_groups`` distinct values."""
+        key = self.settings.group_by
+        value: Any = None
+        for span in sorted(ot.spans.values(), key=lambda sp: sp.parent is not None):
+            for attrs in (span.user, span.resource):
+                if attrs and attrs.get(key) not in (None, ""):
+                    value = attrs[key]
+                    break
+            if value is not None:
+                break
+        if value is None:
+            return NO_GROUP
+        group = str(value).strip()[:_GROUP_CHARS]
+        if group not in self._groups:
+            if len(self._groups) >= self.settings.max_groups:
+                return OTHER_GROUP
+            self._groups.add(group)
+        return group
+
+    def _attempt(self, tid: str, ot: _OpenTrace, *, keep_unlabelled: bool = False) -> _Collector:
         trace = SpanTrace(tid, 0)
         trace.spans = dict(ot.spans)
         opts = self.options
@@ -497,14 +603,16 @@ class Ingestor:
             mine = dict(self._verdicts.get(tid, {}))
             for sid in ot.spans:  # verdicts posted by root span id
                 mine.update(self._verdicts.get(sid, {}))
-            if mine:
-                opts = dataclasses.replace(opts, verdicts=mine, verdicts_path="the posted verdicts")
+            if mine:  # the reader's last outcome source (one rule offline and live: readers.otlp._outcome)
+                opts = dataclasses.replace(opts, posted=mine)
+        if keep_unlabelled:
+            opts = dataclasses.replace(opts, keep_unlabelled=True)
         collector = _Collector()
         emit_trace(trace, opts, collector)
         return collector
 
     def _episodes_of(self, table: TraceTable, now: float, batch: WriteBatch,
-                     starts: dict[str, float | None]) -> list[tuple[str, list[dict[str, Any]]]]:
+                     groups: dict[str, str]) -> list[tuple[str, list[dict[str, Any]]]]:
         codes, names = table.state_labels()
         offsets = table.offsets.tolist()
         rows = table.to_arrow().to_pylist()
@@ -512,16 +620,28 @@ class Ingestor:
         outcome_names = ("success", "failure", "censored", "invalid")
         outcomes = table.outcomes().tolist()
         code_list = codes.tolist()
+        unlabelled = 0
         for i, eid in enumerate(table.trace_ids):
             lo, hi = offsets[i], offsets[i + 1]
             steps = [{k: v for k, v in r.items() if v is not None} for r in rows[lo:hi]]
             t_values = [r["t_start"] for r in steps if "t_start" in r]
+            t_ends = [r["t_end"] for r in steps if "t_end" in r]
+            costs = [r["cost_usd"] for r in steps if "cost_usd" in r]
+            tokens = [r.get("tokens_in", 0) + r.get("tokens_out", 0) for r in steps
+                      if "tokens_in" in r or "tokens_out" in r]
             states = [names[c] for c in code_list[lo:hi]]
             tid = eid.split(":", 1)[0]
-            batch.episodes.append((self._next_seq, eid, tid, now, min(t_values) if t_values else None,
-                                   outcome_names[outcomes[i]], json.dumps(states, ensure_ascii=False),
-                                   json.dumps(steps, ensure_ascii=False, allow_nan=False)))
+            outcome = outcome_names[outcomes[i]]
+            if outcome == "censored" and steps and steps[0].get("termination_reason") == UNLABELLED:
+                outcome = UNLABELLED
+                unlabelled += 1
+            t0 = min(t_values) if t_values else None
+            batch.episodes.append((self._next_seq, eid, tid, now, t0, outcome, json.dumps(states, ensure_ascii=False),
+                                   json.dumps(steps, ensure_ascii=False, allow_nan=False), groups.get(tid, NO_GROUP),
+                                   hi - lo, float(sum(costs)) if costs else None, int(sum(tokens)) if tokens else None,
+                                   max(t_ends) - t0 if t_ends and t0 is not None else None))
             self._next_seq += 1
             out.append((eid, steps))
         batch.count("episodes", len(out))
+        batch.count("episodes_unlabelled", unlabelled)
         return out

@@ -49,7 +49,12 @@ OTHER_STATE = "(other states)"
 #: The live view's default limit on distinct states: one refresh (1,000 posterior draws of an m-state chain, each an
 #: m × m solve) stays at a few seconds of CPU (measured: 50 states 1.3 s, 100 states 16 s on a loaded 2-core VM).
 DEFAULT_LIVE_MAX_STATES = 60
-_OUTCOMES = ("success", "failure", "censored", "invalid")
+UNLABELLED = "unlabelled"
+_OUTCOMES = ("success", "failure", "censored", "invalid", UNLABELLED)
+#: Fewest episodes of each kind (labelled, unlabelled) before the two are compared (:meth:`RunningCounts.label_test`).
+LABEL_TEST_MIN = 20
+#: Moves only unlabelled episodes took, listed at most (the live document stays bounded).
+_UNLABELLED_EDGES = 100
 _EXAMPLES = 5
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|hr|d|w)?\s*$")
 _UNIT = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0,
@@ -113,16 +118,32 @@ class RunningCounts:
     ``add`` follows the counting rules of :func:`~tracetochain.chain._counts.count_transitions`: transitions between
     consecutive steps, an exit from the last step of a success/failure episode, the first state of every valid
     episode; censored episodes add transitions only; invalid ones only their count.
+
+    **Unlabelled** episodes (no verdict by ``--verdict-timeout``) are kept in tallies of their own: their transitions
+    (``u_transitions``), the state they ended in (``u_ends``), their first state, and their usage. The chain — R∞
+    and every outcome-based figure — is fitted on the labelled episodes only (``transitions``, exits), so it rests
+    on ``n_fitted`` of them and is the chain an offline ``fit`` of those episodes gives. Budget censoring is not
+    the right model for an unlabelled run: it *did* end (it left its last state for success or failure, we do not
+    know which), while a censored run was stopped before its next step; folding the unlabelled runs' transitions
+    into the labelled chain as censored traces would drop those exits and bias every exit probability of the
+    states they end in downward. Whether the labelled episodes are representative is tested, not assumed
+    (:meth:`label_test`). Steps, cost, tokens and time are tallied for both kinds (``usage``).
     """
 
     __slots__ = ("examples", "exits_failure", "exits_success", "first_seen", "initial", "last_seen", "n_traces",
-                 "transitions", "version")
+                 "transitions", "u_ends", "u_initial", "u_transitions", "usage", "version")
 
     def __init__(self) -> None:
         self.transitions: Counter[tuple[str, str]] = Counter()
         self.exits_success: Counter[str] = Counter()
         self.exits_failure: Counter[str] = Counter()
         self.initial: Counter[str] = Counter()
+        self.u_transitions: Counter[tuple[str, str]] = Counter()
+        self.u_ends: Counter[str] = Counter()
+        self.u_initial: Counter[str] = Counter()
+        # kind (labelled / unlabelled) → [episodes, steps, cost (USD), tokens, duration (s), episodes with cost,
+        # episodes with tokens, episodes with a duration]
+        self.usage: dict[str, list[float]] = {"labelled": [0.0] * 8, UNLABELLED: [0.0] * 8}
         self.n_traces: dict[str, int] = dict.fromkeys(_OUTCOMES, 0)
         self.examples: dict[tuple[str, str], deque[str]] = {}
         self.version = 0
@@ -137,13 +158,35 @@ class RunningCounts:
     def n_total(self) -> int:
         return sum(self.n_traces.values())
 
-    def add(self, states: tuple[str, ...], outcome: str, episode_id: str, at: float | None = None) -> None:
+    @property
+    def n_unlabelled(self) -> int:
+        return self.n_traces.get(UNLABELLED, 0)
+
+    def add(self, states: tuple[str, ...], outcome: str, episode_id: str, at: float | None = None,
+            usage: tuple[int | None, float | None, int | None, float | None] | None = None) -> None:
+        """Count one episode; ``usage`` = (steps, cost, tokens, duration), None where unknown."""
         self.version += 1
         self.n_traces[outcome] = self.n_traces.get(outcome, 0) + 1
         if at is not None:
             self.first_seen = at if self.first_seen is None else min(self.first_seen, at)
             self.last_seen = at if self.last_seen is None else max(self.last_seen, at)
-        if outcome == "invalid" or not states:
+        if outcome == "invalid":
+            return
+        u = self.usage[UNLABELLED if outcome == UNLABELLED else "labelled"]
+        u[0] += 1
+        steps, cost, tokens, duration = usage if usage is not None else (len(states), None, None, None)
+        u[1] += steps if steps is not None else len(states)
+        for slot, value in ((2, cost), (3, tokens), (4, duration)):
+            if value is not None:
+                u[slot] += value
+                u[slot + 3] += 1
+        if not states:
+            return
+        if outcome == UNLABELLED:
+            self.u_initial[states[0]] += 1
+            for a, b in itertools.pairwise(states):
+                self.u_transitions[(a, b)] += 1
+            self.u_ends[states[-1]] += 1
             return
         self.initial[states[0]] += 1
         for a, b in itertools.pairwise(states):
@@ -170,6 +213,13 @@ class RunningCounts:
         self.exits_success.update(other.exits_success)
         self.exits_failure.update(other.exits_failure)
         self.initial.update(other.initial)
+        self.u_transitions.update(other.u_transitions)
+        self.u_ends.update(other.u_ends)
+        self.u_initial.update(other.u_initial)
+        for kind, values in other.usage.items():
+            mine = self.usage[kind]
+            for i, v in enumerate(values):
+                mine[i] += v
         for k, v in other.n_traces.items():
             self.n_traces[k] = self.n_traces.get(k, 0) + v
         for key, dq in other.examples.items():
@@ -188,6 +238,7 @@ class RunningCounts:
         return out
 
     def states(self) -> set[str]:
+        """States of the labelled episodes (the chain's vocabulary)."""
         seen = set(self.initial)
         for a, b in self.transitions:
             seen.add(a)
@@ -213,10 +264,81 @@ class RunningCounts:
             cf[pos[s]] += n
         for s, n in self.initial.items():
             ini[pos[s]] += n
-        return TransitionCounts(tuple(vocabulary), T, cs, cf, ini, dict(self.n_traces))
+        labelled = {k: v for k, v in self.n_traces.items() if k != UNLABELLED}  # the chain rests on these
+        return TransitionCounts(tuple(vocabulary), T, cs, cf, ini, labelled)
 
     def examples_for(self, a: str, b: str) -> list[str]:
         return list(reversed(self.examples.get((a, b), ())))
+
+    def usage_summary(self) -> dict[str, dict[str, float | int | None]]:
+        """Per kind (labelled, unlabelled): episodes, steps, and the mean steps, cost, tokens and duration."""
+        out: dict[str, dict[str, float | int | None]] = {}
+        for kind, (n, steps, cost, tokens, duration, n_cost, n_tokens, n_duration) in self.usage.items():
+            out[kind] = {"episodes": int(n), "steps": int(steps), "mean_steps": steps / n if n else None,
+                         "cost_usd": cost if n_cost else None, "mean_cost_usd": cost / n_cost if n_cost else None,
+                         "tokens": int(tokens) if n_tokens else None,
+                         "mean_tokens": tokens / n_tokens if n_tokens else None,
+                         "mean_duration_s": duration / n_duration if n_duration else None}
+        return out
+
+    def label_test(self, *, level: float = 0.05, min_each: int = LABEL_TEST_MIN,
+                   max_states: int = DEFAULT_LIVE_MAX_STATES) -> dict[str, Any]:
+        """Do the labelled episodes take the same paths as the unlabelled ones?
+
+        Each state's row of moves — to each next state, or *end* (the episode ended there: a success or failure
+        exit of a labelled episode, the last state of an unlabelled one) — is compared between the two kinds by
+        the per-state homogeneity G² test of the drift alerts (Anderson & Goodman 1957):
+        G² = 2 Σ_i Σ_k Σ_j O_kij ln(O_kij / E_kij), E_kij = O_k·i · O_·ij / O_··i, on Σ_i (r_i − 1) degrees of
+        freedom (r_i: columns of row i seen in either kind), χ² reference (:func:`~tracetochain.audit._homogeneity.
+        homogeneity_from_counts`; the end of a budget-censored run is no end and is not counted). A small p-value
+        says the labelled episodes are not a random sample of the runs in their paths, so R∞ — fitted on the
+        labelled ones — may not describe the unlabelled ones (labels missing not at random); a large one is no
+        proof they are. The mean number of steps of each kind is reported beside it. Like every χ² test on
+        transitions it treats transitions as independent draws (first-order Markov), and it is slightly liberal on
+        small samples. Above ``max_states`` states the least visited are merged into :data:`OTHER_STATE`, as the
+        live chain does.
+        """
+        n_l, n_u = self.n_fitted, self.n_unlabelled
+        doc: dict[str, Any] = {"n_labelled": n_l, "n_unlabelled": n_u, "tested": False, "p_value": None}
+        if n_u == 0:
+            doc["reason"] = "no unlabelled episodes"
+            return doc
+        if n_l < min_each or n_u < min_each:
+            doc["reason"] = f"fewer than {min_each} labelled or unlabelled episodes"
+            return doc
+        from tracetochain.audit._homogeneity import homogeneity_from_counts
+
+        vocab = sorted(self.states() | set(self.u_ends) | {s for t in self.u_transitions for s in t})
+        pos = {s: i for i, s in enumerate(vocab)}
+        if len(vocab) > max_states:
+            visits: Counter[str] = Counter()
+            for table in (self.transitions, self.u_transitions):
+                for (x, _), n in table.items():
+                    visits[x] += n
+            for ends in (self.exits_success, self.exits_failure, self.u_ends):
+                visits.update(ends)
+            kept = sorted(vocab, key=lambda x: (-visits[x], x))[: max_states - 1]
+            vocab = [*sorted(kept), OTHER_STATE]
+            pos = {x: len(kept) for x in pos} | {x: i for i, x in enumerate(vocab)}
+        m = len(vocab)
+        a = np.zeros((m, m + 2))
+        b = np.zeros((m, m + 2))
+        for (x, y), n in self.transitions.items():
+            a[pos[x], pos[y]] += n
+        for ends in (self.exits_success, self.exits_failure):
+            for x, n in ends.items():
+                a[pos[x], m] += n
+        for (x, y), n in self.u_transitions.items():
+            b[pos[x], pos[y]] += n
+        for x, n in self.u_ends.items():
+            b[pos[x], m] += n
+        h = homogeneity_from_counts(a, b, vocab, level=level, n_traces=(n_l, n_u))
+        doc.update({"tested": h.p_value is not None, "p_value": _finite(h.p_value), "g2": _finite(h.g2),
+                    "df": h.df, "level": level, "differ": h.p_value is not None and h.p_value <= level,
+                    "differing_states": list(h.differing)})
+        if h.p_value is None:
+            doc["reason"] = "no state is visited by both kinds"
+        return doc
 
 
 def alpha_spent(alpha: float, j: int) -> float:
@@ -247,7 +369,8 @@ class LiveAnalysis:
     def __init__(self, window: WindowSpec, *, alpha: float = 0.05, min_traces: int = 100, horizon: int = 30,
                  confidence: float = 0.95, samples: int = 1000, window_samples: int = 400,
                  keep_windows: int = 500, complete_after: float = 0.0, seed: int = 0, total_every: float = 5.0,
-                 clock: Callable[[], float] | None = None, max_states: int = DEFAULT_LIVE_MAX_STATES) -> None:
+                 clock: Callable[[], float] | None = None, max_states: int = DEFAULT_LIVE_MAX_STATES,
+                 group: str | None = None, drift: bool = True) -> None:
         if not 0 < alpha < 1:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         self.window = window
@@ -280,6 +403,8 @@ class LiveAnalysis:
         #: /healthz. Rebuilt by every snapshot.
         self.degraded: list[str] = []
         self._notes: set[str] = set()
+        self.group = group  # the agent these episodes come from (None: every group, the all-groups view)
+        self.drift_enabled = drift
 
     # ------------------------------------------------------------------ input
     def window_key(self, row: EpisodeRow, ordinal: int) -> int:
@@ -305,8 +430,9 @@ class LiveAnalysis:
                 if w is None:
                     w = self.windows[key] = _Window(key, RunningCounts())
                 at = self.episode_time(row)
-                w.counts.add(row.states, row.outcome, row.episode_id, at)
-                self.total.add(row.states, row.outcome, row.episode_id, at)
+                usage = (row.n_steps, row.cost, row.tokens, row.duration)
+                w.counts.add(row.states, row.outcome, row.episode_id, at, usage)
+                self.total.add(row.states, row.outcome, row.episode_id, at, usage)
                 for s in row.states:
                     if s not in self._known:
                         self._known.add(s)
@@ -373,6 +499,9 @@ class LiveAnalysis:
     def _drift(self, w: _Window) -> None:
         from tracetochain.audit._homogeneity import homogeneity_from_counts
 
+        if not self.drift_enabled:
+            w.drift = {"tested": False, "reason": "drift is tested per group"}
+            return
         if w.counts.n_fitted < self.min_traces:
             w.drift = {"tested": False, "reason": f"fewer than {self.min_traces} usable traces"}
             return
@@ -402,7 +531,7 @@ class LiveAnalysis:
             for e in w.counts.examples_for(m["from"], m["to"]):
                 if e not in examples:
                     examples.append(e)
-        return {"kind": "drift", "window": w.key, "window_label": self.window_label(w.key),
+        return {"kind": "drift", "group": self.group, "window": w.key, "window_label": self.window_label(w.key),
                 "message": (f"window {self.window_label(w.key)} departs from the baseline "
                             f"({self.window_label(self.baseline or 0)}): p = {p:.3g} ≤ {level:.3g}"
                             + (f"; states: {', '.join(differing)}" if differing else "")),
@@ -520,7 +649,7 @@ class LiveAnalysis:
                                "n_traces": w.counts.n_total, "outcomes": dict(w.counts.n_traces),
                                **(w.stats or {}), "drift": w.drift, "bounds": self.window_bounds(key)})
         self.degraded = sorted(self._notes)
-        return {"kind": "tracetochain.live", "schema_version": 1, "degraded": self.degraded,
+        return {"kind": "tracetochain.live", "schema_version": 1, "degraded": self.degraded, "group": self.group,
                 "window": {"by": self.window.by,
                 "size": self.window.size, "describe": self.window.describe()}, "n_episodes": n,
                 "states": vocab, "total": total_doc, "current": current,
@@ -542,6 +671,25 @@ class LiveAnalysis:
         """The all-traces summary lags the counts (it is throttled while episodes stream in)."""
         cached = self._total_stats
         return cached is not None and cached[0] != self.total.n_total
+
+    @staticmethod
+    def _unlabelled_edges(counts: RunningCounts, shown: set[tuple[str, str]],
+                          at: Callable[[str], int | None] | None, names: list[str] | None = None
+                          ) -> list[dict[str, Any]]:
+        """Moves only unlabelled episodes took (no probability: the chain is fitted on labelled ones), on the
+        chain's states (``at`` maps a state to its row, merged ones to :data:`OTHER_STATE`), the most taken
+        first, at most ``_UNLABELLED_EDGES``."""
+        moves: Counter[tuple[str, str]] = Counter()
+        for (a, b), n in counts.u_transitions.items():
+            if at is not None and names is not None:
+                i, j = at(a), at(b)
+                if i is None or j is None:
+                    continue
+                a, b = names[i], names[j]
+            if (a, b) not in shown:
+                moves[(a, b)] += n
+        top = sorted(moves.items(), key=lambda kv: (-kv[1], kv[0]))[:_UNLABELLED_EDGES]
+        return [{"from": a, "to": b, "p": None, "count": 0, "count_unlabelled": int(n)} for (a, b), n in top]
 
     def _posterior(self, chain: AbsorbingChain, n_samples: int) -> Any:
         """The posterior ensemble of ``chain`` (None when no interval fits the budget: see :meth:`draws_for`)."""
@@ -570,9 +718,16 @@ class LiveAnalysis:
         posterior of the counts, as ``interval_summary(method="posterior")``; only the quantities shown)."""
         if counts is None:
             return None
+        labels = {"n_labelled": counts.n_fitted, "n_unlabelled": counts.n_unlabelled,
+                  "label_test": counts.label_test(max_states=self.max_states), "usage": counts.usage_summary()}
         chain = self.chain_of(counts)
         if chain is None:
-            return None
+            if counts.n_total == 0:
+                return None
+            return {"n_traces": counts.n_total, "outcomes": dict(counts.n_traces), "pass_rate": None,
+                    "r_inf": {"point": None, "lower": None, "upper": None}, "mean_steps": None,
+                    "reliability": None, "states": [], "edges": self._unlabelled_edges(counts, set(), None),
+                    "initial": {}, "chain": None, **labels}
         ens = self._posterior(chain, self.samples)
         if ens is None:
             ens = _PointOnly(chain)
@@ -597,9 +752,17 @@ class LiveAnalysis:
             i, j = at(a), at(b)
             if i is not None and j is not None:
                 merged[(i, j)] += n
+        unlabelled: Counter[tuple[int, int]] = Counter()  # the moves of unlabelled episodes, on the same states
+        for (a, b), n in counts.u_transitions.items():
+            i, j = at(a), at(b)
+            if i is not None and j is not None:
+                unlabelled[(i, j)] += n
         for (i, j), n in sorted(merged.items()):
             if chain.Q[i, j] > 0:
-                edges.append({"from": names[i], "to": names[j], "p": float(chain.Q[i, j]), "count": int(n)})
+                edge = {"from": names[i], "to": names[j], "p": float(chain.Q[i, j]), "count": int(n)}
+                if unlabelled.get((i, j)):
+                    edge["count_unlabelled"] = int(unlabelled[(i, j)])
+                edges.append(edge)
         for to, vec, cnt in ((SUCCESS, chain.R_success, counts.exits_success),
                              (FAILURE, chain.R_failure, counts.exits_failure)):
             exits: Counter[int] = Counter()
@@ -610,7 +773,8 @@ class LiveAnalysis:
             for i, n in sorted(exits.items()):
                 if n > 0:
                     edges.append({"from": names[i], "to": to, "p": float(vec[i]), "count": int(n)})
-        return {"n_traces": counts.n_total, "outcomes": dict(counts.n_traces),
+        edges += self._unlabelled_edges(counts, {(str(e["from"]), str(e["to"])) for e in edges}, at, names)
+        return {**labels, "n_traces": counts.n_total, "outcomes": dict(counts.n_traces),
                 "pass_rate": counts.n_traces["success"] / max(1, counts.n_fitted),
                 "r_inf": {"point": _finite(r_inf.point), "lower": _finite(r_inf.lower), "upper": _finite(r_inf.upper)},
                 "mean_steps": _finite(chain.mean_steps()),

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from typing import Any
 
 from tracetochain._limits import time_problem
+from tracetochain.readers.otlp import UNLABELLED
 from tracetochain.traces._table import TraceTable
 
 _TRACE_TEMPLATE = """<!doctype html>
@@ -65,18 +66,20 @@ _REPORT_CACHE: OrderedDict[tuple[Any, ...], str] = OrderedDict()
 _REPORT_CACHE_SIZE = 4
 
 
-def window_report_html(service: Any, window: str, audit: bool, *, wait: float = 120.0) -> str:
-    """The full HTML report (``tracetochain report``) of one window's episodes, or of all of them.
+def window_report_html(service: Any, window: str, audit: bool, group: str | None = None, *,
+                       wait: float = 120.0) -> str:
+    """The full HTML report (``tracetochain report``) of one window's episodes, or of all of them; ``group``: of
+    one agent (its windows are its own).
 
     Built one at a time (a request waits up to ``wait`` seconds, then :class:`ReportBusy`) and cached per store,
-    window, audit flag and number of decided episodes."""
-    key = (id(service), str(service.store.path), window, audit, service.live.n_episodes)
+    group, window, audit flag and number of decided episodes."""
+    key = (id(service), str(service.store.path), group, window, audit, service.live.n_episodes)
     if not _REPORT_LOCK.acquire(timeout=wait):
         raise ReportBusy("another report is being built; retry in a minute")
     try:
         page = _REPORT_CACHE.get(key)
         if page is None:
-            page = _build_window_report(service, window, audit)
+            page = _build_window_report(service, window, audit, group)
             _REPORT_CACHE[key] = page
             while len(_REPORT_CACHE) > _REPORT_CACHE_SIZE:
                 _REPORT_CACHE.popitem(last=False)
@@ -85,14 +88,16 @@ def window_report_html(service: Any, window: str, audit: bool, *, wait: float = 
         _REPORT_LOCK.release()
 
 
-def _build_window_report(service: Any, window: str, audit: bool) -> str:
+def _build_window_report(service: Any, window: str, audit: bool, group: str | None = None) -> str:
     from tracetochain.analysis import analyze
     from tracetochain.report import build_report, render_html
 
-    live = service.live
+    if group is not None and group not in service.groups:
+        raise ValueError(f"no episodes of group {group!r}")
+    live = service.live if group is None else service.groups[group]
     if window in ("all", ""):
-        records = service.store.steps_of()
-        label = "all traces"
+        records = service.store.steps_of(group=group) if group is not None else service.store.steps_of()
+        label = "all traces" if group is None else f"all traces of {group}"
     else:
         try:
             key = int(window) if len(window) <= 20 else None  # a longer number is no window (and overflows floats)
@@ -109,12 +114,15 @@ def _build_window_report(service: Any, window: str, audit: bool) -> str:
             raise ValueError(f"there is no window {window[:40]}; use a window number from the dashboard or 'all'")
         bounds = live.window_bounds(key)
         if bounds["by"] == "count":
-            records = service.store.steps_of(seq_range=(bounds["first"] + 1, bounds["last"] + 2))
+            records = service.store.steps_of(seq_range=(bounds["first"] + 1, bounds["last"] + 2), group=group)
         else:
-            records = service.store.steps_of(time_range=(bounds["start"], bounds["end"]))
-        label = f"window {live.window_label(key)}"
+            records = service.store.steps_of(time_range=(bounds["start"], bounds["end"]), group=group)
+        label = f"window {live.window_label(key)}" + (f" of {group}" if group is not None else "")
+    # The report is the offline analysis of the labelled episodes, as the live chain is: an unlabelled run's
+    # canonical outcome is `censored`, and a censored trace's exit is dropped, which is wrong for a run that ended.
+    records = [r for r in records if r.get("termination_reason") != UNLABELLED]
     if not records:
-        raise ValueError(f"no decided episodes in {label}")
+        raise ValueError(f"no decided (labelled) episodes in {label}")
     traces = TraceTable.from_records(records, source=f"live store {service.store.path} ({label})", format="otlp")
     try:
         result = analyze(traces, audit=audit, n_samples=500, seed=service.config.seed)

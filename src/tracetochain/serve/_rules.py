@@ -318,10 +318,18 @@ def _fail(message: str, path: str | None, line: int | None, hint: str | None = N
 class RuleEngine:
     """Evaluates the rules on each snapshot and turns state changes into alerts (firing, then resolved)."""
 
-    def __init__(self, rules: list[Rule]) -> None:
+    def __init__(self, rules: list[Rule], group: str | None = None) -> None:
         self.rules = rules
+        self.group = group  # the agent whose chain these rules watch (alerts carry it)
         self.firing: dict[str, bool] = {r.name: False for r in rules}
         self.last: dict[str, dict[str, Any]] = {}
+
+    def resume(self, states: dict[str, bool]) -> None:
+        """Start from the firing state the store recorded (``{rule name: firing}``), so a restart neither
+        re-raises a rule that was already firing nor misses its resolution."""
+        for name, firing in states.items():
+            if name in self.firing:
+                self.firing[name] = firing
 
     def evaluate(self, live: LiveAnalysis) -> list[dict[str, Any]]:
         """Evaluate every rule; return the alerts for rules that started or stopped firing.
@@ -351,13 +359,15 @@ class RuleEngine:
         if fires != self.firing[rule.name]:
             self.firing[rule.name] = fires
             shown = "no data" if value is None else f"{value:.4g}"
-            events.append({"kind": "rule", "status": "firing" if fires else "resolved", "rule": rule.name,
+            events.append({"kind": "rule", "group": self.group, "status": "firing" if fires else "resolved",
+                           "rule": rule.name,
                            "expression": rule.expression, "severity": rule.severity, "value": value,
                            "threshold": rule.threshold, "over": rule.over, "n_traces": counts.n_total,
                            "window": window,
                            "message": (f"{rule.name}: {rule.expression} — value {shown} over {rule.over}"
                                        if fires else f"{rule.name}: resolved (value {shown})"),
                            "examples": rule.examples(live, counts) if fires else []})
-        return {"rule": rule.name, "expression": rule.expression, "value": value, "threshold": rule.threshold,
+        return {"rule": rule.name, "group": self.group, "expression": rule.expression, "value": value,
+                "threshold": rule.threshold,
                 "op": rule.op, "over": rule.over, "n_traces": counts.n_total, "firing": fires,
                 "severity": rule.severity, "state": "firing" if fires else ("no data" if value is None else "ok")}

@@ -8,6 +8,7 @@ alerts and hands every alert to the :class:`~tracetochain.serve._alerts.AlertHub
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import math
@@ -107,28 +108,38 @@ class ServeConfig:
 
 
 class LiveService:
-    """Store + ingest + analysis + alerts; :meth:`start` / :meth:`stop` (graceful: queued spans are committed)."""
+    """Store + ingest + analysis + alerts; :meth:`start` / :meth:`stop` (graceful: queued spans are committed).
+
+    One chain per agent: episodes are grouped by the ``group_by`` attribute (``service.name``); each group has its
+    own :class:`LiveAnalysis` (windows, drift) and :class:`RuleEngine`, and ``self.live`` is the all-groups view
+    (counts of every group together, no drift test and no rules: a chain of several agents is no agent's chain).
+    """
 
     def __init__(self, config: ServeConfig) -> None:
         config.check()
         self.config = config
-        self.options: OtlpOptions = parse_otlp_options(**config.reader_options)
+        options: OtlpOptions = parse_otlp_options(**config.reader_options)
+        gb = config.ingest.group_by
+        # The group attribute is kept on spans and resources like a user-named attribute.
+        self.options = dataclasses.replace(options, user_keys=options.user_keys | {gb}, wanted=options.wanted | {gb})
         self.rules: list[Rule] = load_rules(config.rules, config.window) if config.rules else []
         self.store = Store(config.store, durability=config.durability)
-        self.live = LiveAnalysis(config.window, alpha=config.alpha, min_traces=config.min_traces,
-                                 horizon=config.horizon, confidence=config.confidence, samples=config.samples,
-                                 complete_after=config.ingest.settle + 1.0, seed=config.seed,
-                                 max_states=config.max_states)
-        self.engine = RuleEngine(self.rules)
+        self.live = self._new_live(None)
+        self.groups: dict[str, LiveAnalysis] = {}
+        self.engines: dict[str, RuleEngine] = {}
+        self._rule_states: dict[tuple[str, str], bool] = {}
+        self._groups_lock = threading.Lock()
+        self.ingestor = Ingestor(self.store, self.options, config.ingest, on_episodes=self._on_episodes)
         sinks: list[Any] = []
         if config.alerts_to_stdout:
             sinks.append(StdoutSink())
         if config.webhook:
-            sinks.append(WebhookSink(config.webhook))
-        self.ingestor = Ingestor(self.store, self.options, config.ingest, on_episodes=self._on_episodes)
+            sinks.append(WebhookSink(config.webhook, on_attempt=self.ingestor.record_delivery))
         self.hub = AlertHub(sinks, record=self.ingestor.record_alert)
         self.started = time.time()
         self._snapshot: dict[str, Any] | None = None
+        self._group_docs: dict[str, dict[str, Any]] = {}
+        self._group_versions: dict[str, int] = {}
         self._snapshot_lock = threading.Lock()
         self._changed = threading.Event()
         self._stop = threading.Event()
@@ -138,27 +149,59 @@ class LiveService:
         self.analysis_failures = 0
         self.store.lock()  # last: a constructor that fails above leaves no lock behind
 
+    def _new_live(self, group: str | None) -> LiveAnalysis:
+        c = self.config
+        return LiveAnalysis(c.window, alpha=c.alpha, min_traces=c.min_traces, horizon=c.horizon,
+                            confidence=c.confidence, samples=c.samples, complete_after=c.ingest.settle + 1.0,
+                            seed=c.seed, max_states=c.max_states, group=group, drift=group is not None)
+
+    def group_live(self, group: str) -> LiveAnalysis:
+        """The analysis of one group (created with its rule engine on its first episode)."""
+        with self._groups_lock:
+            la = self.groups.get(group)
+            if la is None:
+                la = self.groups[group] = self._new_live(group)
+                engine = self.engines[group] = RuleEngine(self.rules, group=group)
+                engine.resume({rule: firing for (rule, g), firing in self._rule_states.items() if g == group})
+            return la
+
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         # Import the analysis' heavy modules now, not in the middle of the first burst of spans.
         import tracetochain.audit._homogeneity
         import tracetochain.uncertainty  # noqa: F401
 
+        self._rule_states = self.store.rule_states()
         for rows in self.store.iter_episodes():  # rebuild the running counts once, at start
-            self.live.add_episodes(rows)
-        self.hub.recent = list(self.store.alerts(200))
+            self._add(rows)
+        self._resume_rules()
+        self.hub.load(self.store)  # alerts already raised are never raised again
         self.ingestor.start()
         self._analyzer = threading.Thread(target=self._analyze_loop, name="tracetochain-analyzer", daemon=True)
         self._analyzer.start()
         self._refresh_guarded()  # a store the analysis cannot digest must not stop the server from starting
 
-    def _refresh_guarded(self) -> None:
+    def _refresh_guarded(self, *, force: bool = True) -> None:
         try:
-            self.refresh()
+            self.refresh(force=force)
         except Exception as exc:  # the dashboard shows the last good document and the failure; ingest goes on
             self.analysis_failures += 1
             self.analysis_error = f"{type(exc).__name__}: {exc}"[:500]
             log.exception("live analysis failed")
+
+    def _resume_rules(self) -> None:
+        """Bring every rule engine to where the last run left it, without alerting.
+
+        The windows completed before the restart are evaluated silently (they were evaluated and alerted on
+        then), and each rule's firing state is then the one its last stored alert recorded (not firing when it
+        never alerted). The first refresh after start then alerts only on what changed since: a rule that fires now
+        but never alerted, or one whose state differs from its last alert."""
+        with self._groups_lock:
+            pairs = [(self.groups[g], self.engines[g], g) for g in self.groups]
+        for la, engine, group in pairs:
+            engine.evaluate(la)
+            engine.firing = dict.fromkeys(engine.firing, False)
+            engine.resume({rule: firing for (rule, g), firing in self._rule_states.items() if g == group})
 
     def stop(self) -> None:
         self._stop.set()
@@ -169,8 +212,16 @@ class LiveService:
         self.store.unlock()
 
     # ------------------------------------------------------------------ analysis
-    def _on_episodes(self, rows: list[Any]) -> None:
+    def _add(self, rows: list[Any]) -> None:
         self.live.add_episodes(rows)
+        by_group: dict[str, list[Any]] = {}
+        for row in rows:
+            by_group.setdefault(row.group, []).append(row)
+        for group, part in by_group.items():
+            self.group_live(group).add_episodes(part)
+
+    def _on_episodes(self, rows: list[Any]) -> None:
+        self._add(rows)
         self._changed.set()
 
     def _analyze_loop(self) -> None:
@@ -184,42 +235,84 @@ class LiveService:
             changed = self._changed.is_set()
             self._changed.clear()
             quiet = 0 if changed else quiet + 1
-            if changed or quiet >= 10 or self.live.total_is_stale():
+            if changed or quiet >= 10 or self._totals_stale():
+                force = quiet >= 10
                 quiet = 0
-                self._refresh_guarded()
+                self._refresh_guarded(force=force)
 
-    def refresh(self) -> dict[str, Any]:
-        """Recompute the live document, evaluate the rules and emit the alerts (called by the analyzer)."""
-        doc = self.live.snapshot()
-        rule_events = self.engine.evaluate(self.live)
-        events = self.live.pop_drift_events() + rule_events
+    def _totals_stale(self) -> bool:
+        with self._groups_lock:
+            groups = list(self.groups.values())
+        return self.live.total_is_stale() or any(la.total_is_stale() for la in groups)
+
+    def refresh(self, *, force: bool = True) -> dict[str, Any]:
+        """Recompute the live documents (every group whose counts changed, or all with ``force``), evaluate each
+        group's rules and emit the alerts (called by the analyzer)."""
+        with self._groups_lock:
+            groups = dict(self.groups)
+            engines = dict(self.engines)
+        events: list[dict[str, Any]] = []
+        docs = dict(self._group_docs)
+        for group, la in sorted(groups.items()):
+            version = la.total.version
+            if not force and self._group_versions.get(group) == version and group in docs \
+                    and not la.total_is_stale():
+                continue
+            gdoc = la.snapshot()
+            events += la.pop_drift_events()
+            engine = engines[group]
+            events += engine.evaluate(la)
+            gdoc["rules"] = list(engine.last.values())
+            docs[group] = gdoc
+            self._group_versions[group] = version
+        if len(groups) == 1:  # one agent: the all-groups view is its view (not computed twice)
+            (only,) = groups
+            doc = {**docs[only], "group": None}
+        else:
+            doc = self.live.snapshot()
+            doc["rules"] = [r for g in sorted(docs) for r in docs[g].get("rules", [])]
         for event in events:
             self.hub.emit(event)
-        doc["rules"] = list(self.engine.last.values())
+        doc["groups"] = {g: _group_brief(d) for g, d in sorted(docs.items())}
+        doc["group_by"] = self.config.ingest.group_by
         doc["alerts"] = self.hub.recent[:50]
+        for g, d in docs.items():
+            d["alerts"] = [a for a in self.hub.recent if a.get("group") == g][:50]
+            d["groups"] = doc["groups"]
+            d["group_by"] = doc["group_by"]
         with self._snapshot_lock:
             self._snapshot = doc
+            self._group_docs = docs
         self.analysis_error = None
         return doc
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, group: str | None = None) -> dict[str, Any]:
+        """The live document of every group together (``group=None``) or of one group (KeyError if unknown)."""
         with self._snapshot_lock:
-            doc = self._snapshot
+            doc = self._snapshot if group is None else self._group_docs.get(group)
         if doc is None:
+            if group is not None and group not in self.groups:
+                raise KeyError(group)
             self._refresh_guarded()
             with self._snapshot_lock:
-                doc = self._snapshot
+                doc = self._snapshot if group is None else self._group_docs.get(group)
         if doc is None:
             doc = {"kind": "tracetochain.live", "schema_version": 1, "n_episodes": self.live.n_episodes,
                    "states": [], "total": None, "current": None, "current_key": None, "series": [], "moved": [],
-                   "rules": [], "alerts": [], "window": {"by": self.config.window.by, "size": self.config.window.size,
-                                                         "describe": self.config.window.describe()}}
+                   "rules": [], "alerts": [], "group": group, "groups": {},
+                   "group_by": self.config.ingest.group_by,
+                   "window": {"by": self.config.window.by, "size": self.config.window.size,
+                              "describe": self.config.window.describe()}}
         return {**doc, "health": self.health()}
 
     def health(self) -> dict[str, Any]:
         """``ok``, ``degraded`` (serving, but some of the analysis is limited or failing: the reasons say what) or
         ``failing`` (the store cannot be written: exports get 503)."""
         reasons = list(self.live.degraded)
+        with self._groups_lock:
+            groups = sorted(self.groups.items())
+        for name, la in groups:
+            reasons += [f"{name or '(no group)'}: {r}" for r in la.degraded if r not in reasons]
         if self.analysis_error is not None:
             reasons.append(f"the live analysis failed {self.analysis_failures} time(s); last: {self.analysis_error}")
         reasons += self.ingestor.degraded()
@@ -237,4 +330,13 @@ class LiveService:
         return {"ok": self.ingestor.failed is None, "error": str(self.ingestor.failed) if self.ingestor.failed
                 else None, "uptime_s": time.time() - self.started, "open_traces": self.ingestor.open_traces,
                 "pending_verdicts": self.ingestor.pending_verdicts, "episodes": self.live.n_episodes,
-                "counters": counters}
+                "unlabelled": self.live.total.n_unlabelled, "groups": len(self.groups),
+                "alerts_suppressed": self.hub.suppressed, "counters": counters}
+
+
+def _group_brief(doc: dict[str, Any]) -> dict[str, Any]:
+    """One line of the groups table: episodes, labelled / unlabelled, R∞ with its interval, firing rules."""
+    total = doc.get("total") or {}
+    return {"n_episodes": doc.get("n_episodes", 0), "n_labelled": total.get("n_labelled"),
+            "n_unlabelled": total.get("n_unlabelled"), "r_inf": total.get("r_inf"),
+            "firing": [r["rule"] for r in doc.get("rules", []) if r.get("firing")]}

@@ -17,7 +17,10 @@ Tables
 * ``episodes`` — assembled episodes in the order they were decided (``seq``): outcome, state sequence and the
   canonical step records (what the report and the Parquet export read).
 * ``problems`` — episodes that could not be used (no outcome, no step…) and rejected requests, with the reason.
-* ``alerts`` — every alert raised, as sent to the sinks.
+* ``alerts`` — every alert raised, as sent to the sinks, with its identity ``key`` (unique: an alert is an event,
+  stored and sent once, never again after a restart) and its ``kind``, ``grp`` and ``status`` for the counters.
+* ``deliveries`` — every webhook delivery attempt of an alert (attempt number, time, ``ok``: 1 delivered, 0 failed
+  and retried, −1 failed and given up; the reason).
 * ``counters`` — running totals that must survive a restart (spans received, duplicates, late spans, …).
 
 Only the ingest thread writes (one connection, group commit); every reader opens its own connection.
@@ -59,7 +62,38 @@ CREATE TABLE IF NOT EXISTS problems (
     id INTEGER PRIMARY KEY, at REAL NOT NULL, kind TEXT NOT NULL, trace_id TEXT, message TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS alerts (id INTEGER PRIMARY KEY, at REAL NOT NULL, payload TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS deliveries (
+    id INTEGER PRIMARY KEY, alert_key TEXT NOT NULL, attempt INTEGER NOT NULL, at REAL NOT NULL, ok INTEGER NOT NULL,
+    detail TEXT);
+CREATE INDEX IF NOT EXISTS deliveries_by_alert ON deliveries (alert_key);
 """
+
+# Columns added after the first release of the store: (table, column, declaration). A store written before gets
+# them on open (SQLite's ALTER TABLE ADD COLUMN is cheap: existing rows read the default), so no version bump.
+_ADDED_COLUMNS = (
+    ("alerts", "key", "TEXT"),
+    ("alerts", "kind", "TEXT"),
+    ("alerts", "grp", "TEXT"),
+    ("alerts", "status", "TEXT"),
+    ("episodes", "grp", "TEXT NOT NULL DEFAULT ''"),
+    ("episodes", "n_steps", "INTEGER"),
+    ("episodes", "cost", "REAL"),
+    ("episodes", "tokens", "INTEGER"),
+    ("episodes", "duration", "REAL"),
+)
+_ADDED_INDEXES = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS alerts_by_key ON alerts (key)",
+    "CREATE INDEX IF NOT EXISTS episodes_by_group ON episodes (grp, seq)",
+)
+
+
+def _add_columns(con: sqlite3.Connection) -> None:
+    for table, column, decl in _ADDED_COLUMNS:
+        have = {str(r[1]) for r in con.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    for stmt in _ADDED_INDEXES:
+        con.execute(stmt)
 
 # The order of a span's facts in its JSON array (ids, parent and times have their own columns).
 _FACT_FIELDS = ("name", "kind", "agent_root", "start", "end", "error", "error_type", "tool", "tokens_in",
@@ -97,6 +131,11 @@ class EpisodeRow:
     t_start: float | None
     outcome: str
     states: tuple[str, ...]
+    group: str = ""  # the agent (``service.name`` or the ``--group-by`` attribute); "" when absent
+    n_steps: int | None = None
+    cost: float | None = None  # USD, summed over the steps that report it
+    tokens: int | None = None  # input + output tokens
+    duration: float | None = None  # seconds from the first step's start to the last step's end
 
 
 class Store:
@@ -111,6 +150,7 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as con:
                 con.executescript(_SCHEMA)
+                _add_columns(con)
                 row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 if row is None:
                     con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA_VERSION),))
@@ -193,15 +233,15 @@ class Store:
 
     def episodes(self, *, after_seq: int = 0, limit: int | None = None) -> list[EpisodeRow]:
         """Decided episodes in the order they were decided (``seq`` > ``after_seq``)."""
-        q = ("SELECT seq, episode_id, trace_id, closed, t_start, outcome, states FROM episodes WHERE seq > ? "
-             "ORDER BY seq")
+        q = ("SELECT seq, episode_id, trace_id, closed, t_start, outcome, states, grp, n_steps, cost, tokens, "
+             "duration FROM episodes WHERE seq > ? ORDER BY seq")
         args: tuple[Any, ...] = (after_seq,)
         if limit is not None:
             q += " LIMIT ?"
             args = (after_seq, limit)
         with self.reading() as con:
-            return [EpisodeRow(int(s), str(e), str(t), float(c), ts, str(o), tuple(json.loads(st)))
-                    for s, e, t, c, ts, o, st in con.execute(q, args)]
+            return [EpisodeRow(int(s), str(e), str(t), float(c), ts, str(o), tuple(json.loads(st)), str(g or ""),
+                               *usage) for s, e, t, c, ts, o, st, g, *usage in con.execute(q, args)]
 
     def iter_episodes(self, batch: int = 10_000) -> Iterator[list[EpisodeRow]]:
         """All decided episodes in ``seq`` order, a batch at a time (restart recounts from these)."""
@@ -214,10 +254,13 @@ class Store:
             after = rows[-1].seq
 
     def steps_of(self, *, seqs: Sequence[int] | None = None, seq_range: tuple[int, int] | None = None,
-                 time_range: tuple[float, float] | None = None,
-                 episode_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Canonical step records of the selected episodes (in ``seq`` order)."""
+                 time_range: tuple[float, float] | None = None, episode_ids: Sequence[str] | None = None,
+                 group: str | None = None) -> list[dict[str, Any]]:
+        """Canonical step records of the selected episodes (in ``seq`` order); ``group``: of that agent only
+        (``seq_range`` then counts the group's own episodes, as its count windows do)."""
         args: tuple[Any, ...]
+        if group is not None:
+            return self._group_steps(group, seq_range=seq_range, time_range=time_range)
         if seqs is not None:
             q, args = f"SELECT steps FROM episodes WHERE seq IN ({','.join('?' * len(seqs))}) ORDER BY seq", \
                 tuple(seqs)
@@ -237,16 +280,38 @@ class Store:
                 out.extend(json.loads(steps))
         return out
 
+    def _group_steps(self, group: str, *, seq_range: tuple[int, int] | None,
+                     time_range: tuple[float, float] | None) -> list[dict[str, Any]]:
+        q = "SELECT steps FROM episodes WHERE grp = ?"
+        args: list[Any] = [group]
+        if time_range is not None:
+            q += " AND COALESCE(t_start, closed) >= ? AND COALESCE(t_start, closed) < ?"
+            args += list(time_range)
+        q += " ORDER BY seq"
+        if seq_range is not None:  # the group's k-th episode, not the store's
+            q += " LIMIT ? OFFSET ?"
+            args += [max(0, seq_range[1] - seq_range[0]), max(0, seq_range[0] - 1)]
+        out: list[dict[str, Any]] = []
+        with self.reading() as con:
+            for (steps,) in con.execute(q, args):
+                out.extend(json.loads(steps))
+        return out
+
+    def groups(self) -> dict[str, int]:
+        """Episodes stored per group."""
+        with self.reading() as con:
+            return {str(g or ""): int(n) for g, n in con.execute("SELECT grp, COUNT(*) FROM episodes GROUP BY grp")}
+
     def episode(self, episode_id: str) -> dict[str, Any] | None:
         """One episode with its steps, or None."""
         with self.reading() as con:
-            row = con.execute("SELECT seq, episode_id, trace_id, closed, t_start, outcome, states, steps FROM episodes "
-                              "WHERE episode_id = ?", (episode_id,)).fetchone()
+            row = con.execute("SELECT seq, episode_id, trace_id, closed, t_start, outcome, states, steps, grp "
+                              "FROM episodes WHERE episode_id = ?", (episode_id,)).fetchone()
         if row is None:
             return None
-        seq, eid, tid, closed, t_start, outcome, states, steps = row
+        seq, eid, tid, closed, t_start, outcome, states, steps, grp = row
         return {"seq": seq, "episode_id": eid, "trace_id": tid, "closed": closed, "t_start": t_start,
-                "outcome": outcome, "states": json.loads(states), "steps": json.loads(steps)}
+                "outcome": outcome, "states": json.loads(states), "steps": json.loads(steps), "group": grp or ""}
 
     def open_trace_spans(self) -> dict[str, tuple[float, float, list[SpanFacts]]]:
         """Spans of every open trace with its first/last receive times (restart resumes them)."""
@@ -280,10 +345,75 @@ class Store:
             return [{"at": at, "kind": kind, "trace_id": tid, "message": msg} for at, kind, tid, msg in con.execute(
                 "SELECT at, kind, trace_id, message FROM problems ORDER BY id DESC LIMIT ?", (limit,))]
 
-    def alerts(self, limit: int = 100) -> list[dict[str, Any]]:
+    def alerts(self, limit: int = 100, *, group: str | None = None) -> list[dict[str, Any]]:
+        """The latest alerts, newest first, each with its ``key`` and its webhook ``delivery`` record
+        (``{"attempts", "status": "delivered" | "failed" | "pending", "last_error"}``; None without a webhook)."""
+        q = "SELECT payload, key FROM alerts"
+        args: tuple[Any, ...] = (limit,)
+        if group is not None:
+            q += " WHERE grp = ?"
+            args = (group, limit)
         with self.reading() as con:
-            return [json.loads(p) for (p,) in con.execute("SELECT payload FROM alerts ORDER BY id DESC LIMIT ?",
-                                                          (limit,))]
+            rows = con.execute(q + " ORDER BY id DESC LIMIT ?", args).fetchall()
+            keys = [str(k) for _, k in rows if k is not None]
+            tried: dict[str, tuple[int, int, int, str | None]] = {}
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                for key, n, best, worst, detail in con.execute(
+                        "SELECT alert_key, COUNT(*), MAX(ok), MIN(ok), (SELECT d2.detail FROM deliveries d2 WHERE "
+                        "d2.alert_key = d.alert_key ORDER BY d2.id DESC LIMIT 1) FROM deliveries d WHERE alert_key IN "
+                        f"({','.join('?' * len(chunk))}) GROUP BY alert_key", chunk):
+                    tried[str(key)] = (int(n), int(best), int(worst), detail)
+        out = []
+        for payload, key in rows:
+            alert = json.loads(payload)
+            if key is not None:
+                alert["key"] = key
+                if key in tried:
+                    n, best, worst, detail = tried[key]
+                    status = "delivered" if best == 1 else "failed" if worst == -1 else "pending"
+                    alert["delivery"] = {"attempts": n, "status": status,
+                                         "last_error": None if best == 1 else detail}
+            out.append(alert)
+        return out
+
+    def alert_keys(self) -> set[str]:
+        """The identity of every alert ever raised (an alert with one of these keys is never sent again)."""
+        with self.reading() as con:
+            return {str(k) for (k,) in con.execute("SELECT key FROM alerts WHERE key IS NOT NULL")}
+
+    def alert_counts(self) -> list[tuple[str, str, str, int]]:
+        """(kind, group, status, number) of the stored alerts: what ``/metrics`` counts, so it equals the list."""
+        with self.reading() as con:
+            return [(str(k or ""), str(g or ""), str(s or ""), int(n)) for k, g, s, n in con.execute(
+                "SELECT kind, grp, status, COUNT(*) FROM alerts GROUP BY kind, grp, status")]
+
+    def rule_states(self) -> dict[tuple[str, str], bool]:
+        """The last status (firing or not) of every (rule, group) that ever alerted, so a restart resumes it."""
+        out: dict[tuple[str, str], bool] = {}
+        with self.reading() as con:
+            for payload, grp, status in con.execute(
+                    "SELECT payload, grp, status FROM alerts WHERE kind = 'rule' ORDER BY id"):
+                rule = json.loads(payload).get("rule")
+                if isinstance(rule, str):
+                    out[(rule, str(grp or ""))] = status == "firing"
+        return out
+
+    def undelivered(self, max_attempts: int) -> list[dict[str, Any]]:
+        """Alerts whose webhook delivery neither succeeded nor used its ``max_attempts`` (a restart finishes them;
+        it never re-sends a delivered one), oldest first, each with its ``key`` and attempts so far."""
+        with self.reading() as con:
+            rows = con.execute(
+                "SELECT a.payload, a.key, COUNT(d.id), COALESCE(MAX(d.ok), 0), COALESCE(MIN(d.ok), 0) FROM alerts a "
+                "LEFT JOIN deliveries d ON d.alert_key = a.key WHERE a.key IS NOT NULL GROUP BY a.id "
+                "ORDER BY a.id").fetchall()
+        out = []
+        for payload, key, n, best, worst in rows:
+            if best != 1 and worst != -1 and int(n) < max_attempts:
+                alert = json.loads(payload)
+                alert["key"] = key
+                out.append((alert, int(n)))
+        return [{**a, "_attempts_done": n} for a, n in out]
 
     def export_parquet(self, path: str | Path, *, batch: int = 20_000) -> int:
         """Write every decided episode's canonical steps as one Parquet file at ``path`` (a temporary file the
@@ -339,18 +469,20 @@ def export_store(store: str | Path, out: str | Path, *, overwrite: bool = False)
 class WriteBatch:
     """What one group commit writes; filled by the ingest thread, applied by :func:`apply_batch`."""
 
-    __slots__ = ("alerts", "closed", "counters", "episodes", "late_spans", "open_upserts", "problems", "spans",
-                 "verdicts")
+    __slots__ = ("alerts", "closed", "counters", "deliveries", "episodes", "late_spans", "open_upserts", "problems",
+                 "spans", "verdicts")
 
     def __init__(self) -> None:
         self.spans: list[tuple[str, str, str | None, float, str]] = []
         self.late_spans: list[tuple[str, str, str | None, float, str]] = []  # of traces already assembled
         self.open_upserts: dict[str, tuple[float, float]] = {}
         self.closed: list[tuple[str, float]] = []
-        self.episodes: list[tuple[int, str, str, float, float | None, str, str, str]] = []
+        # seq, episode id, trace id, closed, t_start, outcome, states, steps, group, n_steps, cost, tokens, duration
+        self.episodes: list[tuple[Any, ...]] = []
         self.verdicts: list[tuple[str, str, float]] = []
         self.problems: list[tuple[float, str, str | None, str]] = []
-        self.alerts: list[tuple[float, str]] = []
+        self.alerts: list[tuple[float, str, str, str, str, str]] = []  # at, payload, key, kind, group, status
+        self.deliveries: list[tuple[str, int, float, int, str | None]] = []  # key, attempt, at, ok, detail
         self.counters: dict[str, int] = {}
 
     def count(self, name: str, n: int = 1) -> None:
@@ -359,7 +491,7 @@ class WriteBatch:
 
     def __bool__(self) -> bool:
         return bool(self.spans or self.late_spans or self.open_upserts or self.closed or self.episodes or self.verdicts
-                    or self.problems or self.alerts or self.counters)
+                    or self.problems or self.alerts or self.deliveries or self.counters)
 
 
 def apply_batch(con: sqlite3.Connection, batch: WriteBatch) -> None:
@@ -380,15 +512,20 @@ def apply_batch(con: sqlite3.Connection, batch: WriteBatch) -> None:
         if batch.verdicts:
             con.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?)", batch.verdicts)
         if batch.episodes:
-            con.executemany("INSERT INTO episodes (seq, episode_id, trace_id, closed, t_start, outcome, states, steps) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", batch.episodes)
+            con.executemany("INSERT INTO episodes (seq, episode_id, trace_id, closed, t_start, outcome, states, steps, "
+                            "grp, n_steps, cost, tokens, duration) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            batch.episodes)
         if batch.closed:
             con.executemany("INSERT OR IGNORE INTO closed_traces VALUES (?, ?)", batch.closed)
             con.executemany("DELETE FROM open_traces WHERE trace_id = ?", [(t,) for t, _ in batch.closed])
         if batch.problems:
             con.executemany("INSERT INTO problems (at, kind, trace_id, message) VALUES (?, ?, ?, ?)", batch.problems)
         if batch.alerts:
-            con.executemany("INSERT INTO alerts (at, payload) VALUES (?, ?)", batch.alerts)
+            con.executemany("INSERT OR IGNORE INTO alerts (at, payload, key, kind, grp, status) "
+                            "VALUES (?, ?, ?, ?, ?, ?)", batch.alerts)
+        if batch.deliveries:
+            con.executemany("INSERT INTO deliveries (alert_key, attempt, at, ok, detail) VALUES (?, ?, ?, ?, ?)",
+                            batch.deliveries)
         if batch.counters:
             con.executemany("INSERT INTO counters VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET "
                             "value = value + excluded.value", list(batch.counters.items()))

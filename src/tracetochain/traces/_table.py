@@ -77,6 +77,9 @@ class IngestReport:
     #: Episodes that ended before any agent step, as their trace-level records (trace_id, outcome, task_id, …):
     #: trials with an outcome that have no step to put in the table (readers keep them here, never drop them).
     zero_step: list[dict[str, Any]] = field(default_factory=list)
+    #: Episodes per outcome source, for readers that merge several (OTLP: verdict file, outcome attribute,
+    #: evaluation events, posted verdicts, budget finish reason, unlabelled).
+    outcome_sources: dict[str, int] = field(default_factory=dict)
 
     @property
     def n_zero_step(self) -> int:
@@ -103,6 +106,8 @@ class IngestReport:
         }
         if self.run_metadata:
             doc["run_metadata"] = self.run_metadata
+        if self.outcome_sources:
+            doc["outcome_sources"] = dict(self.outcome_sources)
         if self.zero_step:
             doc["n_zero_step"] = self.n_zero_step
             doc["zero_step_outcomes"] = self.zero_step_outcomes()
@@ -118,6 +123,9 @@ class IngestReport:
         if self.zero_step:
             oc = ", ".join(f"{v} {k}" for k, v in self.zero_step_outcomes().items() if v)
             text += f"\n  {self.n_zero_step} episodes ended before any agent step (kept as trials: {oc})"
+        if self.outcome_sources:
+            src = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in self.outcome_sources.items() if v)
+            text += f"\n  outcomes from: {src}"
         return text
 
 

@@ -39,6 +39,46 @@ function when(ts) {
   return new Date(ts * 1000).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
+// ---------------------------------------------------------------- groups (one chain per agent)
+const GROUP = typeof window !== "undefined" && typeof URLSearchParams !== "undefined"
+  ? new URLSearchParams(window.location.search).get("group") : null;
+
+function withGroup(path) {
+  if (GROUP === null) return path;
+  return path + (path.indexOf("?") >= 0 ? "&" : "?") + "group=" + encodeURIComponent(GROUP);
+}
+
+function drawGroups(doc) {
+  const box = document.getElementById("groups");
+  if (!box) return;
+  clear(box);
+  setText("group-by", "agents (" + (doc.group_by || "service.name") + "):");
+  const all = el("a", {href: "/", class: GROUP === null ? "group current" : "group"}, "all");
+  box.appendChild(all);
+  for (const [name, g] of Object.entries(doc.groups || {})) {
+    const label = (name === "" ? "(no " + (doc.group_by || "group") + ")" : name) + " · " + g.n_episodes +
+      (g.r_inf && g.r_inf.point !== null && g.r_inf.point !== undefined ? " · R∞ " + fmt(g.r_inf.point) : "") +
+      (g.firing && g.firing.length ? " · " + g.firing.length + " firing" : "");
+    box.appendChild(el("a", {href: "/?group=" + encodeURIComponent(name),
+      class: "group" + (GROUP === name ? " current" : "") + (g.firing && g.firing.length ? " firing" : "")}, label));
+  }
+}
+
+function drawLabels(doc) {
+  const tot = doc.total;
+  if (!tot) { setText("n-labelled", "—"); setText("labelled-line", ""); setText("label-test", ""); return; }
+  const n = tot.n_labelled ?? 0, u = tot.n_unlabelled ?? 0;
+  setText("n-labelled", n + " / " + (n + u));
+  const usage = tot.usage || {};
+  const ms = k => (usage[k] && usage[k].mean_steps !== null ? fmt(usage[k].mean_steps, 1) : "—");
+  setText("labelled-line", "labelled / all; " + u + " unlabelled (no verdict). Mean steps " + ms("labelled") +
+    " labelled, " + ms("unlabelled") + " unlabelled. R∞ rests on the labelled ones.");
+  const t = tot.label_test || {};
+  setText("label-test", t.tested ? ("paths of labelled vs unlabelled: p = " + fmt(t.p_value, 3) +
+    (t.differ ? " — they differ: R∞ may not describe the unlabelled runs" : " (no difference found)"))
+    : (t.reason ? "labelled vs unlabelled not compared: " + t.reason : ""));
+}
+
 // ---------------------------------------------------------------- cards and status
 function drawCards(doc) {
   const cur = doc.current;
@@ -69,7 +109,9 @@ function drawCards(doc) {
     (st.pending_verdicts ? " · " + st.pending_verdicts + " waiting for a verdict" : "") +
     " · updated " + new Date().toLocaleTimeString());
   const rep = document.getElementById("report-window-link");
-  if (rep && doc.current_key !== null && doc.current_key !== undefined) rep.setAttribute("href", "/report?window=" + encodeURIComponent(doc.current_key));
+  if (rep && doc.current_key !== null && doc.current_key !== undefined) rep.setAttribute("href", withGroup("/report?window=" + encodeURIComponent(doc.current_key)));
+  const all = document.getElementById("report-link");
+  if (all) all.setAttribute("href", withGroup("/report?window=all"));
 }
 
 // ---------------------------------------------------------------- R∞ over time
@@ -119,13 +161,19 @@ function drawAlerts(doc) {
   for (const a of alerts.slice(0, 50)) {
     const li = el("li", {class: (a.kind === "drift" ? "drift " : "") + (a.status === "resolved" ? "resolved" : "firing")});
     li.appendChild(el("span", {class: "when"}, when(a.at)));
+    if (a.group !== null && a.group !== undefined && GROUP === null) li.appendChild(el("span", {class: "group-tag"}, a.group));
     li.appendChild(el("span", {class: "message"}, a.message));
     const links = el("div", {class: "links"});
     (a.examples || []).forEach((e, i) => {
       links.appendChild(el("a", {href: "/traces/" + encodeURIComponent(e), class: "example"}, "example " + (i + 1)));
     });
     if (a.window !== null && a.window !== undefined) {
-      links.appendChild(el("a", {href: "/report?window=" + encodeURIComponent(a.window)}, "report of the window"));
+      const rep = "/report?window=" + encodeURIComponent(a.window) + (a.group !== null && a.group !== undefined ? "&group=" + encodeURIComponent(a.group) : "");
+      links.appendChild(el("a", {href: rep}, "report of the window"));
+    }
+    if (a.delivery) {
+      links.appendChild(el("span", {class: "delivery " + a.delivery.status},
+        "webhook: " + a.delivery.status + " (" + a.delivery.attempts + " attempt" + (a.delivery.attempts === 1 ? "" : "s") + ")"));
     }
     li.appendChild(links);
     ul.appendChild(li);
@@ -260,6 +308,8 @@ function drawStates(doc) {
 }
 
 function draw(doc) {
+  drawGroups(doc);
+  drawLabels(doc);
   drawCards(doc);
   drawSeries(doc);
   drawAlerts(doc);
@@ -273,9 +323,12 @@ async function poll() {
   const dot = document.getElementById("live-dot");
   let doc = null;
   try {
-    const resp = await fetch("/api/live", {credentials: "same-origin", cache: "no-store"});
+    const resp = await fetch(withGroup("/api/live"), {credentials: "same-origin", cache: "no-store"});
     if (!resp.ok) throw new Error("HTTP " + resp.status);
     doc = await resp.json();
+    // The stored alerts (each once) with their webhook delivery status, of this agent or of all.
+    const ar = await fetch(withGroup("/api/alerts?limit=50"), {credentials: "same-origin", cache: "no-store"});
+    if (ar.ok) doc.alerts = (await ar.json()).alerts;
     dot.classList.remove("stale");
   } catch (err) {
     dot.classList.add("stale");
@@ -289,6 +342,6 @@ async function poll() {
 
 document.addEventListener("DOMContentLoaded", () => {
   const initial = document.getElementById("initial-data");
-  try { draw(JSON.parse(initial.textContent)); } catch (err) { setText("status", "waiting for data"); }
-  setTimeout(poll, POLL_MS);
+  try { if (GROUP === null) draw(JSON.parse(initial.textContent)); } catch (err) { setText("status", "waiting for data"); }
+  setTimeout(poll, GROUP === null ? POLL_MS : 0);
 });
