@@ -294,3 +294,20 @@ def test_cli_json_carries_discrimination(tmp_path: Path) -> None:
     assert cert["discrimination"]["by_prefix"][0]["fraction"] == 0.25
     text = run_cli("fit", str(path), "--samples", "50")
     assert "Nothing in the path separates" in text.stdout and "pace themselves" in text.stdout
+
+
+def test_report_cap_field_checks_the_thresholded_curve(tmp_path: Path) -> None:
+    from cli_runner import run_cli
+
+    path = tmp_path / "caps.parquet"
+    pq.write_table(_table(_capped(150, 40, False, 1) + _capped(150, 8, True, 2)).to_arrow(), path)
+    out = tmp_path / "r.md"
+    res = run_cli("report", str(path), "--format", "md", "-o", str(out), "--cap-field", "cap", "--no-audit",
+                  "--samples", "50", "-q")
+    assert res.returncode == 0, res.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "Step cap 8: thresholding the 40-step runs predicts" in text
+    assert "thresholding does not predict the capped runs" in text
+    bad = run_cli("report", str(path), "--format", "md", "-o", str(tmp_path / "x.md"), "--cap-field", "turns",
+                  "--no-audit", "--samples", "50", "-q")
+    assert bad.returncode != 0 and "turns" in bad.stderr

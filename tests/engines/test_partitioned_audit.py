@@ -264,7 +264,7 @@ def test_audit_cli_on_engines(tmp_path: Path) -> None:
     assert docs[0] == docs[1] == docs[2] and docs[0]["decision"] == "accept"
     r = run("--engine", "local", "--samples", "50")
     assert r.returncode == 0, r.stderr
-    assert "R∞ = " in r.stdout and "% interval [" in r.stdout and "(bootstrap)" in r.stdout
+    assert "R∞ = " in r.stdout and "% interval [" in r.stdout and "(posterior)" in r.stdout
     assert "Audit certificate" in r.stdout
     # Another reader is honoured with an engine: the file is read on the driver by it (here it refuses Parquet).
     r = run("--engine", "local", "--reader", "tau-bench")

@@ -109,6 +109,10 @@ def report(
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
     model: ModelOpt = ModelChoice.markov,
+    cap_field: Annotated[str | None, typer.Option(
+        "--cap-field", help="Field holding each run's step cap, when runs were made at several caps: R(d) "
+                            "thresholded from the largest cap is checked against the runs at each smaller one.")
+    ] = None,
     force: ForceOpt = False,
 ) -> None:
     """Read traces, discover states, fit and audit the chain, attach intervals, and write a report.
@@ -157,7 +161,12 @@ def report(
         found = report_paths(result, source, on_error=on_error.value, engine=engine, scheduler=scheduler, seed=seed,
                              confidence=ci)
         status.update("writing")
-        doc = build_report(result, horizon=horizon, ks=ks, paths=found)
+        try:
+            doc = build_report(result, horizon=horizon, ks=ks, paths=found, cap_field=cap_field)
+        except ValueError as exc:
+            if cap_field is None:
+                raise
+            raise typer.BadParameter(str(exc), param_hint="--cap-field") from None
         text = {"html": lambda: render_html(doc), "md": lambda: render_markdown(doc),
                 "json": lambda: json.dumps(doc, indent=1, allow_nan=False) + "\n"}[fmt.value]()
     from tracetochain._files import write_output

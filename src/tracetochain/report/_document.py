@@ -43,12 +43,15 @@ class Report(dict[str, Any]):
 
 def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
                  fallback_fraction: float = 0.1, thin_evidence: int = THIN_EVIDENCE,
-                 findings: Any = (), paths: Any = None) -> Report:
+                 findings: Any = (), paths: Any = None, cap_field: str | None = None) -> Report:
     """The report document of an :class:`~tracetochain.analysis.AnalysisResult` (every number comes from it).
     ``findings``: headline candidates of other analyses (:class:`~tracetochain.analysis._headline.Finding`, e.g. path
     patterns with q < 0.05), weighed with the analysis's own by :func:`~tracetochain.analysis._headline.headline`.
     ``paths``: the path patterns of the same traces (:func:`~tracetochain.analysis.analyze_paths`, a
-    :class:`~tracetochain.paths.PathsResult` or its JSON document) for the "Paths" section (None: no section)."""
+    :class:`~tracetochain.paths.PathsResult` or its JSON document) for the "Paths" section (None: no section).
+    ``cap_field``: the field holding each run's step cap, when the corpus has runs at several caps — R(d) thresholded
+    from the largest cap is checked against the runs made at each smaller one
+    (:func:`~tracetochain.audit._budget.budget_cap_check`)."""
     chain: AbsorbingChain = result.chain
     # The chosen model's own pass^k (Σ_c w_c R_c^k when a task's trials share a class); summarize(chain) otherwise.
     metrics = getattr(result, "metrics", None)
@@ -97,6 +100,15 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
     from tracetochain.audit._budget import BUDGET_CAVEAT
 
     disc = getattr(result, "discrimination", None)
+    cap_check = None
+    if cap_field is not None:
+        traces = getattr(result, "traces", None)
+        if traces is None:
+            raise ValueError("the step-cap check reads the runs themselves: run it on a corpus read into memory "
+                             "(without --engine)")
+        from tracetochain.audit._budget import budget_cap_check
+
+        cap_check = budget_cap_check(traces, cap_field).to_dict()
     bottleneck_doc = bottlenecks(chain, fraction=fallback_fraction).to_dict()
     attribution = statuses.get("attribution")
     bottleneck_doc["status"] = attribution or "not audited"
@@ -141,6 +153,7 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "discrimination": None if disc is None else disc.to_dict(),
         "uninformative": [o for o, st in statuses.items() if st == "uninformative"],
         "budget_caveat": BUDGET_CAVEAT,
+        "budget_cap_check": cap_check,
         "bottlenecks": bottleneck_doc,
         "costs": costs,
         "model_choice": None if selection is None else model_choice_section(selection),

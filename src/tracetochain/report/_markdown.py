@@ -103,6 +103,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines.append("")
     if doc.get("budget_caveat"):
         lines += [f"> R(d): {markdown_text(doc['budget_caveat'])}", ""]
+    for c in (doc.get("budget_cap_check") or {}).get("comparisons", []):
+        lines += [f"> Step cap {c['cap']:g}: thresholding the {c['reference_cap']:g}-step runs predicts "
+                  f"{_f(c['predicted'], 2)}, the runs capped at {c['cap']:g} pass {_f(c['observed'], 2)} "
+                  f"(difference {c['difference']:+.2f} [{c['lower']:+.2f}, {c['upper']:+.2f}]"
+                  + ("" if c["consistent"] else "; thresholding does not predict the capped runs") + ").", ""]
     if doc.get("uninformative"):
         lines += [f"> Uninformative: {markdown_text(', '.join(doc['uninformative']))} — the states do not separate "
                   "failing from succeeding held-out runs.", ""]
