@@ -317,7 +317,7 @@ def board(source: Any, *, by: str, where: Sequence[str] = (), reader: str | None
           reader_options: dict[str, Any] | None = None, on_error: str = "raise", engine: Any = None,
           states: Any = "label", state_options: dict[str, Any] | None = None, audit: bool = True,
           intervals: str = "posterior", n_samples: int = 1000, confidence: float = 0.95, level: float = 0.05,
-          ks: Sequence[int] = (1, 3), horizon: int = 50, width: float = 0.1, n_bootstrap: int = 1000, seed: int = 0,
+          ks: Sequence[int] = (1, 3), horizon: int = 10, width: float = 0.1, n_bootstrap: int = 1000, seed: int = 0,
           progress: Callable[[str], None] | None = None, **audit_options: Any) -> Board:
     """The reliability board of ``source`` grouped by the field ``by`` (module docstring).
 
