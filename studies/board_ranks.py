@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
           f"| corpora with a reported difference (all equal) | {n['any_difference_rate']:.3f} | "
           f"[{n['wilson'][0]:.3f}, {n['wilson'][1]:.3f}] | ≤ 0.05 |",
           f"| mean rank-interval length (known differences) | {k['mean_rank_interval_length']:.2f} | | |",
-          f"| pairs found different of {k['n_pairs']} (known differences) | {k['mean_pairs_found_different']:.1f} | | |",
+          f"| pairs found different of {k['n_pairs']} (known differences) | "
+          f"{k['mean_pairs_found_different']:.1f} | | |",
           "", f"Per-group coverage: {', '.join(f'{c:.2f}' for c in k['per_group_coverage'])}.", ""]
     (out / "BOARD.md").write_text("\n".join(md), encoding="utf-8")
     print("\n".join(md))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from board_data import configs
 
 import tracetochain as tt
-from board_data import configs
 from tracetochain.analysis._board import board, pairwise_and_ranks, trace_table_sha256
 from tracetochain.readers._many import read_corpus
 from tracetochain.report._board import (

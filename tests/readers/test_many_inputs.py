@@ -98,7 +98,7 @@ def test_where_conditions_and_errors() -> None:
     both = table.where(["meta.model=gpt-4o", "meta.defense=none", "metadata.attack_type=none"])
     assert both.n_traces == 6
     assert table.where("metadata.success=TRUE").outcome_counts()["failure"] == 0  # booleans in any case
-    with pytest.raises(TraceValidationError, match="no field 'meta.modle'") as exc:
+    with pytest.raises(TraceValidationError, match=r"no field 'meta\.modle'") as exc:
         table.where("meta.modle=x")
     assert "meta.model" in str(exc.value)  # the error lists the fields there are
     with pytest.raises(TraceValidationError, match="step field"):

@@ -212,7 +212,8 @@ class Board:
                 "run_metadata": self.run_metadata}
 
     def __str__(self) -> str:
-        lines = [f"board by {self.by} ({len(self.rows)} groups{'; ' + ', '.join(self.filters) if self.filters else ''})"]
+        where = "; " + ", ".join(self.filters) if self.filters else ""
+        lines = [f"board by {self.by} ({len(self.rows)} groups{where})"]
         for r in self.rows:
             lo, hi = r.r_inf_interval
             iv = f"[{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "[–]"

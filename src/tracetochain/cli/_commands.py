@@ -13,10 +13,10 @@ import typer
 from tracetochain.cli._input import (
     STDIN,
     ByOpt,
-    WhereOpt,
     LegacyFormatOpt,
     ReaderOpt,
     ReaderOptionOpt,
+    WhereOpt,
     load_traces,
     reader_name,
 )

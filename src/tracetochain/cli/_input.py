@@ -116,7 +116,7 @@ def load_traces(path: Path | str | list[Path] | list[str], reader: str | None = 
     so is a verdict field the reader found by itself. Option errors a reader raises as ``TypeError``/``ValueError``
     become usage errors naming ``-O``.
     """
-    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    paths: list[Path | str] = [path] if isinstance(path, (str, Path)) else list(path)
     if len(paths) > 1 or (str(paths[0]) != STDIN and _needs_corpus(paths[0], reader)):
         table = _load_corpus(paths, reader, options, on_error=on_error, announce=announce)
     else:
@@ -142,7 +142,7 @@ def _needs_corpus(path: Path | str, reader: str | None) -> bool:
     return p.is_dir() and not _read_whole(p, reader)
 
 
-def _load_corpus(paths: list[Path] | list[str], reader: str | None, options: list[str] | dict[str, Any] | None,
+def _load_corpus(paths: list[Path | str], reader: str | None, options: list[str] | dict[str, Any] | None,
                  *, on_error: str, announce: bool) -> TraceTable:
     from tracetochain.exceptions import TraceToChainError
     from tracetochain.readers._many import read_corpus

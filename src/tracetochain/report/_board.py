@@ -67,8 +67,9 @@ def board_svg(doc: dict[str, Any]) -> str:
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
            f'height="{height}" role="img" aria-label="R∞ by group with intervals and rank intervals" {_FONT}>',
-           f'<text x="{x0}" y="16" font-weight="bold">R∞ with its {_f(doc["settings"].get("confidence", 0.95) * 100, 0)}'
-           f'% interval</text><text x="{x1 + 8}" y="16" font-weight="bold">rank</text>']
+           f'<text x="{x0}" y="16" font-weight="bold">R∞ with its '
+           f'{_f(doc["settings"].get("confidence", 0.95) * 100, 0)}% interval</text>'
+           f'<text x="{x1 + 8}" y="16" font-weight="bold">rank</text>']
     axis_y = top + row_h * n + 6
     for t in nice_ticks(lo, hi, 6):
         if lo - 1e-9 <= t <= hi + 1e-9:
@@ -129,7 +130,8 @@ def render_board_html(doc: dict[str, Any]) -> str:
             f"<td>{escape(str(r['group']))}</td><td>{r['n_episodes']}</td><td>{r['n_tasks']}</td>"
             f"<td>{_f(r['pass_rate'])} {_iv(*r['pass_rate_interval'])}</td>"
             f"<td class=\"r-inf\">{_f(r['r_inf'])} {_iv(*r['r_inf_interval'])}</td>{pk}"
-            f"<td>{_f(r['mean_steps'].get('point'), 2)} {_iv(r['mean_steps'].get('lower'), r['mean_steps'].get('upper'), 2)}</td>"
+            f"<td>{_f(r['mean_steps'].get('point'), 2)} "
+            f"{_iv(r['mean_steps'].get('lower'), r['mean_steps'].get('upper'), 2)}</td>"
             f"<td>{_f(r['cost_per_success'], 4)}</td>"
             f"<td>{escape(str(cert.get('decision')))} (R∞ {escape(str(cert.get('r_inf')))})</td>"
             f"<td>{_f(icc.get('icc'))} {_iv(*(icc.get('interval') or [None, None]))}</td>"
@@ -246,11 +248,14 @@ def board_card_markdown(card: dict[str, Any]) -> str:
              f"- R∞ {_f(num['r_inf'])} {_iv(*num['r_inf_interval'])}; rank {num['rank']} "
              f"(interval {num['rank_interval'][0]}–{num['rank_interval'][1]})"]
     for k, v in num["pass_hat_k"].items():
-        lines.append(f"- pass^{k} {_f(v.get('point'))} {_iv(v.get('lower'), v.get('upper'))} ({_md(v.get('estimator'))})")
+        lines.append(f"- pass^{k} {_f(v.get('point'))} {_iv(v.get('lower'), v.get('upper'))} "
+                     f"({_md(v.get('estimator'))})")
     cert = card["certificate"]
-    lines += [f"- mean steps {_f(num['mean_steps'].get('point'), 2)}; cost per success {_f(num['cost_per_success'], 4)}",
+    lines += [f"- mean steps {_f(num['mean_steps'].get('point'), 2)}; cost per success "
+              f"{_f(num['cost_per_success'], 4)}",
               f"- certificate: {_md(cert.get('decision'))} (R∞ {_md(cert.get('r_inf'))}); design effect "
               f"{_f(num['design_effect'], 2)}",
-              f"- filters: {_md(', '.join(card['filters']) or 'none')}; settings: `{_md(json.dumps(card['settings']))}`",
+              f"- filters: {_md(', '.join(card['filters']) or 'none')}; "
+              f"settings: `{_md(json.dumps(card['settings']))}`",
               f"- multiplicity: {_md(card['multiplicity'])}", ""]
     return "\n".join(lines)

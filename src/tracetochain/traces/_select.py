@@ -122,7 +122,8 @@ def trace_values(table: TraceTable, name: str) -> list[str | None]:
 
 
 def _conditions(conditions: str | list[str] | tuple[str, ...] | list[Condition]) -> list[Condition]:
-    items = [conditions] if isinstance(conditions, (str, Condition)) else list(conditions)
+    items: list[str | Condition] = ([conditions] if isinstance(conditions, (str, Condition))
+                                    else list(conditions))
     return [c if isinstance(c, Condition) else parse_condition(c) for c in items]
 
 
