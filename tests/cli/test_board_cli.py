@@ -64,3 +64,15 @@ def test_errors_name_the_field_and_the_fix(tmp_path: Path) -> None:
     assert r.returncode == 2 and "metadata.success, metadata.passed" in r.stderr and "outcome_key=" in r.stderr
     r = run_cli("board", str(tmp_path / "none*.jsonl"), "--by", "x")
     assert r.returncode == 2 and "no file matches" in r.stderr
+
+
+def test_compare_many_inputs_is_the_board() -> None:
+    files = sorted(str(p) for p in SECURITY.glob("*.jsonl"))
+    r = run_cli("compare", *files[:3], "--json", "--samples", "200")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "tracetochain.board" and len(doc["rows"]) == 3 and len(doc["pairs"]) == 3
+    r = run_cli("compare", str(SECURITY), "--by", "meta.defense", "--markdown", "--samples", "200")
+    assert r.returncode == 0 and "Holm" in r.stdout
+    r = run_cli("compare", files[0])
+    assert r.returncode == 2 and "two inputs" in r.stderr
