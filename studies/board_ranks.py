@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     null = scenario_null(reps, 20_000)
     doc = {"study": "BOARD", "quick": bool(args.quick), "reps": reps,
            "design": {"groups": G, "tasks": TASKS, "trials": TRIALS, "icc": RHO, "n_samples": 400, "level": 0.05,
-                      "method": "tracetochain board --no-audit (posterior tempered by the design effect; Welch t tests, Holm; "
-                                "Klein-Wright-Wieczorek rank intervals)"},
+                      "method": "tracetochain board --no-audit (posterior tempered by the design effect; Welch t "
+                                "tests, Holm; Klein-Wright-Wieczorek rank intervals)"},
            "known_differences": known, "all_equal": null,
            "acceptance": {"simultaneous_rank_coverage_at_least": 0.90, "false_difference_rate_at_most": 0.05},
            "seconds": round(time.perf_counter() - t0, 1)}
