@@ -95,7 +95,7 @@ def test_planner_width_prediction_on_tau_bench_subsamples(shared_data: Path) -> 
         predicted = predicted_width(mu, rho, trials, tasks, k=k)
         observed = z * _subsample_sd(c, outcomes, tasks, trials, k, 400, seed=tasks + trials + k)
         ratios[(tasks, trials, k)] = predicted / observed
-    assert all(0.75 < r < 1.33 for r in ratios.values()), ratios
+    assert all(0.85 < r < 1.18 for r in ratios.values()), ratios  # measured 0.947–1.015
 
 
 def test_planner_width_prediction_on_tau2_bench_subsamples(shared_data: Path) -> None:
