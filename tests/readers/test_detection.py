@@ -40,24 +40,41 @@ def with_header(tmp_path: Path) -> Path:
     return write_jsonl(tmp_path / "runs.jsonl", [HEADER] + [episode(i) for i in range(30)])
 
 
-def test_header_line_is_run_metadata_and_the_nested_verdict_needs_one_option(with_header: Path) -> None:
+def test_header_line_is_run_metadata_and_the_only_verdict_field_is_used(with_header: Path) -> None:
     assert detect_format(with_header) == "openai-messages"
-    with pytest.raises(TraceValidationError) as exc:
-        read_traces(with_header)
-    assert exc.value.line == 2  # the first episode, after the header line
-    assert "outcome_key=metadata.success" in str(exc.value)  # the error names the option that reads it
+    found = read_traces(with_header)  # metadata.success is the only verdict-like field: it is used, and said so
+    assert found.report.verdict_field == "metadata.success"
+    assert found.report.to_dict()["verdict_field"] == "metadata.success"
     table = read_traces(with_header, outcome_key="metadata.success")
+    assert table.report.verdict_field is None  # named by the user: nothing was found
     assert table.n_traces == 30 and table.outcome_counts()["success"] == 10
+    assert found.outcome_counts() == table.outcome_counts()
     assert table.report.run_metadata == HEADER
     assert table.report.to_dict()["run_metadata"] == HEADER
     assert "reward" not in table.columns  # a boolean verdict is not a score
+    assert table.trace_values("metadata.model") == ["m"] * 30  # the episode's metadata travels as fields
 
 
-def test_header_lines_only_before_the_first_episode(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "late.jsonl", [episode(0), HEADER])
+def test_several_verdict_fields_stop_the_read_and_are_listed(tmp_path: Path) -> None:
+    eps = [episode(i) for i in range(4)]
+    for ep in eps:
+        ep["metadata"]["passed"] = "yes"
+    path = write_jsonl(tmp_path / "two.jsonl", eps)
     with pytest.raises(TraceValidationError) as exc:
-        read_traces(path, outcome_key="metadata.success")
-    assert exc.value.line == 2
+        read_traces(path)
+    text = str(exc.value)
+    assert "metadata.success" in text and "metadata.passed" in text and "outcome_key=" in text
+    assert read_traces(path, outcome_key="metadata.passed").outcome_counts()["success"] == 4
+
+
+def test_header_lines_start_segments_of_a_concatenated_stream(tmp_path: Path) -> None:
+    second = {"metadata": {"benchmark": "shop", "defence": "filter", "n_episodes": 2}}
+    path = write_jsonl(tmp_path / "cat.jsonl", [HEADER, episode(0), episode(1), second, episode(0), episode(1)])
+    table = read_traces(path)
+    assert table.n_traces == 4
+    assert table.trace_values("meta.defence") == ["none", "none", "filter", "filter"]
+    assert sorted(table.trace_ids) == ["segment0/ep0", "segment0/ep1", "segment1/ep0", "segment1/ep1"]
+    assert table.report.run_metadata == {"segments": [HEADER, second]}
     two = write_jsonl(tmp_path / "two.jsonl", [HEADER, {"header": {"run": 2}, "version": 3}, episode(0)])
     table = read_traces(two, outcome_key="metadata.success")
     assert table.report.run_metadata == {**HEADER, "header": {"run": 2}, "version": 3}

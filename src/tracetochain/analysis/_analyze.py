@@ -625,6 +625,8 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     for part in parts:  # what a reader keeps beside the step table travels with the traces it read
         if isinstance(part, MemoryPartition):
             report.run_metadata.update(part.traces.report.run_metadata)
+            report.verdict_field = report.verdict_field or part.traces.report.verdict_field
+            report.filters = report.filters or list(part.traces.report.filters)  # --where: what was kept
     # (the zero-step episodes are in the summary's ingest bookkeeping, whoever read them: ingest_report_of lists them)
     source_doc = {"path": src, "format": reader_name, "report": report, "n_partitions": len(parts),
                   "engine": corpus.engine,

@@ -120,22 +120,39 @@ class TaskTable:
         intra-task correlation of success by the one-way ANOVA estimator (Fleiss 1981), clipped to ρ ≥ 0; 1 when no
         task repeats."""
         n = self.trials.astype(np.float64)
-        c = self.successes.astype(np.float64)
         keep = n > 0
-        n, c = n[keep], c[keep]
-        N, T = float(n.sum()), int(n.size)
-        if T < 2 or N <= T or not np.any(n >= 2):
+        icc = anova_icc(self.successes[keep], self.trials[keep])
+        if icc is None:
             return 1.0
-        p = c.sum() / N
-        if p <= 0 or p >= 1:
-            return 1.0
-        msb = float(np.sum(n * (c / n - p) ** 2)) / (T - 1)
-        msw = float(np.sum(c - c * c / n)) / (N - T)
-        n0 = (N - float(np.sum(n * n)) / N) / (T - 1)
-        denom = msb + (n0 - 1.0) * msw
-        rho = max(0.0, (msb - msw) / denom) if denom > 0 else 0.0
-        nbar = float(np.sum(n * n)) / N
-        return 1.0 + (nbar - 1.0) * rho
+        n = n[keep]
+        nbar = float(np.sum(n * n)) / float(n.sum())
+        return 1.0 + (nbar - 1.0) * max(0.0, icc)
+
+
+def anova_icc(successes: NDArray[np.int64], trials: NDArray[np.int64]) -> float | None:
+    """The one-way ANOVA estimator of the intraclass correlation of binary outcomes across trials of a task
+    (Fleiss 1981): ρ̂ = (MSB − MSW)/(MSB + (m₀ − 1)·MSW), with MSB = Σ n_t (p_t − p̄)²/(T − 1),
+    MSW = Σ (c_t − c_t²/n_t)/(N − T) and m₀ = (N − Σn_t²/N)/(T − 1). Unclipped (it can be negative by chance);
+    None when no task repeats, there is one task, or every outcome is the same.
+
+    >>> round(anova_icc(np.array([4, 0, 2]), np.array([4, 4, 4])), 4)
+    0.6667
+    """
+    n = np.asarray(trials, dtype=np.float64)
+    c = np.asarray(successes, dtype=np.float64)
+    keep = n > 0
+    n, c = n[keep], c[keep]
+    N, T = float(n.sum()), int(n.size)
+    if T < 2 or N <= T or not np.any(n >= 2):
+        return None
+    p = c.sum() / N
+    if p <= 0 or p >= 1:
+        return None
+    msb = float(np.sum(n * (c / n - p) ** 2)) / (T - 1)
+    msw = float(np.sum(c - c * c / n)) / (N - T)
+    n0 = (N - float(np.sum(n * n)) / N) / (T - 1)
+    denom = msb + (n0 - 1.0) * msw
+    return (msb - msw) / denom if denom > 0 else 0.0
 
 
 def task_table(traces: TraceTable) -> TaskTable | None:

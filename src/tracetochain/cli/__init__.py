@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from tracetochain.cli import _commands, _formats, _paths, _report, _serve, _whatif
+from tracetochain.cli import _board, _commands, _formats, _paths, _report, _serve, _whatif
 
 app = typer.Typer(
     name="tracetochain",
@@ -33,6 +33,7 @@ app.command("report", epilog=_report.REPORT_EXAMPLE)(_report.report)
 app.command("audit", epilog=_report.AUDIT_EXAMPLE)(_report.audit)
 app.command("whatif", epilog=_whatif.WHATIF_EXAMPLE)(_whatif.whatif)
 app.command("export", epilog=_whatif.EXPORT_EXAMPLE)(_whatif.export)
+app.command("board", epilog=_board.BOARD_EXAMPLE)(_board.board_command)
 app.command("compare", epilog=_whatif.COMPARE_EXAMPLE)(_whatif.compare)
 app.command("paths", epilog=_paths.PATHS_EXAMPLE)(_paths.paths)
 app.command("monitor", epilog=_whatif.MONITOR_EXAMPLE)(_whatif.monitor)

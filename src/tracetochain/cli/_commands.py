@@ -12,9 +12,11 @@ import typer
 
 from tracetochain.cli._input import (
     STDIN,
+    ByOpt,
     LegacyFormatOpt,
     ReaderOpt,
     ReaderOptionOpt,
+    WhereOpt,
     load_traces,
     reader_name,
 )
@@ -163,17 +165,18 @@ def state_options(states: str, features: str, vocabulary: str | None, k_min: int
     return {"vocabulary": vocabulary} if vocabulary else {}
 
 
-def analysis_input(path: Path, reader: str | None, option: list[str] | None, on_error: str, engine: str | None,
-                   *, announce: bool = True) -> Any:
-    """What `analyze` reads: the canonical file or folder itself when an engine can cut it into partitions (no
-    reader, no reader options, not stdin), else the traces read here by any reader (they then travel as one
-    partition, so --engine accepts every format)."""
+def analysis_input(path: Path | list[Path], reader: str | None, option: list[str] | None, on_error: str,
+                   engine: str | None, *, announce: bool = True, where: list[str] | None = None) -> Any:
+    """What `analyze` reads: the canonical file or folder itself when an engine can cut it into partitions (one
+    input, no reader, no reader options, no --where, not stdin), else the traces read here by any reader — several
+    inputs into one corpus — (they then travel as one partition, so --engine accepts every format)."""
     from tracetochain.analysis._analyze import _is_canonical_corpus
 
-    if engine is not None and reader is None and not option and str(path) != STDIN \
-            and _is_canonical_corpus(path, None):
-        return path
-    return load_traces(path, reader, option, on_error=on_error, announce=announce)
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    if engine is not None and reader is None and not option and not where and len(paths) == 1 \
+            and str(paths[0]) != STDIN and _is_canonical_corpus(paths[0], None):
+        return paths[0]
+    return load_traces(paths, reader, option, on_error=on_error, announce=announce, where=where)
 
 
 def run_analysis(source: Any, *, on_error: str, engine: str | None, scheduler: str | None, states: str,
@@ -206,10 +209,13 @@ def _costs(source: Any, method: str | None, ci: float, samples: int, seed: int, 
 
 
 def fit(
-    traces: Annotated[Path, typer.Argument(
-        help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files, folders or quoted glob patterns in any supported format (see `formats`), read into one "
+             "corpus; or - for standard input.")],
     reader: ReaderOpt = None,
     option: ReaderOptionOpt = None,
+    where: WhereOpt = None,
+    by: ByOpt = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the fitted chain (JSON).")] = None,
     pseudocount: PseudocountOpt = None,
     unvisited: Annotated[UnvisitedChoice, typer.Option(help="Rows with no data: the prior's row or failure.")] = (
@@ -252,11 +258,18 @@ def fit(
         from tracetochain._limits import check_samples
 
         check_samples(samples, horizon)
-    inputs = input_paths(traces, states=states)
+    inputs = input_paths(*traces, states=states)
+    if by is not None:
+        if output is not None:
+            raise typer.BadParameter("--by fits one chain per group: -o takes one chain; use `tracetochain board`")
+        _fit_board(traces, by, where, reader, option, on_error.value, engine, scheduler, states, vocabulary, samples,
+                   ci, k, seed, as_json, quiet)
+        return
     if output is not None:
         check_output(output, force, inputs, "chain")
     # The terminal summary names a detected reader itself; JSON output names it on stderr.
-    source = analysis_input(traces, reader, option, on_error.value, engine, announce=as_json and not quiet)
+    source = analysis_input(traces, reader, option, on_error.value, engine, announce=as_json and not quiet,
+                            where=where)
     result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                           options=state_options(states, features, vocabulary, k_min, k_max, seed),
                           pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value, audit=False,
@@ -308,6 +321,21 @@ def fit(
         typer.echo(f"chain written to {output}")
     else:
         typer.echo("(use -o chain.json to save the chain for `tracetochain metrics`)")
+
+
+def _fit_board(traces: list[Path], by: str, where: list[str] | None, reader: str | None, option: list[str] | None,
+               on_error: str, engine: str | None, scheduler: str | None, states: str, vocabulary: str | None,
+               samples: int, ci: float, k: str, seed: int, as_json: bool, quiet: bool) -> None:
+    """`fit --by`: the board without the certificate (fit does not audit), as text or JSON."""
+    from tracetochain.cli._board import run_board
+
+    result = run_board(traces, by=by, where=where, reader=reader, option=option, on_error=on_error, engine=engine,
+                       scheduler=scheduler, states=states, vocabulary=vocabulary, audit=False, samples=samples,
+                       ci=ci, level=0.05, k=k, width=0.1, seed=seed, quiet=quiet or as_json)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+    elif not quiet:
+        echo_text(str(result))
 
 
 def model_arguments(model: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from tracetochain.cli._input import (
     LegacyFormatOpt,
     ReaderOpt,
     ReaderOptionOpt,
+    WhereOpt,
     load_traces,
     parse_reader_options,
     reader_name,
@@ -33,8 +34,9 @@ OUTPUT_TYPES = {".jsonl": "JSON Lines", ".ndjson": "JSON Lines", ".csv": "CSV", 
 
 
 def convert(
-    source: Annotated[Path, typer.Argument(
-        help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
+    source: Annotated[list[Path], typer.Argument(
+        help="Trace files, folders or quoted glob patterns in any supported format (see `formats`), read into one "
+             "table; or - for standard input.")],
     output: Annotated[Path, typer.Option(
         "-o", "--output", help="Canonical table to write; the extension picks .jsonl, .csv or .parquet.")],
     reader: ReaderOpt = None,
@@ -42,6 +44,7 @@ def convert(
         "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
         OnErrorChoice.raise_),
     option: ReaderOptionOpt = None,
+    where: WhereOpt = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
     legacy_format: LegacyFormatOpt = None,
@@ -55,10 +58,10 @@ def convert(
     if suffix not in OUTPUT_TYPES:
         raise TraceValidationError(f"cannot write {suffix or 'a file without an extension'}", source=str(output),
                                    hint="name the output .jsonl, .csv or .parquet")
-    check_output(output, force, [source], "table")
-    table = load_traces(source, reader, option, on_error=on_error.value, announce=as_json)
+    check_output(output, force, list(source), "table")
+    table = load_traces(source, reader, option, on_error=on_error.value, announce=as_json, where=where)
     kind = {"JSON Lines": "jsonl", "CSV": "csv", "Parquet": "parquet"}[OUTPUT_TYPES[suffix]]
-    write_output(output, lambda fh: table.write_to(fh, kind), overwrite=force, inputs=[source], what="table")
+    write_output(output, lambda fh: table.write_to(fh, kind), overwrite=force, inputs=list(source), what="table")
     report = table.report
     if as_json:
         doc = {"output": str(output), "output_type": OUTPUT_TYPES[suffix], "format": report.format,

@@ -35,6 +35,15 @@ ReaderOptionOpt = Annotated[list[str] | None, typer.Option(
     "--option", "-O", metavar="KEY=VALUE",
     help="Reader option, repeatable; keys may be dotted paths into nested records "
          "(e.g. -O outcome_key=metadata.success, -O verdicts=results.json); see `tracetochain formats`.")]
+WhereOpt = Annotated[list[str] | None, typer.Option(
+    "--where", metavar="FIELD=VALUE",
+    help="Keep only episodes whose field has this value (FIELD!=VALUE: another value); repeatable, all must hold. "
+         "Fields: trace fields such as task_id, the files' header metadata meta.KEY, source_file, an episode's "
+         "metadata.KEY (e.g. --where metadata.attack_type=none).")]
+ByOpt = Annotated[str | None, typer.Option(
+    "--by", metavar="FIELD",
+    help="One result per value of this field (e.g. --by meta.model or --by source_file): a reliability board "
+         "with rank intervals and Holm-adjusted pairwise differences.")]
 #: ``--format``/``-f`` as the reader, kept working on the commands that used to spell it so (fit, convert).
 LegacyFormatOpt = Annotated[str | None, typer.Option(
     "--format", "-f", hidden=True, help="Deprecated spelling of --reader.")]
@@ -95,13 +104,67 @@ def refuse_on_engine(paths: list[Path], reader: str | None, options: list[str] |
         raise typer.BadParameter("--engine reads files or folders, not standard input; save the traces to a file")
 
 
-def load_traces(path: Path | str, reader: str | None = None, options: list[str] | dict[str, Any] | None = None,
-                *, on_error: str = "raise", announce: bool = True) -> TraceTable:
-    """Read one trace source for a command: ``-`` is standard input, ``options`` are ``-O`` items (or a dict).
+def load_traces(path: Path | str | list[Path] | list[str], reader: str | None = None,
+                options: list[str] | dict[str, Any] | None = None, *, on_error: str = "raise",
+                announce: bool = True, where: list[str] | None = None) -> TraceTable:
+    """Read the trace sources of a command: ``-`` is standard input, ``options`` are ``-O`` items (or a dict).
 
-    With ``announce`` and no ``reader`` the reader that detection chose is named on stderr (stdout may be JSON).
-    Option errors a reader raises as ``TypeError``/``ValueError`` become usage errors naming ``-O``.
+    Several paths, a folder no reader reads whole, or a glob pattern are read into one corpus
+    (:func:`~tracetochain.readers._many.read_corpus`: every episode carries ``source_file`` and its file's
+    ``meta.*``). ``where`` keeps the episodes meeting every ``FIELD=VALUE`` condition (:meth:`TraceTable.where`).
+    With ``announce`` and no ``reader`` the reader that detection chose is named on stderr (stdout may be JSON), and
+    so is a verdict field the reader found by itself. Option errors a reader raises as ``TypeError``/``ValueError``
+    become usage errors naming ``-O``.
     """
+    paths: list[Path | str] = [path] if isinstance(path, (str, Path)) else list(path)
+    if len(paths) > 1 or (str(paths[0]) != STDIN and _needs_corpus(paths[0], reader)):
+        table = _load_corpus(paths, reader, options, on_error=on_error, announce=announce)
+    else:
+        table = _load_one(paths[0], reader, options, on_error=on_error, announce=announce)
+    if announce and table.report.verdict_field:
+        typer.echo(f"verdict: {table.report.verdict_field} (the only verdict field in the episodes; choose "
+                   "another with -O outcome_key=PATH)", err=True)
+    if where:
+        table = table.where(list(where))
+        if announce:
+            typer.echo(f"selected {table.n_traces} traces where {' and '.join(table.report.filters)}", err=True)
+    return table
+
+
+def _needs_corpus(path: Path | str, reader: str | None) -> bool:
+    """A glob pattern, or a folder that no reader (the chosen one) reads as a whole."""
+    from tracetochain.readers._many import _is_pattern, _read_whole
+
+    text = str(path)
+    if _is_pattern(text):
+        return True
+    p = Path(text)
+    return p.is_dir() and not _read_whole(p, reader)
+
+
+def _load_corpus(paths: list[Path | str], reader: str | None, options: list[str] | dict[str, Any] | None,
+                 *, on_error: str, announce: bool) -> TraceTable:
+    from tracetochain.exceptions import TraceToChainError
+    from tracetochain.readers._many import read_corpus
+
+    if any(str(p) == STDIN for p in paths):
+        raise typer.BadParameter("standard input (-) cannot be combined with other inputs")
+    opts = options if isinstance(options, dict) else parse_reader_options(options)
+    try:
+        table = read_corpus([str(p) for p in paths], reader, on_error=on_error, **opts)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, TraceToChainError):
+            raise
+        raise typer.BadParameter(str(exc), param_hint="'--option'" if opts else None) from None
+    if announce:
+        n = table.report.run_metadata.get("n_files", 1)
+        how = "detected per file; " if reader is None else ""
+        typer.echo(f"read {n} files as {table.report.format} ({how}{table.n_traces} traces)", err=True)
+    return table
+
+
+def _load_one(path: Path | str, reader: str | None = None, options: list[str] | dict[str, Any] | None = None,
+              *, on_error: str = "raise", announce: bool = True) -> TraceTable:
     from tracetochain.exceptions import TraceToChainError, TraceValidationError
     from tracetochain.readers import detect_format, read_traces
 

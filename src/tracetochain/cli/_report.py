@@ -37,7 +37,7 @@ from tracetochain.cli._commands import (
     samples_option,
     state_options,
 )
-from tracetochain.cli._input import ReaderOpt, ReaderOptionOpt, pick_alias
+from tracetochain.cli._input import ByOpt, ReaderOpt, ReaderOptionOpt, WhereOpt, pick_alias
 from tracetochain.cli._output import echo_text
 
 REPORT_EXAMPLE = ('Example: tracetochain report runs.json -o report.html --fail-under "pass^3>=0.6"   '
@@ -69,14 +69,17 @@ LevelOpt = Annotated[float, typer.Option("--level", min=0.001, max=0.5,
 
 
 def report(
-    traces: Annotated[Path, typer.Argument(
-        help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files, folders or quoted glob patterns in any supported format (see `formats`), read into one "
+             "corpus; or - for standard input.")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Where to write (default report.<format>).")
                       ] = None,
     format: Annotated[OutFormat | None, typer.Option(
         "--format", help="html (self-contained page), md (pull-request comment) or json (the document).")] = None,
     reader: ReaderOpt = None,
     option: ReaderOptionOpt = None,
+    where: WhereOpt = None,
+    by: ByOpt = None,
     states: StatesOpt = "label",
     features: FeaturesOpt = "kind,tool,error",
     vocabulary: VocabularyOpt = None,
@@ -133,8 +136,15 @@ def report(
                      if output is not None and output.suffix.lstrip(".").lower() in ("html", "md", "json", "markdown")
                      else OutFormat.html)
     out = output or Path(f"report.{fmt.value}")
-    inputs = input_paths(traces, states=states)
+    inputs = input_paths(*traces, states=states)
     check_output(out, force, inputs, "report")
+    if by is not None:  # one analysis per group: the reliability board in the same output format
+        if fail_under:
+            raise typer.BadParameter("--fail-under gates one corpus; with --by use `tracetochain board --format json`")
+        _report_board(traces, by, where, reader, option, on_error.value, engine, scheduler, states, vocabulary,
+                      not no_audit, samples, ci, level, k, seed, quiet, fmt.value, out, force, inputs,
+                      {"holdout": not in_sample, "n_splits": splits})
+        return
     console = Console(stderr=True, quiet=quiet)
     if uncertainty == Uncertainty.bootstrap_full:
         raise typer.BadParameter("--uncertainty bootstrap-full is a library option (TraceBootstrap(path='full')); "
@@ -144,7 +154,7 @@ def report(
         from tracetochain._limits import check_samples
 
         check_samples(samples, horizon)
-    source = analysis_input(traces, reader, option, on_error.value, engine, announce=not quiet)
+    source = analysis_input(traces, reader, option, on_error.value, engine, announce=not quiet, where=where)
     with console.status("reading traces") as status:
 
         def progress(stage: str) -> None:
@@ -201,11 +211,31 @@ def report(
         sys.exit(code)
 
 
+def _report_board(traces: list[Path], by: str, where: list[str] | None, reader: str | None,
+                  option: list[str] | None, on_error: str, engine: str | None, scheduler: str | None, states: str,
+                  vocabulary: str | None, audit: bool, samples: int, ci: float, level: float, k: str, seed: int,
+                  quiet: bool, fmt: str, out: Path, force: bool, inputs: list[Path],
+                  audit_options: dict[str, object]) -> None:
+    """`report --by`: the reliability board (``tracetochain board``) written as the report."""
+    from tracetochain._files import write_output
+    from tracetochain.cli._board import render_board, run_board
+
+    board = run_board(traces, by=by, where=where, reader=reader, option=option, on_error=on_error, engine=engine,
+                      scheduler=scheduler, states=states, vocabulary=vocabulary, audit=audit, samples=samples, ci=ci,
+                      level=level, k=k, width=0.1, seed=seed, quiet=quiet, audit_options=audit_options)
+    write_output(out, render_board(board.to_dict(), fmt), overwrite=force, inputs=inputs, what="report")
+    if not quiet:
+        typer.echo(f"{len(board.rows)} groups by {by}; wrote {out}")
+
+
 def audit(
-    traces: Annotated[Path, typer.Argument(
-        help="Trace file or folder in any supported format (see `formats`), or - for standard input.")],
+    traces: Annotated[list[Path], typer.Argument(
+        help="Trace files, folders or quoted glob patterns in any supported format (see `formats`), read into one "
+             "corpus; or - for standard input.")],
     reader: ReaderOpt = None,
     option: ReaderOptionOpt = None,
+    where: WhereOpt = None,
+    by: ByOpt = None,
     states: StatesOpt = "label",
     features: FeaturesOpt = "kind,tool,error",
     vocabulary: VocabularyOpt = None,
@@ -255,7 +285,23 @@ def audit(
         from tracetochain._limits import check_samples
 
         check_samples(resamples)
-    source = analysis_input(traces, reader, option, on_error.value, engine)  # a detected reader is named on stderr
+    if by is not None:
+        from tracetochain.cli._board import run_board
+
+        board = run_board(traces, by=by, where=where, reader=reader, option=option, on_error=on_error.value,
+                          engine=engine, scheduler=scheduler, states=states, vocabulary=vocabulary, audit=True,
+                          samples=max(resamples, 50), ci=0.95, level=level, k="1,3", width=0.1, seed=seed,
+                          quiet=as_json, audit_options={"holdout": not in_sample, "n_splits": splits,
+                                                        "n_bootstrap": bootstrap, "order_criterion": order_criterion})
+        if as_json:
+            typer.echo(json.dumps(board.to_dict(), indent=2, allow_nan=False, ensure_ascii=False))
+        else:
+            echo_text(str(board))
+        if fail_on_reject and any(r.certificate.get("decision") == "reject" for r in board.rows):
+            sys.exit(REJECT_EXIT_CODE)
+        return
+    # a detected reader is named on stderr
+    source = analysis_input(traces, reader, option, on_error.value, engine, where=where)
     result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                           options=state_options(states, features, vocabulary, k_min, k_max, seed),
                           pseudocount=pseudocount, holdout=not in_sample, n_splits=splits, level=level,

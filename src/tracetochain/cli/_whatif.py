@@ -20,7 +20,7 @@ from tracetochain.cli._commands import (
     input_paths,
     samples_option,
 )
-from tracetochain.cli._input import STDIN, ReaderOpt, ReaderOptionOpt, load_traces
+from tracetochain.cli._input import STDIN, ByOpt, ReaderOpt, ReaderOptionOpt, WhereOpt, load_traces
 from tracetochain.cli._output import echo_text
 
 WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --edge-cost "*->success=0.05" '
@@ -114,14 +114,20 @@ def export(
 
 
 COMPARE_EXAMPLE = ("Example: tracetochain compare last_week.jsonl this_week.jsonl --vocabulary chat --json   "
-                   "(ΔR∞ with a bootstrap interval, which states changed, and a verdict)")
+                   "(ΔR∞ with a bootstrap interval, which states changed, and a verdict); many at once: "
+                   "tracetochain compare runs/*.jsonl --markdown")
 
 
 def compare(
-    a: Annotated[Path, typer.Argument(help="Baseline traces (any supported format; - for standard input).")],
-    b: Annotated[Path, typer.Argument(help="Traces to compare with the baseline (same reader and options as A).")],
+    inputs: Annotated[list[Path], typer.Argument(
+        metavar="A B [C …]",
+        help="Baseline traces A and the traces B to compare with it (any supported format, same reader and "
+             "options; - for standard input). Three or more inputs, or --by, compare every input (file) or group "
+             "at once on a reliability board (Holm-adjusted pairwise differences, rank intervals).")],
     reader: ReaderOpt = None,
     option: ReaderOptionOpt = None,
+    where: WhereOpt = None,
+    by: ByOpt = None,
     states: Annotated[str, typer.Option(
         help="label, categorical, ward, informative or milestones:FILE (fitted on A ∪ B).")] = "label",
     vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
@@ -158,6 +164,23 @@ def compare(
     from tracetochain.compare import compare as run_compare
     from tracetochain.exceptions import TraceToChainError
 
+    if by is not None or len(inputs) > 2:
+        from tracetochain.cli._board import run_board
+
+        board = run_board(inputs, by=by or "source_file", where=where, reader=reader, option=option,
+                          on_error="raise", engine=engine, scheduler=scheduler, states=states, vocabulary=vocabulary,
+                          audit=False, samples=max(samples, 200), ci=ci, level=round(1 - ci, 6), k="1,3",
+                          width=0.1, seed=seed, quiet=as_json)
+        if as_json:
+            typer.echo(json.dumps(board.to_dict(), indent=2, allow_nan=False))
+        else:
+            from tracetochain.report._board import render_board_markdown
+
+            echo_text(render_board_markdown(board.to_dict()) if markdown else str(board), nl=not markdown)
+        return
+    if len(inputs) != 2:
+        raise typer.BadParameter("compare needs two inputs A B, three or more, or --by FIELD")
+    a, b = inputs
     options: dict[str, object] = {"vocabulary": vocabulary} if vocabulary else {}
     if states == "ward":
         options["features"] = features
@@ -166,8 +189,8 @@ def compare(
     if str(a) == STDIN and str(b) == STDIN:
         raise typer.BadParameter("only one of A and B can be read from standard input (-)")
     spec = None if states == "label" and not options else states
-    src_a = analysis_input(a, reader, option, "raise", engine)
-    src_b = analysis_input(b, reader, option, "raise", engine)
+    src_a = analysis_input(a, reader, option, "raise", engine, where=where)
+    src_b = analysis_input(b, reader, option, "raise", engine, where=where)
     common: dict[str, Any] = {"names": (a.name, b.name), "states": spec, "state_options": options,
                               "pseudocount": pseudocount, "horizon": horizon, "samples": samples, "confidence": ci,
                               "seed": seed, **model_arguments(model)}

@@ -447,6 +447,8 @@ class TraceBuilder:
     problems: list[Problem] = field(default_factory=list)
     #: Header lines of the source (kept in ``report.run_metadata``).
     run_metadata: dict[str, Any] = field(default_factory=dict)
+    #: The verdict field the reader found by itself (``report.verdict_field``).
+    verdict_field: str | None = None
     #: Episodes added with :meth:`add_zero_step`.
     n_zero_step: int = 0
     #: How many episodes each outcome source labelled (readers that merge sources fill it; see readers/otlp.py).
@@ -487,6 +489,7 @@ class TraceBuilder:
                             format=self.format, problems=self.problems, locations=self.locations,
                             location_kind=self.location_kind, zero_step=self.n_zero_step > 0)
         table.report.run_metadata = dict(self.run_metadata)
+        table.report.verdict_field = self.verdict_field
         return table
 
 

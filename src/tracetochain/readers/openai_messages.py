@@ -67,6 +67,8 @@ from typing import Any, NamedTuple
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import (
     DEFAULT_SUCCESS_THRESHOLD,
+    FAILURE_WORDS,
+    SUCCESS_WORDS,
     RecordHead,
     Refusal,
     Sniffed,
@@ -86,6 +88,7 @@ from tracetochain.readers._common import (
     verdict_to_outcome,
     wrong_suffix,
 )
+from tracetochain.readers._many import flatten_metadata
 from tracetochain.traces._schema import OUTCOME_VALUES
 from tracetochain.traces._table import TraceTable
 
@@ -583,12 +586,16 @@ class OpenAIMessagesReader:
         return Refusal(f"the first record{after} has no 'messages' or 'traj' list; its keys: {keys_text(head.keys)}")
 
     def read(self, path: Path, *, on_error: str = "raise", messages_key: str | None = None, id_key: str = "id",
-             task_key: str = "task_id", trial_key: str = "trial", reward_key: str = "reward",
-             outcome_key: str = "outcome", termination_key: str = "termination_reason",
+             task_key: str = "task_id", trial_key: str = "trial", reward_key: str | None = None,
+             outcome_key: str | None = None, termination_key: str = "termination_reason",
              success_threshold: float = DEFAULT_SUCCESS_THRESHOLD, success_values: Any = None,
-             include_user: bool = False, error_prefix: str | None = "Error") -> TraceTable:
+             include_user: bool = False, error_prefix: str | None = "Error",
+             keep_metadata: bool = True) -> TraceTable:
         """Read a JSON list or JSONL file of chat episodes (options: see the module docstring)."""
         path = Path(path)
+        named_verdict = reward_key is not None or outcome_key is not None
+        reward_key = "reward" if reward_key is None else reward_key
+        outcome_key = "outcome" if outcome_key is None else outcome_key
         threshold = check_threshold(success_threshold)
         successes = parse_success_values(success_values)
         for opt, val in (("id_key", id_key), ("task_key", task_key), ("trial_key", trial_key),
@@ -605,8 +612,17 @@ class OpenAIMessagesReader:
         line_based = path.suffix.lower() in _LINE_SUFFIXES
         builder = TraceBuilder(str(path), self.name, on_error, "line" if line_based else "row")
         rule = tool_error_rule(flag=True, prefix=error_prefix)
-        seen: set[str] = set()
-        for loc, episode in _episodes(path, builder, line_based):
+        seen: set[tuple[int, str]] = set()
+        headers: list[dict[str, Any]] = []
+        segment_of: list[int] = []  # the header segment of every record added (a stream of concatenated files)
+        decided = named_verdict
+        for loc, episode, segment in _episodes(path, builder, line_based, headers):
+            if not decided:
+                decided = True
+                found = detect_verdict_field(episode, outcome_key, reward_key)
+                if found is not None:
+                    outcome_key = found
+                    builder.verdict_field = found
             try:
                 trace, steps = self._episode(episode, loc, path.stem, messages_key, id_key, task_key, trial_key,
                                              reward_key, outcome_key, termination_key, threshold, successes,
@@ -614,12 +630,20 @@ class OpenAIMessagesReader:
             except EpisodeFormatError as exc:
                 builder.skip_trace(exc.message, location=loc, field=exc.field, hint=exc.hint)
                 continue
-            if trace["trace_id"] in seen:
+            if (segment, trace["trace_id"]) in seen:
                 builder.skip_trace(f"episode id {trace['trace_id']!r} repeats an earlier episode", location=loc,
                                    field=id_key, hint="give every episode its own id (or distinct task/trial)")
                 continue
-            seen.add(trace["trace_id"])
+            seen.add((segment, trace["trace_id"]))
+            if keep_metadata:
+                trace.update(episode_metadata(episode))
+            before = len(builder.records)
             add_trace(builder, steps, trace, loc, empty_field=messages_key or "messages")
+            segment_of += [segment] * (len(builder.records) - before)
+        if len(headers) > 1:
+            _label_segments(builder, headers, segment_of, seen)
+        elif headers:
+            builder.run_metadata = headers[0]
         return builder.build()
 
     @staticmethod
@@ -659,8 +683,67 @@ class OpenAIMessagesReader:
         return trace, steps
 
 
-def _episodes(path: Path, builder: TraceBuilder, line_based: bool) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    """(location, episode object) pairs; unreadable lines/elements are skipped (or raised) via ``builder``."""
+def detect_verdict_field(episode: Mapping[str, Any], outcome_key: str, reward_key: str) -> str | None:
+    """The verdict field to use when the user named none and the episode has neither ``outcome_key`` nor
+    ``reward_key``: the one boolean or verdict-like field of the episode (a boolean, 0/1, or a verdict word such as
+    ``pass``/``failed``, under a verdict name such as ``success``/``passed``/``resolved``; see
+    :func:`~tracetochain.readers._common.verdict_candidates`). None when the episode has the default keys or no
+    such field; several such fields stop the read with an error that lists them (which one is meant cannot be
+    guessed)."""
+    if lookup(episode, outcome_key)[0] or lookup(episode, reward_key)[0]:
+        return None
+    found = [path for path, value in verdict_candidates(episode, limit=50) if _verdict_like(value)]
+    if len(found) == 1:
+        return found[0]
+    if len(found) > 1:
+        raise TraceValidationError(
+            f"episodes have several verdict-like fields: {', '.join(found)}", field=found[0],
+            hint=f"choose the one that says whether the episode succeeded with -O outcome_key=PATH "
+                 f"(e.g. -O outcome_key={found[0]}; in Python: outcome_key={found[0]!r})")
+    return None
+
+
+def _verdict_like(value: Any) -> bool:
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return value in (0, 1)
+    return isinstance(value, str) and value.strip().lower() in (SUCCESS_WORDS | FAILURE_WORDS)
+
+
+def episode_metadata(episode: Mapping[str, Any], *, max_fields: int = 64) -> dict[str, str]:
+    """The scalar fields of an episode's ``metadata`` object as text trace fields ``metadata.<key>`` (nested
+    objects as dotted keys), so that ``--where metadata.attack_type=none`` and ``--by metadata.domain`` can select
+    and group episodes. Values are text as :func:`~tracetochain.traces._select.text_value` writes them."""
+    meta = episode.get("metadata")
+    if not isinstance(meta, dict):
+        return {}
+    out = {f"metadata.{k}": v for k, v in flatten_metadata({"metadata": meta}).items()}
+    return dict(list(out.items())[:max_fields])
+
+
+def _label_segments(builder: TraceBuilder, headers: list[dict[str, Any]], segment_of: list[int],
+                    seen: set[tuple[int, str]]) -> None:
+    """A stream of several files (each with its header line): every episode gets its segment's header fields
+    (``meta.*``, as a folder read gives them) and ``segment``; ids are prefixed with the segment when two segments
+    use the same id."""
+    flat = [flatten_metadata(h) for h in headers]
+    ids = [tid for _, tid in seen]
+    clash = len(set(ids)) < len(ids)
+    for rec, seg in zip(builder.records, segment_of, strict=True):
+        for key, value in flat[seg].items():
+            rec.setdefault(f"meta.{key}", value)
+        rec["segment"] = str(seg)
+        if clash:
+            rec["trace_id"] = f"segment{seg}/{rec['trace_id']}"
+    builder.run_metadata = {"segments": headers}
+
+
+def _episodes(path: Path, builder: TraceBuilder, line_based: bool, headers: list[dict[str, Any]]
+              ) -> Iterator[tuple[int, Mapping[str, Any], int]]:
+    """(location, episode object, header segment) triples; unreadable lines/elements are skipped (or raised) via
+    ``builder``. Header records are collected in ``headers``: one before the first episode, and in JSONL one more
+    each time a header line follows episodes (files concatenated into one stream: a new segment starts)."""
     if line_based:
         seen_episode = False
         with path.open("rb") as fh:
@@ -683,11 +766,16 @@ def _episodes(path: Path, builder: TraceBuilder, line_based: bool) -> Iterator[t
                     builder.skip_trace(f"expected an episode object, got {_type_name(rec)}", location=lineno,
                                        hint="each line must be one episode object")
                     continue
-                if not seen_episode and is_header_record(rec):
-                    merge_header(builder.run_metadata, rec)
+                if is_header_record(rec) and not any(k in rec for k in ("messages", "traj")):
+                    if seen_episode and not headers:
+                        headers.append({})  # the episodes before this header form a segment without one
+                    if seen_episode or not headers:
+                        headers.append({})
+                    merge_header(headers[-1], rec)
+                    seen_episode = False
                     continue
                 seen_episode = True
-                yield lineno, rec
+                yield lineno, rec, max(0, len(headers) - 1)
         return
     data = load_json(path)
     if not isinstance(data, list):
@@ -702,10 +790,12 @@ def _episodes(path: Path, builder: TraceBuilder, line_based: bool) -> Iterator[t
                                hint="each element of the list must be one episode object")
             continue
         if not seen_episode and is_header_record(rec):
-            merge_header(builder.run_metadata, rec)
+            if not headers:
+                headers.append({})
+            merge_header(headers[0], rec)
             continue
         seen_episode = True
-        yield index, rec
+        yield index, rec, 0
 
 
 OPENAI_MESSAGES = OpenAIMessagesReader()

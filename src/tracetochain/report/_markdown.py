@@ -74,7 +74,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     head = doc.get("headline")
     lines = [f"### Agent reliability: **{decision}**", "", *([_headline_text(head), ""] if head else []),
              f"{markdown_code(doc['source']['path'], in_table=False)} — {doc['source']['n_traces']} traces "
-             f"({oc['success']} success, {oc['failure']} failure, {oc['censored']} censored, {oc['invalid']} invalid)",
+             f"({oc['success']} success, {oc['failure']} failure, {oc['censored']} censored, {oc['invalid']} invalid)"
+             + _selection(doc["source"].get("ingest") or {}),
              "", "| metric | value |", "|---|---|",
              f"| R∞ (eventual success) | {_f(m['r_inf'])}{interval('r_inf')} |",
              f"| observed pass rate | {_f(doc['empirical']['pass_rate'])} |"]
@@ -208,3 +209,15 @@ def _cost_lines(costs: dict[str, Any] | None) -> list[str]:
     if (costs.get("certification") or {}).get("status") == "withheld":
         out.append(f"> Cost figures withheld: {_cell(costs['certification'].get('reason') or '')}")
     return out
+
+
+def _selection(ingest: dict[str, Any]) -> str:
+    """The --where filter and the verdict field a reader found, as a clause after the trace counts."""
+    parts = []
+    if ingest.get("filters"):
+        parts.append("selected by " + " AND ".join(markdown_code(f, in_table=False) for f in ingest["filters"]))
+    if ingest.get("verdict_field"):
+        parts.append("verdict field " + markdown_code(ingest["verdict_field"], in_table=False))
+    if isinstance(ingest.get("run_metadata"), dict) and ingest["run_metadata"].get("n_files"):
+        parts.append(f"{ingest['run_metadata']['n_files']} input files")
+    return ("; " + "; ".join(parts)) if parts else ""

@@ -80,6 +80,10 @@ class IngestReport:
     #: Episodes per outcome source, for readers that merge several (OTLP: verdict file, outcome attribute,
     #: evaluation events, posted verdicts, budget finish reason, unlabelled).
     outcome_sources: dict[str, int] = field(default_factory=dict)
+    #: The field a reader took the verdict from when the user named none (the only verdict-like field found).
+    verdict_field: str | None = None
+    #: The ``--where`` conditions that selected these traces (``TraceTable.where``), in the order applied.
+    filters: list[str] = field(default_factory=list)
 
     @property
     def n_zero_step(self) -> int:
@@ -108,6 +112,10 @@ class IngestReport:
             doc["run_metadata"] = self.run_metadata
         if self.outcome_sources:
             doc["outcome_sources"] = dict(self.outcome_sources)
+        if self.verdict_field:
+            doc["verdict_field"] = self.verdict_field
+        if self.filters:
+            doc["filters"] = list(self.filters)
         if self.zero_step:
             doc["n_zero_step"] = self.n_zero_step
             doc["zero_step_outcomes"] = self.zero_step_outcomes()
@@ -655,6 +663,25 @@ class TraceTable:
         trace_index = np.repeat(np.arange(sel.size), lengths).astype(np.int64)
         report = replace(self.report, zero_step=[]) if self.report.zero_step else self.report
         return TraceTable(table, report, self._trace_ids.take(pa.array(sel, pa.int64())), trace_index, offsets)
+
+    def trace_values(self, name: str) -> list[str | None]:
+        """The value of field ``name`` for every trace, as text (:func:`~tracetochain.traces._select.trace_values`)."""
+        from tracetochain.traces._select import trace_values
+
+        return trace_values(self, name)
+
+    def where(self, conditions: str | list[str] | tuple[str, ...]) -> TraceTable:
+        """The traces whose fields meet every condition ``FIELD=VALUE`` / ``FIELD!=VALUE``
+        (:func:`~tracetochain.traces._select.where`)."""
+        from tracetochain.traces._select import where
+
+        return where(self, conditions)
+
+    def group_by(self, name: str) -> dict[str, TraceTable]:
+        """One table per value of field ``name`` (:func:`~tracetochain.traces._select.group_by`)."""
+        from tracetochain.traces._select import group_by
+
+        return group_by(self, name)
 
     def with_states(self, codes: NDArray[np.int64], names: list[str] | tuple[str, ...]) -> TraceTable:
         """A copy whose ``state`` column is ``names[codes]`` (one code per step); nothing is revalidated."""
