@@ -7,10 +7,12 @@ come from optional stages (the audit certificate, intervals) are ``None`` when t
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from tracetochain._progress import phase_reporter
 from tracetochain._version import __version__
 from tracetochain.audit._common import json_dict
 from tracetochain.chain import AbsorbingChain
@@ -43,12 +45,15 @@ class Report(dict[str, Any]):
 
 def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
                  fallback_fraction: float = 0.1, thin_evidence: int = THIN_EVIDENCE,
-                 findings: Any = (), paths: Any = None) -> Report:
+                 findings: Any = (), paths: Any = None, progress: Callable[..., Any] | None = None) -> Report:
     """The report document of an :class:`~tracetochain.analysis.AnalysisResult` (every number comes from it).
     ``findings``: headline candidates of other analyses (:class:`~tracetochain.analysis._headline.Finding`, e.g. path
     patterns with q < 0.05), weighed with the analysis's own by :func:`~tracetochain.analysis._headline.headline`.
     ``paths``: the path patterns of the same traces (:func:`~tracetochain.analysis.analyze_paths`, a
-    :class:`~tracetochain.paths.PathsResult` or its JSON document) for the "Paths" section (None: no section)."""
+    :class:`~tracetochain.paths.PathsResult` or its JSON document) for the "Paths" section (None: no section).
+    ``progress``: told each section as it starts (:func:`tracetochain._progress.phase_reporter`)."""
+    step = phase_reporter(progress)
+    step("report: metrics")
     chain: AbsorbingChain = result.chain
     # The chosen model's own pass^k (Σ_c w_c R_c^k when a task's trials share a class); summarize(chain) otherwise.
     metrics = getattr(result, "metrics", None)
@@ -84,6 +89,7 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
     from tracetochain.costs import cost_report
 
     ens = result.ensemble
+    step("report: cost section")
     if expanded:
         from tracetochain.analysis._models import model_costs
 
