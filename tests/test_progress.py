@@ -50,7 +50,8 @@ def test_analyze_reports_its_phases_with_counts() -> None:
     assert ("audit: split chains", 5, 5) in seen and ("audit: order layer", 2, 4) in seen
     legacy: list[str] = []
     tt.analyze(traces, audit=False, n_samples=50, progress=legacy.append)  # the original one-argument callback
-    assert legacy == ["reading", "states", "counting", "chain", "intervals (posterior)"]
+    assert legacy[:5] == ["reading", "states", "counting", "chain", "intervals (posterior)"]
+    assert len(legacy) == len(set(legacy))  # each phase once, however many counted steps it had
 
 
 class _Clock:
