@@ -66,6 +66,7 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_horizon.py
 	$(PY) benchmarks/bench_startup.py
 	$(PY) benchmarks/bench_install.py
+	$(PY) benchmarks/bench_commands.py
 	$(PY) benchmarks/render_readme.py
 
 # `import tracetochain` and `--help` times, then the README section.
