@@ -176,6 +176,29 @@ def protocols_section(doc: dict[str, Any]) -> str:
                 "faster by (wall)", "faster by (CPU)", "less memory by", "states, L∞ (ours / theirs)"], rows)])
 
 
+def commands_section(doc: dict[str, Any]) -> str:
+    """Whole commands as processes (bench_commands.py): one row per corpus and command, the baseline first."""
+    rows = []
+    for key, c in doc["cases"].items():
+        if "median_wall_s" not in c:
+            if "skipped" not in c:
+                rows.append([key.replace(" | ", ": "), "failed", "", ""])
+            continue
+        loads = [x for pair in c.get("load_before_after", []) for x in (pair[0][0], pair[1][0])]
+        rows.append([key.replace(" | ", ": "), _s(c["median_wall_s"]), _s(c["median_cpu_s"]),
+                     f"{min(loads):.1f}–{max(loads):.1f}" if loads else "–"])
+    ratios = doc.get("ratios") or {}
+    said = "; ".join(f"{k}: **{v:.1f}×**" for k, v in ratios.items())
+    venv = ("a venv with pandas installed (pyarrow imports it on its first array)" if doc.get("pandas_installed")
+            else "a runtime-only venv (`make demo`)")
+    return "\n".join([
+        f"**Whole commands** (`bench_commands.py`, {_machine(doc)}, medians of {doc.get('repeats', '?')} "
+        f"interleaved runs, {venv}): each command as a fresh process on each shared corpus, interpreter start-up "
+        "and imports included — what a user waits for. CPU is user + system of the process; the 1-minute load "
+        "average is recorded around each run." + (f" Ratios: {said}." if said else ""), "",
+        _table(["corpus: command", "wall time", "CPU time", "load average"], rows)])
+
+
 def startup_section(startup: dict[str, Any] | None, install: dict[str, Any] | None) -> str:
     out: list[str] = []
     if startup:
@@ -303,6 +326,9 @@ def render() -> str:
     startup = startup_section(_load("bench_startup"), _load("bench_install"))
     if startup:
         parts += ["", startup]
+    commands = _load("bench_commands")
+    if commands:
+        parts += ["", commands_section(commands)]
     single = single_section(_load("bench_fit"), _load("bench_horizon"), _load("bench_audit"),
                             _load("bench_uncertainty"), _load("bench_otlp_stream"), _load("bench_states"))
     if single:

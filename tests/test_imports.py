@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +54,53 @@ def test_audit_name_means_the_function_whatever_was_imported_first() -> None:
             "print(callable(tt.audit), callable(audit), tt.audit is sys.modules['tracetochain.audit'].audit)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "True", "True"]
+
+
+# What `tracetochain fit` on a canonical file must not import: each is ≥ 0.1 CPU-s of start-up (scipy.stats alone
+# ~1 CPU-s) that no part of the default fit needs. pandas is allowed only when pyarrow itself imports it (pyarrow's
+# pandas shim imports pandas on the first `pa.array` whenever it is installed; it is not a dependency).
+FIT_DENY = ("scipy.stats", "scipy.optimize", "scipy.interpolate", "scipy.integrate", "scipy.spatial", "sklearn",
+            "polars", "pandas", "jinja2", "starlette", "uvicorn", "dask", "distributed", "matplotlib",
+            "opentelemetry", "yaml", "hypothesis")
+
+_WATCH_DENIED = r'''
+import json, os, runpy, sys, traceback
+DENY = set(json.loads(sys.argv[1]))
+seen = {}
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name in DENY and name not in seen:
+            frames = [f for f in traceback.extract_stack()[:-1] if "importlib" not in f.filename]
+            seen[name] = [frames[-1].filename, frames[-1].line] if frames else ["?", ""]
+        return None
+sys.meta_path.insert(0, Watch())
+sys.argv = ["tracetochain", *sys.argv[2:]]
+try:
+    runpy.run_module("tracetochain", run_name="__main__")
+except SystemExit as e:
+    if e.code not in (0, None):
+        raise
+print("DENIED " + json.dumps(seen))
+'''
+
+
+def denied_imports(args: list[str], deny: tuple[str, ...] = FIT_DENY) -> dict[str, str]:
+    """Deny-listed modules a CLI run imported, each with the file and line whose import loaded it."""
+    out = subprocess.run([sys.executable, "-c", _WATCH_DENIED, json.dumps(deny), *args], capture_output=True,
+                         text=True, check=True).stdout
+    seen: dict[str, list[str]] = json.loads(out.rsplit("DENIED ", 1)[1])
+    # An import made inside compiled code (pyarrow's shim) shows the Python line that called into it, which names
+    # no module: only an import statement naming pandas counts as ours.
+    return {m: f"{file}: {line}" for m, (file, line) in seen.items() if m != "pandas" or "pandas" in line}
+
+
+def test_fit_imports_nothing_on_the_deny_list(tmp_path: Path) -> None:
+    """One run of the command, watched for the deny-list and for scipy.sparse, which it does import (the counts): so
+    an empty answer means the modules were not imported, not that the watcher saw nothing."""
+    from tracetochain.datasets import example_path
+
+    out = tmp_path / "chain.json"
+    seen = denied_imports(["fit", str(example_path()), "-o", str(out), "-q"], deny=(*FIT_DENY, "scipy.sparse"))
+    assert "tracetochain" in seen.pop("scipy.sparse", "not imported")
+    assert seen == {}
+    assert out.exists()

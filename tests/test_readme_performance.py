@@ -24,5 +24,6 @@ def test_every_figure_comes_from_a_results_file() -> None:
     text = render_readme.render()
     assert text.startswith(render_readme.BEGIN) and text.endswith(render_readme.END)
     assert "nan" not in text.lower().replace("nanoseconds", "")
-    for script in ("bench_scale.py", "bench_protocols.py", "bench_peers.py", "bench_startup.py", "bench_install.py"):
+    for script in ("bench_scale.py", "bench_protocols.py", "bench_peers.py", "bench_startup.py", "bench_install.py",
+                   "bench_commands.py"):
         assert f"`{script}`" in text, script

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
+from tracetochain._progress import phase_reporter
 from tracetochain.analysis._audit import AuditSettings, audit_summary
 from tracetochain.analysis._intervals import design_effect, summary_ensemble
 from tracetochain.analysis._models import DEFAULT_MODEL_REFITS
@@ -423,13 +424,13 @@ def summarize_input(source: Any, spec: SummarySpec, *, reader: str | None = None
                     reader_options: dict[str, Any] | None = None, on_error: str = "raise", engine: Any = None,
                     states: Any = "label", state_options: dict[str, Any] | None = None,
                     state_sample: int = DEFAULT_STATE_SAMPLE, check_traces: bool = True,
-                    partition_options: dict[str, Any] | None = None, progress: Callable[[str], None] | None = None,
+                    partition_options: dict[str, Any] | None = None, progress: Callable[..., Any] | None = None,
                     n_draws: int | None = None, in_memory_only: str | None = None) -> SummarizedInput:
     """Read ``source`` (in memory or partition by partition on ``engine``), resolve the states on the fit half and
     summarise every partition under them: the one pass over the data behind :func:`analyze` and the partitioned
     counts. ``n_draws``: refuse an ensemble that cannot fit before its replicates are accumulated;
     ``in_memory_only``: what needs the traces in memory (refused for a partitioned corpus)."""
-    step = progress or (lambda stage: None)
+    step = phase_reporter(progress)
     step("reading")
     from tracetochain.engines import Engine, get_engine
 
@@ -450,7 +451,7 @@ def summarize_input(source: Any, spec: SummarySpec, *, reader: str | None = None
             if known is not None:
                 check_ensemble_size(n_draws, known)
         t_states = time.perf_counter()
-        step("summarising")
+        step("counting")
         acc = summarize_parts(parts, eng, on_error=on_error, model=state_model, spec=spec, check_traces=check_traces)
     finally:
         if owns and eng is not None:
@@ -473,7 +474,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             n_splits: int = 5, test_fraction: float = 0.5, split_by: Literal["trace", "task"] = "trace",
             intervals: Intervals | None = "posterior", n_samples: int | None = None, confidence: float = 0.95,
             horizon: int | None = None, seed: int = 0, state_sample: int = DEFAULT_STATE_SAMPLE,
-            check_traces: bool = True, progress: Callable[[str], None] | None = None,
+            check_traces: bool = True, progress: Callable[..., Any] | None = None,
             partition_options: dict[str, Any] | None = None, model: str = "markov",
             model_options: dict[str, Any] | None = None, discrimination: bool = True,
             **audit_options: Any) -> AnalysisResult:
@@ -508,6 +509,10 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         Seeds the splits, the bootstrap weights and every test.
     state_sample : int
         Largest fit-half sample learned states are fitted on (partitioned corpora).
+    progress : callable, optional
+        Told each phase as it starts (reading, states, counting, chain, audit layers, intervals, model choice):
+        ``progress(phase)``, or ``progress(phase, done, total)`` when it accepts three arguments (``done`` of
+        ``total`` for counted phases, else None) — :mod:`tracetochain._progress`.
     model : {"markov", "auto", "mixture", "lifted", "hmm", "duration"}, default "markov"
         The model of the traces. ``"markov"``: the first-order chain on the states. ``"auto"``: the model family
         (and size) with the best held-out log-likelihood over the analysis's own splits, kept only when it beats the
@@ -530,7 +535,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     >>> res.certificate.status("R_inf"), round(res.chain.r_inf, 2) == round(res.pass_rate, 2)
     ('certified', True)
     """
-    step = progress or (lambda stage: None)
+    step = phase_reporter(progress)
     from tracetochain.analysis._models import MODEL_CHOICES
 
     if model not in MODEL_CHOICES:
@@ -590,7 +595,8 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         certificate = audit_summary(acc, chain, prior=prior_obj, unvisited=policy, initial=initial,
                                     settings=settings_audit, seed=seed, horizon=horizon, state_model=state_model,
                                     extra_settings={"states": _describe_states(states), "n_splits": spec.n_splits,
-                                                    "split_by": split_by, "test_fraction": test_fraction})
+                                                    "split_by": split_by, "test_fraction": test_fraction},
+                                    progress=step)
     t3 = time.perf_counter()
     ensemble = None
     if intervals is not None:

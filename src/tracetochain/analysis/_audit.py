@@ -18,12 +18,14 @@ measures power.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from tracetochain._display import fmt_number
+from tracetochain._progress import counted, phase_reporter
 from tracetochain.analysis._intervals import design_effect
 from tracetochain.analysis._summary import CENSORED, FIT, SUCCESS, TEST, CorpusSummary
 from tracetochain.audit._censoring import cap_survival, censoring_survival, observed_success_pmf
@@ -283,15 +285,18 @@ def _trials_layer(summary: CorpusSummary, full: AbsorbingChain, settings: AuditS
 
 def audit_summary(summary: CorpusSummary, full: AbsorbingChain, *, prior: ChainPrior, unvisited: str, initial: str,
                   settings: AuditSettings | None = None, seed: int = 0, horizon: int | None = None,
-                  state_model: Any = None, extra_settings: dict[str, Any] | None = None) -> Certificate:
-    """Every layer of the certificate from ``summary`` (module docstring); ``full`` is the chain of all traces."""
+                  state_model: Any = None, extra_settings: dict[str, Any] | None = None,
+                  progress: Callable[..., Any] | None = None) -> Certificate:
+    """Every layer of the certificate from ``summary`` (module docstring); ``full`` is the chain of all traces.
+    ``progress``: told each layer as it starts (:func:`tracetochain._progress.phase_reporter`)."""
+    step = phase_reporter(progress)
     settings = settings or AuditSettings()
     S = summary.spec.n_splits if settings.holdout else 0
     root = np.random.SeedSequence(seed)
     ks_root, order_seed, trials_seed = root.spawn(3)
     ks_seeds = ks_root.spawn(max(S, 1))
     chains: list[AbsorbingChain | None] = []
-    for s in range(S):
+    for s in counted(step, "audit: split chains", range(S)):
         counts = summary.split_fit_counts(s)
         if counts.n_fitted_traces == 0:
             chains.append(None)
@@ -300,12 +305,14 @@ def audit_summary(summary: CorpusSummary, full: AbsorbingChain, *, prior: ChainP
             chains.append(estimate_chain(counts, prior=prior, unvisited=unvisited, initial=initial))
         except ChainValidationError:
             chains.append(None)
-    layers = {
-        "r_inf": _r_inf_layer(summary, chains, full, settings),
-        "timing": _timing_layer(summary, chains, full, settings, ks_seeds),
-        "order": _order_layer(summary, settings, order_seed),
-        "trials": _trials_layer(summary, full, settings, trials_seed),
-    }
+    step("audit: R∞ layer", 0, 4)
+    layers = {"r_inf": _r_inf_layer(summary, chains, full, settings)}
+    step("audit: timing layer (KS)", 1, 4)
+    layers["timing"] = _timing_layer(summary, chains, full, settings, ks_seeds)
+    step("audit: order layer", 2, 4)
+    layers["order"] = _order_layer(summary, settings, order_seed)
+    step("audit: trials layer", 3, 4)
+    layers["trials"] = _trials_layer(summary, full, settings, trials_seed)
     longest = int(np.flatnonzero(summary.all_lengths.sum(axis=0))[-1]) if summary.n_usable else 0
     D = longest if horizon is None else int(horizon)
     model_rdc = full.reliability(D)

@@ -268,24 +268,30 @@ def fit(
     if output is not None:
         check_output(output, force, inputs, "chain")
     # The terminal summary names a detected reader itself; JSON output names it on stderr.
-    source = analysis_input(traces, reader, option, on_error.value, engine, announce=as_json and not quiet,
-                            where=where)
-    result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
-                          options=state_options(states, features, vocabulary, k_min, k_max, seed),
-                          pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value, audit=False,
-                          intervals=method, n_samples=samples, confidence=ci, seed=seed,
-                          **model_arguments(model))
-    chain = result.chain
-    if output is not None:
-        _write_chain(chain, output, result.ingest.to_dict(), force, inputs)
-    if quiet:
-        return
-    summary = result.metrics(horizon=horizon, ks=ks)
-    intervals = result.intervals(horizon=horizon, ks=ks)
-    trials = _trials_label(result)
-    expanded = result.model_choice is not None and not result.model_choice.first_order
-    costs = _model_costs(result) if expanded else _costs(chain, "posterior" if method else None, ci, samples, seed,
-                                                          traces=result.traces, ensemble=result.ensemble)
+    from tracetochain._progress import console_progress
+
+    with console_progress(quiet) as progress:
+        progress("reading")
+        source = analysis_input(traces, reader, option, on_error.value, engine, announce=as_json and not quiet,
+                                where=where)
+        result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
+                              options=state_options(states, features, vocabulary, k_min, k_max, seed),
+                              pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value, audit=False,
+                              intervals=method, n_samples=samples, confidence=ci, seed=seed, progress=progress,
+                              **model_arguments(model))
+        chain = result.chain
+        if output is not None:
+            _write_chain(chain, output, result.ingest.to_dict(), force, inputs)
+        if quiet:
+            return
+        progress("metrics")
+        summary = result.metrics(horizon=horizon, ks=ks)
+        intervals = result.intervals(horizon=horizon, ks=ks)
+        trials = _trials_label(result)
+        expanded = result.model_choice is not None and not result.model_choice.first_order
+        progress("cost section")
+        costs = _model_costs(result) if expanded else _costs(chain, "posterior" if method else None, ci, samples,
+                                                              seed, traces=result.traces, ensemble=result.ensemble)
     from tracetochain.analysis._headline import headline
     from tracetochain.audit._discrimination import uninformative_sentence
 

@@ -123,6 +123,7 @@ def report(
     With --engine the same analysis runs partition by partition (a canonical Parquet/JSONL corpus of any size)."""
     from rich.console import Console
 
+    from tracetochain._progress import console_progress
     from tracetochain.report import build_report, render_html
     from tracetochain.report._markdown import render_markdown
     from tracetochain.report.gates import GATE_FAILED_EXIT_CODE, check_gate, evaluate_gate
@@ -154,34 +155,32 @@ def report(
         from tracetochain._limits import check_samples
 
         check_samples(samples, horizon)
-    source = analysis_input(traces, reader, option, on_error.value, engine, announce=not quiet, where=where)
-    with console.status("reading traces") as status:
-
-        def progress(stage: str) -> None:
-            status.update(stage)
-
+    with console_progress(quiet, console=console) as progress:
+        progress("reading")
+        source = analysis_input(traces, reader, option, on_error.value, engine, announce=not quiet, where=where)
         result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                               options=state_options(states, features, vocabulary, k_min, k_max, seed),
                               pseudocount=pseudocount, audit=not no_audit, holdout=not in_sample, n_splits=splits,
                               level=level, intervals=method, n_samples=samples, confidence=ci, seed=seed,
                               progress=progress, **model_arguments(model))
-        status.update("paths")
+        progress("paths")
         from tracetochain.cli._paths import report_paths
 
         found = report_paths(result, source, on_error=on_error.value, engine=engine, scheduler=scheduler, seed=seed,
                              confidence=ci)
-        status.update("writing")
         try:
-            doc = build_report(result, horizon=horizon, ks=ks, paths=found, cap_field=cap_field)
+            doc = build_report(result, horizon=horizon, ks=ks, paths=found, cap_field=cap_field, progress=progress)
         except ValueError as exc:
             if cap_field is None:
                 raise
             raise typer.BadParameter(str(exc), param_hint="--cap-field") from None
+        progress(f"report: rendering {fmt.value}")
         text = {"html": lambda: render_html(doc), "md": lambda: render_markdown(doc),
                 "json": lambda: json.dumps(doc, indent=1, allow_nan=False) + "\n"}[fmt.value]()
-    from tracetochain._files import write_output
+        progress("report: writing")
+        from tracetochain._files import write_output
 
-    write_output(out, text, overwrite=force, inputs=inputs, what="report")
+        write_output(out, text, overwrite=force, inputs=inputs, what="report")
     cert = doc.get("certificate") or {}
     if not quiet:
         mc = doc.get("model_choice")
@@ -300,14 +299,18 @@ def audit(
         if fail_on_reject and any(r.certificate.get("decision") == "reject" for r in board.rows):
             sys.exit(REJECT_EXIT_CODE)
         return
-    # a detected reader is named on stderr
-    source = analysis_input(traces, reader, option, on_error.value, engine, where=where)
-    result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
-                          options=state_options(states, features, vocabulary, k_min, k_max, seed),
-                          pseudocount=pseudocount, holdout=not in_sample, n_splits=splits, level=level,
-                          n_bootstrap=bootstrap, order_criterion=order_criterion,
-                          intervals=method if resamples else None, n_samples=max(resamples, 1), seed=seed,
-                          **model_arguments(model))
+    from tracetochain._progress import console_progress
+
+    with console_progress() as progress:
+        progress("reading")
+        # a detected reader is named on stderr
+        source = analysis_input(traces, reader, option, on_error.value, engine, where=where)
+        result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
+                              options=state_options(states, features, vocabulary, k_min, k_max, seed),
+                              pseudocount=pseudocount, holdout=not in_sample, n_splits=splits, level=level,
+                              n_bootstrap=bootstrap, order_criterion=order_criterion,
+                              intervals=method if resamples else None, n_samples=max(resamples, 1), seed=seed,
+                              progress=progress, **model_arguments(model))
     cert = result.certificate
     if as_json:
         if result.model_choice is None:

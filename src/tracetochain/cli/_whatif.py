@@ -189,29 +189,36 @@ def compare(
     if str(a) == STDIN and str(b) == STDIN:
         raise typer.BadParameter("only one of A and B can be read from standard input (-)")
     spec = None if states == "label" and not options else states
-    src_a = analysis_input(a, reader, option, "raise", engine, where=where)
-    src_b = analysis_input(b, reader, option, "raise", engine, where=where)
-    common: dict[str, Any] = {"names": (a.name, b.name), "states": spec, "state_options": options,
-                              "pseudocount": pseudocount, "horizon": horizon, "samples": samples, "confidence": ci,
-                              "seed": seed, **model_arguments(model)}
-    try:
-        if engine is not None:
-            from tracetochain.engines import get_engine
+    from tracetochain._progress import console_progress
 
-            with get_engine(engine, scheduler=scheduler) as eng:
-                result = run_compare(src_a, src_b, engine=eng, **common)
-        else:
-            result = run_compare(src_a, src_b, **common)
-    except ValueError as exc:
-        if isinstance(exc, TraceToChainError):
-            raise
-        raise typer.BadParameter(str(exc)) from None
-    changed = None
-    if paths:
-        from tracetochain.cli._paths import run_compare_paths
+    with console_progress() as progress:
+        progress("reading A")
+        src_a = analysis_input(a, reader, option, "raise", engine, where=where)
+        progress("reading B")
+        src_b = analysis_input(b, reader, option, "raise", engine, where=where)
+        common: dict[str, Any] = {"names": (a.name, b.name), "states": spec, "state_options": options,
+                                  "pseudocount": pseudocount, "horizon": horizon, "samples": samples,
+                                  "confidence": ci, "seed": seed, **model_arguments(model)}
+        progress("comparing (both analyses)")
+        try:
+            if engine is not None:
+                from tracetochain.engines import get_engine
 
-        changed = run_compare_paths(src_a, src_b, labels=(a.name, b.name), states=spec, state_options=options,
-                                    seed=seed, confidence=ci, engine=engine, scheduler=scheduler)
+                with get_engine(engine, scheduler=scheduler) as eng:
+                    result = run_compare(src_a, src_b, engine=eng, **common)
+            else:
+                result = run_compare(src_a, src_b, **common)
+        except ValueError as exc:
+            if isinstance(exc, TraceToChainError):
+                raise
+            raise typer.BadParameter(str(exc)) from None
+        changed = None
+        if paths:
+            from tracetochain.cli._paths import run_compare_paths
+
+            progress("paths")
+            changed = run_compare_paths(src_a, src_b, labels=(a.name, b.name), states=spec, state_options=options,
+                                        seed=seed, confidence=ci, engine=engine, scheduler=scheduler)
     if as_json:
         doc = result.to_dict()
         if changed is not None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.optimize
 import scipy.sparse
 from numpy.typing import NDArray
 
@@ -216,11 +215,12 @@ def bootstrap_mean_draws(plan: Any, traces: Any, costs: CostModel, metric: str,
     X = np.zeros((n_tr, m))
     np.add.at(X, (rows, codes), 1.0)
     X, y, Wh = X[has], y[has], W[has]
+    from scipy.optimize import nnls  # imported here: only the cost intervals' refits need it
     out = np.tile(point.mean, (W.shape[1], 1))
     for b in range(W.shape[1]):
         sw = np.sqrt(Wh[:, b])
         seen = (Wh[:, b][:, None] * X).sum(axis=0) > 0
         if seen.any():
-            c, _ = scipy.optimize.nnls(X[:, seen] * sw[:, None], y * sw, maxiter=50 * m + 100)
+            c, _ = nnls(X[:, seen] * sw[:, None], y * sw, maxiter=50 * m + 100)
             out[b, seen] = c
     return out, np.tile(point.variance, (W.shape[1], 1))

@@ -22,7 +22,6 @@ import math
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import minimize_scalar
 from scipy.special import digamma, gammaln, polygamma
 
 #: Search range of κ (log scale). The upper end means "the row equals its parent" for any realistic n.
@@ -102,6 +101,7 @@ def eb_concentration(counts: NDArray[np.float64], base: NDArray[np.float64],
             x = min(max(x + step, lo), hi)
             if abs(step) < 1e-4:
                 return math.exp(x)
+    from scipy.optimize import minimize_scalar  # imported here: start-up (the Newton steps above rarely fail)
     res = minimize_scalar(negative, bounds=(lo, hi), method="bounded", options={"xatol": 1e-2})
     best = float(res.x)
     # The bounded search can stop short of an end point where the evidence is still rising.

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 from numpy.typing import NDArray
-from scipy.optimize import minimize
 from scipy.special import betaln, digamma, gammaln
 
 from tracetochain._display import fmt_number
@@ -303,6 +302,7 @@ def _fit_beta_binomial(c: NDArray[np.int64], n: NDArray[np.int64], w: NDArray[np
         dtheta = (mu * da + (1.0 - mu) * db) * theta if x1c == x[1] else 0.0
         return -value, -np.array([dmu, dtheta])
 
+    from scipy.optimize import minimize  # imported here: start-up of commands that fit no beta-binomial
     x0 = np.array(start if start is not None else (math.log(mu0 / (1 - mu0)), math.log(10.0)))
     best = None
     for s in ([x0] if start is not None else [x0, np.array([x0[0], math.log(1.0)]), np.array([x0[0], 8.0])]):

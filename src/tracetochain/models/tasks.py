@@ -36,7 +36,6 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import minimize_scalar
 from scipy.special import expit, logit, logsumexp
 
 from tracetochain.chain import AbsorbingChain
@@ -162,6 +161,7 @@ class TaskClassModel(TraceModel):
             w = np.maximum(resp.mean(axis=0), 1e-12)
             w = w / w.sum()
             trace_r = resp[enc.unit]
+            from scipy.optimize import minimize_scalar  # imported here: start-up of commands without this model
             for j in range(C):
                 rj = trace_r[:, j]
 

@@ -137,6 +137,24 @@ _EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
 _SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
 
 
+#: What makes shlex do more than split words and runs of punctuation: quotes, the escape, the comment character.
+_SHLEX_SPECIAL = re.compile(r"""['"\\#]""")
+#: shlex's posix tokens (whitespace_split, punctuation_chars) of a line without any of those: runs of its
+#: punctuation characters ``();<>|&``, and runs of anything else but its whitespace `` \t\r\n``.
+_PLAIN_WORDS = re.compile(r"[();<>|&]+|[^ \t\r\n();<>|&]+")
+
+
+def _shell_words(text: str) -> list[str]:
+    """``list(shlex.shlex(text, posix=True, punctuation_chars=True))`` with ``whitespace_split``; a line without
+    quotes, escapes or comments (most of them) is split by one regular expression instead of shlex's
+    character-by-character Python loop, with the same tokens (tests/readers/test_swe_agent_words.py)."""
+    if _SHLEX_SPECIAL.search(text) is None:
+        return _PLAIN_WORDS.findall(text)
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return list(lexer)
+
+
 def _command_tokens(command: str, max_lines: int = 200) -> list[str]:
     """Shell tokens of a command, with ``"\n"`` between logical lines.
 
@@ -154,9 +172,7 @@ def _command_tokens(command: str, max_lines: int = 200) -> list[str]:
             pending = text.rstrip()[:-1] + " "
             continue
         try:
-            lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-            lexer.whitespace_split = True
-            line_tokens = list(lexer)
+            line_tokens = _shell_words(text)
         except ValueError:  # a quote continues on the next line
             pending = text + "\n"
             continue

@@ -7,10 +7,12 @@ come from optional stages (the audit certificate, intervals) are ``None`` when t
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from tracetochain._progress import phase_reporter
 from tracetochain._version import __version__
 from tracetochain.audit._common import json_dict
 from tracetochain.chain import AbsorbingChain
@@ -43,7 +45,8 @@ class Report(dict[str, Any]):
 
 def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5),
                  fallback_fraction: float = 0.1, thin_evidence: int = THIN_EVIDENCE,
-                 findings: Any = (), paths: Any = None, cap_field: str | None = None) -> Report:
+                 findings: Any = (), paths: Any = None, cap_field: str | None = None,
+                 progress: Callable[..., Any] | None = None) -> Report:
     """The report document of an :class:`~tracetochain.analysis.AnalysisResult` (every number comes from it).
     ``findings``: headline candidates of other analyses (:class:`~tracetochain.analysis._headline.Finding`, e.g. path
     patterns with q < 0.05), weighed with the analysis's own by :func:`~tracetochain.analysis._headline.headline`.
@@ -51,7 +54,10 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
     :class:`~tracetochain.paths.PathsResult` or its JSON document) for the "Paths" section (None: no section).
     ``cap_field``: the field holding each run's step cap, when the corpus has runs at several caps — R(d) thresholded
     from the largest cap is checked against the runs made at each smaller one
-    (:func:`~tracetochain.audit._budget.budget_cap_check`)."""
+    (:func:`~tracetochain.audit._budget.budget_cap_check`).
+    ``progress``: told each section as it starts (:func:`tracetochain._progress.phase_reporter`)."""
+    step = phase_reporter(progress)
+    step("report: metrics")
     chain: AbsorbingChain = result.chain
     # The chosen model's own pass^k (Σ_c w_c R_c^k when a task's trials share a class); summarize(chain) otherwise.
     metrics = getattr(result, "metrics", None)
@@ -87,6 +93,7 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
     from tracetochain.costs import cost_report
 
     ens = result.ensemble
+    step("report: cost section")
     if expanded:
         from tracetochain.analysis._models import model_costs
 

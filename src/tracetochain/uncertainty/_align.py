@@ -6,7 +6,6 @@ Each function returns ``mapping``: for every replicate state, the index of the r
 from __future__ import annotations
 
 import numpy as np
-import scipy.optimize
 from numpy.typing import NDArray
 
 
@@ -19,6 +18,7 @@ def match_by_centroids(reference: NDArray[np.float64], replicate: NDArray[np.flo
     ones are merged into their nearest reference centroid; with fewer, some reference states receive no replicate state
     (their rows are then empty). Returns the mapping and each replicate state's squared distance to its match.
     """
+    import scipy.optimize  # imported here: only the bootstrap's state matching needs it
     ref = np.asarray(reference, dtype=np.float64)
     rep = np.asarray(replicate, dtype=np.float64)
     cost = ((rep[:, None, :] - ref[None, :, :]) ** 2).sum(axis=2)

@@ -1,0 +1,186 @@
+"""Whole commands as a user runs them: each command on each shared corpus, as a fresh process.
+
+What a user waits for is the whole process (interpreter start-up, imports, reading, every phase, writing), not the
+inner loops the other benchmarks time. Each case is ``tracetochain COMMAND CORPUS …`` in a fresh subprocess: wall
+time and CPU time (user + system of the child, which load on a shared machine barely moves), medians of
+``--repeats`` runs interleaved round by round (so load hits every case alike), with ``os.getloadavg()`` recorded
+before and after each case. Baseline rows: ``python -c "import numpy, pyarrow"`` (what any Arrow/NumPy tool pays
+before its first line) and, for a folder of JSON trajectories, loading its files with the standard library beside
+tracetochain reading them (both timed inside one process, start-up excluded).
+
+Corpora (skipped when absent): the bundled demo (200 τ-bench airline episodes), the 250 mini-SWE-agent trajectories
+of ``../shared/data/swebench-verified-mini-swe-agent-gemini-3-pro``, τ-bench's gpt-4o airline file and a τ²-bench
+results file. Commands: fit, audit, report, audit --model auto, paths (when ``tracetochain paths --help`` works),
+compare (the corpus against itself: the cost of two analyses and the comparison). The authors' SWE-bench protocol,
+whole process against whole process, is ``bench_protocols.py`` (its ``process`` columns).
+
+Writes ``results/bench_commands.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_info, markdown_table, median, write_results
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+CORPORA: dict[str, Path] = {
+    "demo (200 τ-bench airline)": REPO / "src" / "tracetochain" / "datasets" / "data" / "tau_airline_sample.jsonl",
+    "SWE mini-swe-agent (250)": SHARED / "swebench-verified-mini-swe-agent-gemini-3-pro",
+    "τ-bench gpt-4o airline": SHARED / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json",
+    "τ²-bench": SHARED / "tau2-bench" / "data" / "simulations" /
+    "2025-08-10T02:44:06.496849_telecom_llm_agent_gpt-4o_user_simulator_gpt-4o.json",
+}
+#: The corpus whose reading is compared with loading its JSON files (acceptance: at most 3×).
+READ_CORPUS = "SWE mini-swe-agent (250)"
+
+
+def commands(python: str, corpus: Path, out: Path, with_paths: bool) -> dict[str, list[str]]:
+    py = [python, "-m", "tracetochain"]
+    c = str(corpus)
+    cmds = {
+        "fit": [*py, "fit", c, "-o", str(out / "chain.json"), "--force"],
+        "fit -q": [*py, "fit", c, "-o", str(out / "chain.json"), "--force", "-q"],
+        "audit": [*py, "audit", c],
+        "audit --model auto": [*py, "audit", c, "--model", "auto"],
+        "report": [*py, "report", c, "-o", str(out / "report.html"), "--force", "-q"],
+        "compare": [*py, "compare", c, c],
+    }
+    if with_paths:
+        cmds["paths"] = [*py, "paths", c]
+    return cmds
+
+
+def timed(cmd: list[str]) -> dict[str, Any]:
+    """Wall and CPU (user + system) time of one child process, its peak memory, and its exit code."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "TRACETOCHAIN_PROGRESS": "off"})
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"wall_s": wall, "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "peak_mb": after.ru_maxrss / 1024, "returncode": proc.returncode,
+            "error": proc.stderr.strip().splitlines()[-1] if proc.returncode and proc.stderr.strip() else None}
+
+
+READ_PROBE = r"""
+import json, sys, time, resource
+from pathlib import Path
+root = Path(sys.argv[1])
+files = sorted(p for p in root.rglob("*") if p.suffix in (".json", ".traj") and p.is_file())
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+if sys.argv[2] == "json":
+    t0, c0 = time.perf_counter(), cpu()
+    docs = [json.loads(p.read_text(encoding="utf-8")) for p in files]
+else:
+    import tracetochain as tt
+    t0, c0 = time.perf_counter(), cpu()
+    tt.read_traces(root)
+print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": cpu() - c0, "files": len(files)}))
+"""
+
+
+def read_case(python: str, corpus: Path, how: str) -> dict[str, Any]:
+    proc = subprocess.run([python, "-c", READ_PROBE, str(corpus), how], capture_output=True, text=True,
+                          check=True)
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def summarize(runs: list[dict[str, Any]], load: list[tuple[list[float], list[float]]]) -> dict[str, Any]:
+    ok = [r for r in runs if r.get("returncode", 0) == 0]
+    doc: dict[str, Any] = {"runs": runs, "load_before_after": load}
+    if ok:
+        doc["median_wall_s"] = median([r["wall_s"] for r in ok])
+        doc["median_cpu_s"] = median([r["cpu_s"] for r in ok])
+        if "peak_mb" in ok[0]:
+            doc["median_peak_mb"] = median([r["peak_mb"] for r in ok])
+    else:
+        doc["error"] = runs[-1].get("error")
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--corpus", action="append", help="only these corpora (names as in the results; repeatable)")
+    ap.add_argument("--command", action="append", help="only these commands (repeatable)")
+    ap.add_argument("--python", default=sys.executable,
+                    help="interpreter that runs the commands and the baseline, e.g. the runtime-only .venv of "
+                         "`make demo` (where pyarrow finds no pandas to import on its first array)")
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args(argv)
+    with_paths = subprocess.run([args.python, "-m", "tracetochain", "paths", "--help"],
+                                capture_output=True).returncode == 0
+    cases: dict[str, dict[str, Any]] = {}
+    plan: dict[str, Any] = {"baseline: python -c 'import numpy, pyarrow'": (
+        [args.python, "-c", "import numpy, pyarrow"], None)}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, path in CORPORA.items():
+            if args.corpus and name not in args.corpus:
+                continue
+            if not path.exists():
+                cases[name] = {"skipped": f"{path} is absent"}
+                continue
+            for cmd_name, cmd in commands(args.python, path, Path(tmp), with_paths).items():
+                if args.command and cmd_name not in args.command:
+                    continue
+                plan[f"{name} | {cmd_name}"] = (cmd, None)
+            if name == READ_CORPUS and (not args.command or "read" in args.command):
+                plan[f"{name} | read: json.loads of every file"] = (None, (path, "json"))
+                plan[f"{name} | read: tracetochain.read_traces"] = (None, (path, "tracetochain"))
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in plan}
+        loads: dict[str, list[tuple[list[float], list[float]]]] = {k: [] for k in plan}
+        for rnd in range(args.repeats):
+            for key, (cmd, read) in plan.items():
+                before = list(os.getloadavg())
+                r = timed(cmd) if cmd is not None else read_case(args.python, *read)
+                loads[key].append((before, list(os.getloadavg())))
+                runs[key].append(r)
+                print(f"[{rnd + 1}/{args.repeats}] {key}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU"
+                      + (f" (exit {r['returncode']}: {r['error']})" if r.get("returncode") else ""), flush=True)
+    for key in plan:
+        cases[key] = summarize(runs[key], loads[key])
+    ratios: dict[str, float] = {}
+    base = cases[next(iter(plan))]
+    demo_fit = cases.get(f"{next(iter(CORPORA))} | fit")
+    if demo_fit and "median_wall_s" in demo_fit:
+        ratios["demo fit / import numpy, pyarrow (wall)"] = demo_fit["median_wall_s"] / base["median_wall_s"]
+        ratios["demo fit / import numpy, pyarrow (CPU)"] = demo_fit["median_cpu_s"] / base["median_cpu_s"]
+    auto, plain = cases.get(f"{READ_CORPUS} | audit --model auto"), cases.get(f"{READ_CORPUS} | audit")
+    if auto and plain and "median_wall_s" in auto and "median_wall_s" in plain:
+        ratios["SWE audit --model auto / audit (CPU)"] = auto["median_cpu_s"] / plain["median_cpu_s"]
+    rj, rt = cases.get(f"{READ_CORPUS} | read: json.loads of every file"), \
+        cases.get(f"{READ_CORPUS} | read: tracetochain.read_traces")
+    if rj and rt and "median_cpu_s" in rj and "median_cpu_s" in rt:
+        ratios["SWE reading / json.loads (CPU)"] = rt["median_cpu_s"] / rj["median_cpu_s"]
+    doc = {"machine": machine_info(), "repeats": args.repeats, "cases": cases, "ratios": ratios,
+           "paths_command": with_paths, "python": args.python,
+           "pandas_installed": subprocess.run([args.python, "-c", "import pandas"],
+                                              capture_output=True).returncode == 0}
+    rows = [[k, f"{v['median_wall_s']:.2f}", f"{v['median_cpu_s']:.2f}"] for k, v in cases.items()
+            if "median_wall_s" in v]
+    print(markdown_table(["case", "wall s", "CPU s"], rows))
+    for k, v in ratios.items():
+        print(f"{k}: {v:.2f}")
+    if not args.no_save:
+        write_results("bench_commands", doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

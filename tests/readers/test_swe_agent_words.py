@@ -1,0 +1,49 @@
+"""The SWE readers' shell-word splitter: its regular-expression path gives exactly shlex's tokens."""
+
+from __future__ import annotations
+
+import shlex
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracetochain.readers.swe_agent import _shell_words, command_name
+
+
+def _shlex_words(text: str) -> list[str]:
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return list(lexer)
+
+
+# Lines without quotes, escapes or comments (the fast path), from the characters that matter to shlex: its
+# punctuation, its whitespace, whitespace it does not treat as such (\v, \f, a non-breaking space), word characters.
+PLAIN = st.text(alphabet=st.sampled_from([*"();<>|&", " ", "\t", "\r", "\n", "\v", "\f", "\u00a0",
+                                          *"ab-./*?=~$`{}![]:,+%@^", "é", "∑"]), max_size=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(PLAIN)
+def test_plain_lines_split_as_shlex_splits_them(text: str) -> None:
+    assert _shell_words(text) == _shlex_words(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("();|& ab'\"\\#\n")), max_size=30))
+def test_lines_with_quotes_escapes_or_comments_still_go_through_shlex(text: str) -> None:
+    try:
+        expected = _shlex_words(text)
+    except ValueError:
+        try:
+            _shell_words(text)
+        except ValueError:
+            return
+        raise AssertionError("an unbalanced quote must still raise") from None
+    assert _shell_words(text) == expected
+
+
+def test_real_commands_keep_their_names() -> None:
+    assert command_name("cd /testbed && grep -rn foo src|head -5") == "grep"
+    assert command_name("cd /testbed;ls -la") == "ls"
+    assert command_name("FOO=1 timeout 60 python -m pytest tests/x.py 2>&1 | tail") == "python"
+    assert command_name("sed -n '1,20p' a.py && cat b.py") == "sed"
