@@ -61,10 +61,10 @@ COMMANDS_READING_TRACES = {
 def test_every_command_takes_reader_and_options(command: str, nested_verdicts: Path, tmp_path: Path,
                                                 run: Run) -> None:
     args = [a.format(path=nested_verdicts, out=tmp_path) for a in COMMANDS_READING_TRACES[command]]
-    refused = run(*args)
-    assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert "outcome_key" in refused.stderr  # the error says which option fixes it
-    assert "read as openai-messages (detected" in refused.stderr  # detection names the reader it chose
+    found = run(*args)  # the only verdict field in the episodes is used, and named
+    assert found.returncode in (0, 3, 4) and "Traceback" not in found.stderr, found.stderr
+    assert "verdict: metadata.success" in found.stderr + found.stdout
+    assert "-O outcome_key=" in found.stderr + found.stdout  # and how to choose another
     r = run(*args, "-O", "outcome_key=metadata.success")  # one option, the reader still detected
     assert r.returncode in (0, 3, 4), r.stderr  # monitor may alert (3), audit may reject (4); nothing else
     assert "reader: openai-messages (detected" in r.stderr + r.stdout

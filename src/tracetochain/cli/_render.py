@@ -29,6 +29,9 @@ def render_ingest(report: IngestReport, outcomes: dict[str, int], *, detected: b
     if detected:
         _console.print(f"reader: {_safe(report.format)} (detected; choose another with --reader NAME)")
     _console.print(f"[bold]{_safe(report.source)}[/] ({_safe(report.format)}): {report.n_traces} traces ({oc})")
+    if getattr(report, "verdict_field", None):
+        _console.print(f"verdict: {_safe(report.verdict_field)} (the only verdict field in the episodes; choose "
+                       "another with -O outcome_key=PATH)")
     if report.n_records_skipped:
         _console.print(f"[yellow]skipped {report.n_records_skipped} records "
                        f"({report.n_traces_skipped} traces dropped whole):[/]")
