@@ -1,4 +1,4 @@
-"""The certificate: per-output statuses, Holm over the fixed family, monotonicity, insufficient evidence, display."""
+"""The certificate: per-output statuses, the family rule over the layers that test, monotonicity, insufficient evidence, display."""
 
 from __future__ import annotations
 
@@ -73,13 +73,56 @@ def test_insufficient_layer_gives_insufficient_evidence() -> None:
     assert cert.status("R(d)") == "untested" and cert.status("R_inf") == "certified"
 
 
-def test_holm_over_the_fixed_family() -> None:
-    # Alone at its nominal level 0.03 would reject; tested with three other layers it needs ≤ 0.0125 or the step-down.
+def test_each_testing_layer_at_level_over_the_family_size() -> None:
+    # Alone at its nominal level 0.03 would reject; tested with three other layers it needs ≤ 0.0125.
     cert = _certify({**ALL_PASS, "timing": ("reject", 0.03)})
     assert cert.layers["timing"].status == "pass"
     assert cert.layers["timing"].p_adjusted == pytest.approx(0.12)
     cert = _certify({**ALL_PASS, "timing": ("reject", 0.01)})
     assert cert.layers["timing"].status == "reject"
+
+
+def test_evidence_against_order_does_not_withhold_r_inf() -> None:
+    """Holm's step-down gave a rejected layer's share of the level to the others: with order at 0.001, R∞ at 0.03
+    was withheld (it needs ≤ 0.0125 alone); with order at 0.5 it was certified. R∞ does not rest on order."""
+    calm = _certify({**ALL_PASS, "r_inf": ("pass", 0.014), "order": ("pass", 0.5)})
+    loud = _certify({**ALL_PASS, "r_inf": ("pass", 0.014), "order": ("reject", 0.001), "timing": ("reject", 0.001)})
+    assert calm.status("R_inf") == loud.status("R_inf") == "certified"
+    assert loud.status("whatif") == "withheld" and loud.status("R(d)") == "withheld"
+
+
+def test_a_layer_that_does_not_apply_leaves_the_family() -> None:
+    """Counted as p = 1 before: with trials not applicable, timing at 0.015 needed ≤ 0.0125 of a family of four."""
+    cert = _certify({**ALL_PASS, "trials": ("not_applicable", None), "timing": ("pass", 0.015)})
+    assert cert.layers["timing"].status == "reject" and cert.layers["timing"].p_adjusted == pytest.approx(0.045)
+    assert cert.layers["trials"].p_adjusted is None
+    cert = _certify({**ALL_PASS, "trials": ("not_applicable", None), "order": ("not_run", None),
+                     "timing": ("pass", 0.024)})
+    assert cert.layers["timing"].status == "reject" and cert.status("R(d)") == "withheld"
+    # A layer that applies but lacked the data stays in the family (it could test with more traces).
+    cert = _certify({**ALL_PASS, "trials": ("insufficient", None), "timing": ("pass", 0.015)})
+    assert cert.layers["timing"].status == "pass" and cert.status("pass^k") == "untested"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(LAYERS), st.tuples(st.sampled_from(["pass", "insufficient", "not_applicable"]),
+                                                         st.floats(0.0, 1.0)), min_size=4, max_size=4),
+       st.sampled_from(LAYERS), st.floats(0.0, 1.0))
+def test_lowering_a_p_value_only_moves_outputs_that_rest_on_it(spec: dict[str, tuple[str, float]], layer: str,
+                                                              lower: float) -> None:
+    """The documented property: evidence against one assumption never changes the status of an output that does not
+    rest on it (and, monotone, never improves one that does)."""
+    base = {k: ((s, p) if s == "pass" else (s, None)) for k, (s, p) in spec.items()}
+    s, p = base[layer]
+    if s != "pass":
+        return
+    before = _certify(base)
+    after = _certify({**base, layer: ("pass", min(p, lower))})  # type: ignore[type-var]
+    for o, rests in OUTPUTS.items():
+        if layer not in rests:
+            assert after.status(o) == before.status(o), (o, layer, before.status(o), after.status(o))
+        else:
+            assert STATUS[after.status(o)] <= STATUS[before.status(o)]
 
 
 _statuses = st.sampled_from(["pass", "insufficient", "not_applicable", "not_run"])
@@ -91,8 +134,8 @@ _p = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
        st.sampled_from(LAYERS), _p)
 def test_more_evidence_against_the_model_never_certifies_more(spec: dict[str, tuple[str, float]], layer: str,
                                                               lower: float) -> None:
-    """Monotonicity: lower one layer's p-value, or add a failing layer where there was none (an untestable layer now
-    tests and rejects at Holm's strictest threshold); no output's status may improve (withheld < untested <
+    """Monotonicity: lower one layer's p-value, or add a failing layer where there was none (a layer that lacked the
+    data now tests and rejects at the family's strictest threshold); no output's status may improve (withheld < untested <
     certified)."""
     base = {k: ((s, p) if s == "pass" else (s, None)) for k, (s, p) in spec.items()}
     before = _certify(base)
@@ -100,8 +143,10 @@ def test_more_evidence_against_the_model_never_certifies_more(spec: dict[str, tu
     worse = dict(base)
     if s == "pass":
         worse[layer] = ("pass", min(p if p is not None else 1.0, lower))
-    else:
+    elif s == "insufficient":
         worse[layer] = ("reject", lower * 0.05 / len(LAYERS))
+    else:
+        return  # whether a layer applies is a matter of the corpus's design, not evidence
     after = _certify(worse)
     for o in OUTPUTS:
         assert STATUS[after.status(o)] <= STATUS[before.status(o)], (o, before.status(o), after.status(o))

@@ -15,8 +15,8 @@ here runs. Otherwise, on the labelled traces in memory:
    held-out layers on every split: R∞ against the held-out pass rate (censoring-aware), timing (the family's own KS
    test of the held-out success times with a null that refits it on redrawn fit halves where that is cheap, else
    holds it fixed) and, when tasks repeat, trials (:func:`~tracetochain.models.pass_k_test`: the model's pass^k law
-   against the held-out tasks). Per layer the split p-values are combined (Cauchy) and Holm is applied over the fixed
-   family of layers — the certificate's own rule (``audit._certificate``).
+   against the held-out tasks). Per layer the split p-values are combined (Cauchy) and the layers that test are tested at
+   level / L — the certificate's own rule (``audit._certificate``).
 4. **Certificate of the choice.** For a family other than the first-order chain, its certificate is built from its
    own checks; the order layer does not apply (the family models memory, a clock or hidden states, so "the next step
    depends on the current observed state only" is not its assumption): what-ifs and sensitivities on its expanded
@@ -51,7 +51,7 @@ from tracetochain.analysis._audit import (
     _survival,
     _too_few_times,
 )
-from tracetochain.audit._certificate import LAYERS, Certificate, LayerResult, apply_holm, build_certificate
+from tracetochain.audit._certificate import LAYERS, Certificate, LayerResult, apply_family, build_certificate
 from tracetochain.audit._common import json_dict
 from tracetochain.audit._holdout import l_inf_distance, r_inf_check_counts
 from tracetochain.audit._trials import MIN_REPEATED_TRACES
@@ -87,7 +87,7 @@ class CandidateResult:
     z_vs_baseline: float | None
     chosen: bool
     verdict: str
-    #: The certificate layers of this candidate's held-out checks (Holm over the fixed family applied); empty when
+    #: The certificate layers of this candidate's held-out checks (the certificate's family rule applied); empty when
     #: it was not checked.
     layers: dict[str, LayerResult] = field(default_factory=dict)
     #: Mean over the splits of max_d |R(d) − R̂(d)| against the held-out reliability curve (descriptive).
@@ -647,7 +647,7 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
             note = "the analysis's first-order chain and its certificate"
         elif c.name in checks:
             ch = checks[c.name]
-            held = apply_holm({**ch.layers, "order": order_not_applicable(c.name, c.family)},
+            held = apply_family({**ch.layers, "order": order_not_applicable(c.name, c.family)},
                               audit.level if audit is not None else 0.05)
             layers = {n: held[n] for n in LAYERS if n in held}  # the certificate's order of layers
             l_inf, null, reps, note = ch.l_inf, ch.timing_null, ch.replicates, ch.note

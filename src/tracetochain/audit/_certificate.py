@@ -21,9 +21,10 @@ fallback gains also on ``order``. An output is
   is not above 0.5): nothing is wrong with the chain, and its ranking of states says nothing about which runs fail.
   It does not move the decision (which is about the chain's assumptions).
 
-The decision is family-wise: a layer rejects when Holm's step-down over the fixed family of all four layers rejects
-it at ``level`` (``_combine``), so a sound chain loses any output with probability at most ``level``, and lowering any
-p-value never certifies more (monotone). Overall: **reject** when R∞ is withheld (every output rests on it);
+The decision is family-wise: each layer that applies is tested at ``level`` / L, L the number of layers that apply
+(:func:`~tracetochain.audit._combine.family_test`; a layer that does not apply leaves the family), so a sound
+chain loses any output with probability at most ``level``; an output's status depends only on the p-values of the
+layers it rests on, and lowering any p-value never certifies more (monotone). Overall: **reject** when R∞ is withheld (every output rests on it);
 **insufficient evidence** when nothing is rejected but a layer lacked the data it needs (each says how many traces
 it would need); **accept** when every output is certified (pass^k may be untested for lack of repeated tasks, which
 is said); **partial** otherwise.
@@ -37,7 +38,7 @@ from typing import Any, Literal
 
 from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain._version import __version__
-from tracetochain.audit._combine import holm
+from tracetochain.audit._combine import family_test
 from tracetochain.audit._common import json_dict
 from tracetochain.audit._discrimination import STATE_ADVICE_OUTPUTS, uninformative_sentence
 from tracetochain.audit._holdout import RInfCheck
@@ -86,7 +87,7 @@ class LayerResult:
     """One layer of the certificate.
 
     ``p_value`` is the layer's own p-value (combined over the splits for the held-out layers); ``p_adjusted`` the
-    Holm-adjusted one the decision uses; ``status`` the outcome; ``reason`` a machine-readable code
+    family-adjusted one the decision uses (min(1, L p), L the layers that apply); ``status`` the outcome; ``reason`` a machine-readable code
     (``"consistent"``, ``"rejected"``, ``"too_few_traces"``, ``"no_repeated_tasks"``, ``"undefined"``, ``"skipped"``)
     and ``message`` its sentence; ``traces_needed`` how many usable traces the layer would need when it lacked data.
     ``split_p_values`` are the per-split p-values, ``share_rejecting`` the share of splits that reject on their own at
@@ -122,7 +123,7 @@ class LayerResult:
     def describe(self) -> str:
         p = "" if self.p_value is None else f" p = {fmt_number(self.p_value, 4)}"
         if self.p_adjusted is not None and self.p_value is not None and self.p_adjusted != self.p_value:
-            p += f" (Holm {fmt_number(self.p_adjusted, 4)})"
+            p += f" (adjusted for the family {fmt_number(self.p_adjusted, 4)})"
         split = ""
         if len(self.split_p_values) > 1 and self.share_rejecting is not None:
             split = (f"; {self.share_rejecting:.0%} of {len(self.split_p_values)} splits reject alone"
@@ -183,23 +184,25 @@ def decide(layers: dict[str, LayerResult], outputs: dict[str, OutputCertificatio
     return "accept"
 
 
-def apply_holm(layers: dict[str, LayerResult], level: float) -> dict[str, LayerResult]:
-    """Layers with Holm-adjusted p-values over the fixed family :data:`LAYERS` and the statuses they imply."""
+def apply_family(layers: dict[str, LayerResult], level: float) -> dict[str, LayerResult]:
+    """Layers with family-adjusted p-values and the statuses they imply (module docstring): each layer of
+    :data:`LAYERS` that applies (any status but ``not_applicable`` and ``not_run``) is tested at ``level`` / L, L the
+    number of such layers; one that lacked the data stays in the family and cannot reject."""
     from dataclasses import replace
 
-    p = {name: (layers[name].p_value if name in layers and layers[name].status in ("pass", "reject") else None)
-         for name in LAYERS}
-    rejected, adjusted = holm(p, level)
+    family = {name: (layers[name].p_value if layers[name].status in ("pass", "reject") else None)
+              for name in LAYERS if name in layers and layers[name].status not in ("not_applicable", "not_run")}
+    rejected, adjusted = family_test(family, level)
     out: dict[str, LayerResult] = {}
     for name, layer in layers.items():
-        if layer.status not in ("pass", "reject"):
+        if name not in family or family[name] is None:
             out[name] = layer
             continue
         rej = rejected[name]
         msg = layer.message
         if rej != (layer.status == "reject"):
             msg += (f" (rejected at the family-wise {level:g} level)" if rej else
-                    f" (not rejected once the {len(LAYERS)} layers are tested together at {level:g}, Holm)")
+                    f" (not rejected once the {len(family)} layers that apply are tested together at {level:g})")
         out[name] = replace(layer, status="reject" if rej else "pass", p_adjusted=adjusted[name],
                             reason="rejected" if rej else "consistent", message=msg)
     return out
@@ -430,10 +433,10 @@ class Certificate(ResultDisplay):
 
 def build_certificate(layers: dict[str, LayerResult], *, level: float = 0.05, settings: dict[str, Any] | None = None,
                       **fields: Any) -> Certificate:
-    """Holm over the layers, per-output statuses and the decision, as a :class:`Certificate`."""
+    """The family rule over the layers, per-output statuses and the decision, as a :class:`Certificate`."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
-    adjusted = apply_holm(layers, level)
+    adjusted = apply_family(layers, level)
     ordered = {name: adjusted[name] for name in LAYERS if name in adjusted}
     outputs = certify_outputs(ordered)
     return Certificate(decide(ordered, outputs), ordered, outputs, level, dict(settings or {}), **fields)
