@@ -331,3 +331,10 @@ def test_a_choice_that_fails_timing_names_the_candidate_to_forecast_with() -> No
     assert "--model duration" in _forecast_hint(rows[:3], "lifted(k=3)")[0]
     assert _forecast_hint(rows, "duration") == []
     assert "stay withheld" in _forecast_hint([rows[0], rows[2]], "lifted(k=3)")[0]
+
+
+def test_the_timing_screen_can_reject_at_the_family_threshold() -> None:
+    """With 49 replicates the screen's smallest p (0.02) lay above level / 3: it could never reject."""
+    from tracetochain.analysis._models import screen_replicates
+    for level in (0.05, 0.01):
+        assert 1 / (screen_replicates(level) + 1) < level / 3

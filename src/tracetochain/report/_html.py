@@ -177,7 +177,7 @@ def _discrimination_view(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _layer_cell(layer: dict[str, Any] | None) -> str:
-    """A certificate layer in one table cell: its status and p-value (Holm-adjusted where it differs)."""
+    """A certificate layer in one table cell: its status and p-value (family-adjusted where it differs)."""
     if not layer:
         return "—"
     status = str(layer.get("status", "")).replace("_", " ")
@@ -187,7 +187,7 @@ def _layer_cell(layer: dict[str, Any] | None) -> str:
     text = f"{status} (p {float(p):.3g}"
     adj = layer.get("p_adjusted")
     if adj is not None and abs(float(adj) - float(p)) > 1e-12:
-        text += f", Holm {float(adj):.3g}"
+        text += f", adjusted {float(adj):.3g}"
     return text + ")"
 
 
@@ -220,8 +220,8 @@ def _model_choice_view(mc: dict[str, Any] | None) -> dict[str, Any]:
             + (f"{mc['z_threshold']:.2f} " if isinstance(mc.get("z_threshold"), (int, float)) else "")
             + "standard errors of the summed gain over units; among those that do, the one with the fewest "
               "parameters within one standard error of the best is chosen. The first-order chain, the choice and "
-              "the best of every family are checked with the certificate's held-out layers (Holm over the four "
-              "layers); the choice's layers are its certificate.")
+              "the best of every family are checked with the certificate's held-out layers (each layer that applies at "
+              "level / L); the choice's layers are its certificate.")
     classes = []
     attribution: list[tuple[str, float]] = []
     compiled = mc.get("compiled") or {}

@@ -1,0 +1,50 @@
+"""Finding N14: the expanded models' refit intervals were zero-width on corpora where every trace ended the same way
+(40 all-success traces: R∞ [0.99998, 0.999995], pass^5 [0.9999, 0.99997]). Refits cannot draw the other outcome,
+so the intervals of proportions must contain the Jeffreys interval of the observed outcomes."""
+
+from __future__ import annotations
+
+import pytest
+
+import tracetochain as tt
+from tracetochain.analysis import analyze
+from tracetochain.audit._holdout import jeffreys_interval
+
+QUICK = {"n_bootstrap": 19, "n_permutations": 19, "trials_permutations": 99}
+
+
+def _corpus(outcome: str, n: int = 40) -> tt.TraceTable:
+    """The attack report's reproduction: 1–3 steps of plan/act/check, every trace ending with ``outcome``."""
+    records = [{"trace_id": f"t{t}", "step_idx": i, "state": s, "outcome": outcome}
+               for t in range(n) for i, s in enumerate(["plan", "act", "check"][:1 + t % 3])]
+    return tt.TraceTable.from_records(records)
+
+
+@pytest.mark.parametrize("model", ["duration", "mixture"])
+def test_all_success_corpus_gets_at_least_the_jeffreys_interval(model: str) -> None:
+    res = analyze(_corpus("success"), model=model, n_samples=20, intervals="bootstrap", **QUICK)
+    iv = res.intervals(horizon=10, ks=(1, 3, 5))
+    assert iv is not None and iv["method"] == "bootstrap (model refits)"
+    lo, hi = jeffreys_interval(40, 40)
+    r = iv["metrics"]["r_inf"]
+    assert r["lower"] <= lo + 1e-12 and r["upper"] == pytest.approx(1.0)
+    assert r["upper"] - r["lower"] > 0.05  # was 1.5e-5 wide
+    k5 = iv["metrics"]["pass_hat_k"]["5"]
+    assert k5["lower"] <= lo ** 5 + 1e-12  # a gate on pass^5's lower bound no longer passes 0.999 from 40 runs
+    rel = iv["metrics"]["reliability"]
+    assert rel["lower"][-1] < 0.95 and all(a <= b for a, b in zip(rel["lower"], rel["upper"], strict=True))
+    assert iv["binomial_floor"]["failures"] == 0 and iv["binomial_floor"]["rule"] == "jeffreys"
+
+
+def test_all_failure_corpus_mirror_image() -> None:
+    res = analyze(_corpus("failure"), model="mixture", n_samples=20, intervals="bootstrap", **QUICK)
+    iv = res.intervals(horizon=10, ks=(1, 3))
+    assert iv is not None
+    r = iv["metrics"]["r_inf"]
+    assert r["lower"] == pytest.approx(0.0, abs=1e-6) and r["upper"] >= jeffreys_interval(0, 40)[1] - 1e-12
+
+
+def test_jeffreys_interval_limits() -> None:
+    assert jeffreys_interval(0, 10)[0] == 0.0 and jeffreys_interval(10, 10)[1] == 1.0
+    lo, hi = jeffreys_interval(0, 0)  # nothing ended: the prior's own interval
+    assert lo < 0.01 and hi > 0.99
