@@ -239,3 +239,35 @@ def test_null_size_and_memory_power_small() -> None:
         found += cert.layers["order"].status == "reject"
     assert found >= 9
     assert np.isfinite(lost)
+
+
+def test_pass_k_certified_only_for_the_k_that_were_tested() -> None:
+    """pass^3 … pass^8 were certified by extrapolation from a trials layer that tested k = 2 only."""
+    layers = _layers(ALL_PASS)
+    layers["trials"] = LayerResult("trials", "pass", 0.6, "x", "because", statistics={"ks_tested": [2, 3]})
+    cert = build_certificate(layers, level=0.05)
+    assert cert.status("pass^k") == "certified" and cert.pass_k_tested == (2, 3)
+    assert [cert.pass_k_status(k) for k in (1, 2, 3, 4, 8)] == ["certified", "certified", "certified", "untested",
+                                                                 "untested"]
+    doc = json.loads(cert.to_json())
+    assert doc["pass_k"]["tested_k"] == [2, 3] and doc["pass_k"]["status_by_k"]["4"] == "untested"
+    assert "certified for k = 2–3 only" in cert.verdict()
+    withheld = build_certificate({**layers, "timing": layers["timing"], "trials": LayerResult(
+        "trials", "reject", 0.0001, "x", "because", statistics={"ks_tested": [2, 3]})}, level=0.05)
+    assert withheld.pass_k_status(2) == withheld.pass_k_status(5) == "withheld"
+
+
+def test_audit_tests_every_k_the_tasks_can_show() -> None:
+    rng = np.random.default_rng(7)
+    traces = tt.datasets.simulate_traces(ss7_chain(), 240, seed=8)
+    table = traces.to_arrow()
+    ids = list(dict.fromkeys(table.column("trace_id").to_pylist()))
+    # 40 tasks of 3 trials and 24 tasks of 5: pass^2 … pass^5 can be tested, pass^6 cannot.
+    task_of = {t: (f"a{i // 3}" if i < 120 else f"b{(i - 120) // 5}") for i, t in enumerate(ids)}
+    rng.shuffle(ids)
+    table = table.append_column("task_id", pa.array([task_of[t] for t in table.column("trace_id").to_pylist()]))
+    cert = audit(tt.TraceTable.from_arrow(table), n_bootstrap=19, n_permutations=19)
+    assert cert.layers["trials"].status in ("pass", "reject")
+    assert cert.pass_k_tested == (2, 3, 4, 5)
+    if cert.status("pass^k") == "certified":
+        assert cert.pass_k_status(5) == "certified" and cert.pass_k_status(6) == "untested"

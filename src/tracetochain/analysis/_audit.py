@@ -268,7 +268,9 @@ def _trials_layer(summary: CorpusSummary, full: AbsorbingChain, settings: AuditS
         return LayerResult("trials", "not_applicable", None, "no_repeated_tasks",
                            "no task was tried twice, so exchangeable trials cannot be tested; pass^k (k ≥ 2) assumes "
                            "them", detail=res)
-    stats = {"design_effect": res.design_effect, "n_tasks": res.n_tasks, "n_repeated_traces": res.n_repeated_traces}
+    # pass^k is certified for the k the repeated tasks can show: 2 … the most trials that at least two tasks have.
+    stats = {"design_effect": res.design_effect, "n_tasks": res.n_tasks, "n_repeated_traces": res.n_repeated_traces,
+             "ks_tested": [k for k in res.ks if k >= 2] if res.p_value is not None else []}
     if res.p_value is None:
         need = MIN_REPEATED_TRACES if res.n_repeated_traces < MIN_REPEATED_TRACES else None
         return LayerResult("trials", "insufficient", None, "too_few_traces", "; ".join(res.notes),

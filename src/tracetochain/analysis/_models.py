@@ -554,11 +554,18 @@ def heldout_checks(name: str, make: Callable[[], Any], enc: Any, held_out: list[
         k_layer = _combine("trials", k_ps, level, f"the pass^k of {what} agrees with the held-out tasks' "
                            f"per-task pass^k{gap}", f"the pass^k of {what} disagrees with the held-out tasks' "
                            f"per-task pass^k{gap}", k_results,
-                           {"model": name, "model_trials": getattr(first_k, "trials", None)})
+                           {"model": name, "model_trials": getattr(first_k, "trials", None),
+                            "ks_tested": _ks_tested(k_results)})
     note = "; ".join(errors[:3]) + (f" (and {len(errors) - 3} more)" if len(errors) > 3 else "")
     return _Checks({"r_inf": r_layer, "timing": t_layer, "trials": k_layer},
                    float(np.mean(l_infs)) if l_infs else None, null, replicates,
                    f"the fit failed on {len(errors)} of {S} splits: {note}" if errors else "")
+
+
+def _ks_tested(results: list[Any]) -> list[int]:
+    """The k ≥ 2 whose pass^k every split with a p-value tested (the certificate certifies pass^k for these only)."""
+    sets = [set(r.ks) for r in results if r.p_value is not None]
+    return sorted(set.intersection(*sets)) if sets else []
 
 
 def order_not_applicable(name: str, family: str) -> LayerResult:

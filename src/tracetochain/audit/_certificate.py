@@ -266,6 +266,36 @@ class Certificate(ResultDisplay):
         return tuple(o for o, c in self.outputs.items() if c.status == "uninformative")
 
     @property
+    def pass_k_tested(self) -> tuple[int, ...] | None:
+        """The k ≥ 2 whose pass^k the trials layer tested (held-out tasks with at least k trials); None when the layer
+        does not say (a certificate built by hand)."""
+        layer = self.layers.get("trials")
+        if layer is None or "ks_tested" not in layer.statistics:
+            return None
+        return tuple(int(k) for k in layer.statistics["ks_tested"])
+
+    def pass_k_status(self, k: int) -> OutputStatus:
+        """The status of pass^k for one k: pass^1 is R∞'s; for k ≥ 2 that of ``pass^k``, except that a k the trials
+        layer did not test (no two tasks were tried k times) is *untested* — never certified by extrapolation."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if k == 1:
+            return self.status("pass^1")
+        base = self.status("pass^k")
+        tested = self.pass_k_tested
+        if base == "certified" and tested is not None and k not in tested:
+            return "untested"
+        return base
+
+    def _pass_k_doc(self) -> dict[str, Any]:
+        tested = self.pass_k_tested
+        top = max([10, *(tested or ())])
+        return {"tested_k": None if tested is None else list(tested),
+                "status_by_k": {str(k): self.pass_k_status(k) for k in range(1, top + 1)},
+                "rule": "pass^k (k >= 2) is certified only for the k the trials layer tested on tasks with at least "
+                        "k trials; larger k are untested"}
+
+    @property
     def accepted(self) -> bool:
         return self.decision == "accept"
 
@@ -361,6 +391,7 @@ class Certificate(ResultDisplay):
             "untested": list(self.untested),
             "uninformative": list(self.uninformative),
             "discrimination": None if self.discrimination is None else self.discrimination.to_dict(),
+            "pass_k": self._pass_k_doc(),
             "statistics": self.statistics(),
             "splits": self.splits,
             "details": details,
@@ -398,6 +429,10 @@ class Certificate(ResultDisplay):
         if self.uninformative and self.discrimination is not None:
             text += (" Uninformative: " + ", ".join(self.uninformative) + " — "
                      + uninformative_sentence(self.discrimination) + ".")
+        tested = self.pass_k_tested
+        if self.status("pass^k") == "certified" and tested is not None:
+            text += (f" pass^k is certified for k = {_k_range(tested)} only (the k the repeated tasks could show); "
+                     "larger k are untested." if tested else "")
         needs = [f"{layer.title} needs about {layer.traces_needed} usable traces" for layer in self.layers.values()
                  if layer.status == "insufficient" and layer.traces_needed]
         if needs:
@@ -429,6 +464,11 @@ class Certificate(ResultDisplay):
                         tuple((name, c.status, c.rests_on, c.because) for name, c in self.outputs.items()))
         return Display(f"{DECISION_TITLES[self.decision]} (family-wise level {self.level:g})", kind="Audit certificate",
                        lines=(self.verdict(),), tables=(layers, outputs))
+
+
+def _k_range(ks: tuple[int, ...]) -> str:
+    return str(ks[0]) if len(ks) == 1 else f"{ks[0]}–{ks[-1]}" if list(ks) == list(range(ks[0], ks[-1] + 1)) else \
+        ", ".join(map(str, ks))
 
 
 def build_certificate(layers: dict[str, LayerResult], *, level: float = 0.05, settings: dict[str, Any] | None = None,
