@@ -48,3 +48,23 @@ def test_jeffreys_interval_limits() -> None:
     assert jeffreys_interval(0, 10)[0] == 0.0 and jeffreys_interval(10, 10)[1] == 1.0
     lo, hi = jeffreys_interval(0, 0)  # nothing ended: the prior's own interval
     assert lo < 0.01 and hi > 0.99
+
+
+def test_an_ensemble_over_the_memory_budget_still_gets_intervals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SWE-type corpora compiled to 957–2,187 states and their intervals were refused by the memory limit, so
+    R∞, R(d) and pass^k printed with no interval. The refits are now compiled one at a time instead."""
+    import tracetochain._limits as limits
+    from tracetochain.exceptions import ResourceLimitError
+
+    def refuse(n_draws: int, m: int, option: str = "--samples") -> None:
+        raise ResourceLimitError(f"{n_draws} draws of {m} states do not fit")
+
+    monkeypatch.setattr(limits, "check_ensemble_size", refuse)  # imported where it is used
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 120, seed=3)
+    res = analyze(traces, model="duration", n_samples=12, intervals="bootstrap", **QUICK)
+    sel = res.model_choice
+    assert sel is not None and sel.intervals_unavailable is None and "memory" in sel.interval_settings
+    assert all(not hasattr(d, "chain") for d in sel.draws)  # fitted refits, compiled when used
+    iv = res.intervals(horizon=10, ks=(1, 2))
+    assert iv is not None and iv["metrics"]["r_inf"]["lower"] < iv["metrics"]["r_inf"]["upper"]
+    assert iv["metrics"]["mean_steps"]["lower"] is not None

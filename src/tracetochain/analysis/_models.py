@@ -325,7 +325,8 @@ def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Se
     ks_list = [int(k) for k in ks]
     confidence = float(settings.get("confidence", 0.95))
     point = _quantities(compiled, horizon, ks_list, delta)
-    per_draw = [_quantities(d, horizon, ks_list, delta) for d in draws]
+    # A draw is a compiled refit, or a fitted one compiled here, one at a time, when the ensemble exceeds memory.
+    per_draw = [_quantities(d if hasattr(d, "chain") else d.to_chain(), horizon, ks_list, delta) for d in draws]
     n = int(settings.get("n_refits", len(draws)))
 
     def entry(key: str, index: int | None = None) -> dict[str, Any]:
@@ -746,26 +747,31 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
     unavailable: str | None = None
     interval_settings: dict[str, Any] = {}
     if n_refits > 0:
+        # Every refit compiled at once is n_refits dense m × m chains; when that exceeds the memory budget the fitted
+        # refits are kept instead and compiled one at a time when their quantities are computed (never a bare point).
         try:
             check_ensemble_size(n_refits, compiled.n_states)
+            one_at_a_time: str | None = None
         except ResourceLimitError as exc:
-            unavailable = str(exc)
-        else:
-            step(f"intervals ({n_refits} refits of {chosen})")
-            first = np.unique(enc.unit, return_index=True)[1]
-            weights = replicate_weights(hashes[first], seed, range(n_refits), "poisson").astype(np.int64)
-            failed = 0
-            for b in range(n_refits):
-                units = np.repeat(np.arange(enc.n_units, dtype=np.int64), weights[:, b])
-                try:
-                    draws.append(model.like().fit(resample_units(enc, units)).to_chain())
-                except _FIT_ERRORS:
-                    failed += 1
-            interval_settings = {"n_refits": n_refits, "n_failed": failed, "seed": seed, "confidence": confidence,
-                                 "resample_by": enc.grouped_by, "weights": "Poisson(1) of the unit's id hash",
-                                 "refit": f"{chosen} (family and size fixed)"}
-            if not draws:
-                unavailable = f"none of the {n_refits} refits of {chosen} could be fitted"
+            one_at_a_time = (f"the {n_refits} compiled refits would not fit the memory budget together ({exc}); "
+                             "each refit is compiled on its own when its quantities are computed")
+        step(f"intervals ({n_refits} refits of {chosen})")
+        first = np.unique(enc.unit, return_index=True)[1]
+        weights = replicate_weights(hashes[first], seed, range(n_refits), "poisson").astype(np.int64)
+        failed = 0
+        for b in range(n_refits):
+            units = np.repeat(np.arange(enc.n_units, dtype=np.int64), weights[:, b])
+            try:
+                refit = model.like().fit(resample_units(enc, units))
+                draws.append(refit if one_at_a_time else refit.to_chain())
+            except _FIT_ERRORS:
+                failed += 1
+        interval_settings = {"n_refits": n_refits, "n_failed": failed, "seed": seed, "confidence": confidence,
+                             "resample_by": enc.grouped_by, "weights": "Poisson(1) of the unit's id hash",
+                             "refit": f"{chosen} (family and size fixed)",
+                             **({"memory": one_at_a_time} if one_at_a_time else {})}
+        if not draws:
+            unavailable = f"none of the {n_refits} refits of {chosen} could be fitted"
     else:
         unavailable = "no intervals were asked for"
     if compiled.n_components > 1 and compiled.trials == "task":
