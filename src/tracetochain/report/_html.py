@@ -152,7 +152,7 @@ def render_html(doc: dict[str, Any]) -> str:
         doc=doc, m=m, oc=doc["source"]["outcomes"], cert=cert, timing_ok=timing_ok, verdict_text=verdict_text,
         verdict_class=verdict_class, cert_stats=_scalar_items(cert.get("statistics", cert)) if cert else [],
         fmt=_fmt, pass_k_ok=status.get("pass^k", "certified") != "withheld",
-        pass_k_status=status.get("pass^k", "not audited"), timing_tag=timing_tag, layers=layers, status=status,
+        pass_k_status=status.get("pass^k", "not audited"), pass_k_by_k=doc.get("pass_k_status_by_k") or {}, timing_tag=timing_tag, layers=layers, status=status,
         thin=thin, never_failed=never_failed,
         thin_threshold=(doc.get("thin_evidence") or {}).get("threshold", 0),
         pct=lambda x: "—" if x is None else f"{100 * float(x):.1f}%", iv=iv, iv_k=iv_k, has_band=has_band,
