@@ -68,3 +68,18 @@ def test_an_ensemble_over_the_memory_budget_still_gets_intervals(monkeypatch: py
     iv = res.intervals(horizon=10, ks=(1, 2))
     assert iv is not None and iv["metrics"]["r_inf"]["lower"] < iv["metrics"]["r_inf"]["upper"]
     assert iv["metrics"]["mean_steps"]["lower"] is not None
+
+
+def test_few_repeated_tasks_warn_that_intervals_may_be_narrow() -> None:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 30, seed=4).to_arrow()
+    import pyarrow as pa
+
+    ids = traces.column("trace_id").to_pylist()
+    order = {t: i for i, t in enumerate(dict.fromkeys(ids))}
+    traces = traces.append_column("task_id", pa.array([f"task{order[t] % 6}" for t in ids]))  # 6 tasks × 5 trials
+    res = analyze(tt.TraceTable.from_arrow(traces), audit=False, intervals="posterior", n_samples=50)
+    iv = res.intervals(horizon=10, ks=(1, 2))
+    assert iv is not None and any("only 6 tasks repeat" in w for w in iv["warnings"])
+    many = analyze(tt.datasets.simulate_traces(tt.datasets.notation_chain(), 30, seed=4), audit=False,
+                   intervals="posterior", n_samples=50).intervals(horizon=10, ks=(1, 2))
+    assert many is not None and "warnings" not in many  # no task ids: nothing to warn about
