@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from studies.rn_statistics import _rate, rare_failure_chain, table_from, two_starts_chain
 from tracetochain import AbsorbingChain, TraceTable
 from tracetochain.analysis import analyze
 from tracetochain.datasets import ss7_chain
-from studies.rn_statistics import _rate, rare_failure_chain, table_from, two_starts_chain
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = (100, 500, 1000)

@@ -25,7 +25,7 @@ def test_all_success_corpus_gets_at_least_the_jeffreys_interval(model: str) -> N
     res = analyze(_corpus("success"), model=model, n_samples=20, intervals="bootstrap", **QUICK)
     iv = res.intervals(horizon=10, ks=(1, 3, 5))
     assert iv is not None and iv["method"] == "bootstrap (model refits)"
-    lo, hi = jeffreys_interval(40, 40)
+    lo, _ = jeffreys_interval(40, 40)
     r = iv["metrics"]["r_inf"]
     assert r["lower"] <= lo + 1e-12 and r["upper"] == pytest.approx(1.0)
     assert r["upper"] - r["lower"] > 0.05  # was 1.5e-5 wide

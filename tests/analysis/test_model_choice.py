@@ -348,7 +348,7 @@ def test_pass_k_test_uses_every_k_some_tasks_can_show() -> None:
         trials = "iid"
         n_components = 1
 
-        class chain:  # noqa: N801 - a stand-in with the one attribute the test reads
+        class chain:
             r_inf = 0.6
 
         @staticmethod

@@ -1,4 +1,5 @@
-"""The certificate: per-output statuses, the family rule over the layers that test, monotonicity, insufficient evidence, display."""
+"""The certificate: per-output statuses, the family rule over the layers that apply, monotonicity, insufficient
+evidence, display."""
 
 from __future__ import annotations
 
@@ -135,8 +136,8 @@ _p = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 def test_more_evidence_against_the_model_never_certifies_more(spec: dict[str, tuple[str, float]], layer: str,
                                                               lower: float) -> None:
     """Monotonicity: lower one layer's p-value, or add a failing layer where there was none (a layer that lacked the
-    data now tests and rejects at the family's strictest threshold); no output's status may improve (withheld < untested <
-    certified)."""
+    data now tests and rejects at the family's strictest threshold); no output's status may improve (withheld <
+    untested < certified)."""
     base = {k: ((s, p) if s == "pass" else (s, None)) for k, (s, p) in spec.items()}
     before = _certify(base)
     s, p = base[layer]

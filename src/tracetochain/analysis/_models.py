@@ -15,8 +15,8 @@ here runs. Otherwise, on the labelled traces in memory:
    held-out layers on every split: R∞ against the held-out pass rate (censoring-aware), timing (the family's own KS
    test of the held-out success times with a null that refits it on redrawn fit halves where that is cheap, else
    holds it fixed) and, when tasks repeat, trials (:func:`~tracetochain.models.pass_k_test`: the model's pass^k law
-   against the held-out tasks). Per layer the split p-values are combined (Cauchy) and the layers that test are tested at
-   level / L — the certificate's own rule (``audit._certificate``).
+   against the held-out tasks). Per layer the split p-values are combined (Cauchy) and the layers that test are
+   tested at level / L — the certificate's own rule (``audit._certificate``).
 4. **Certificate of the choice.** For a family other than the first-order chain, its certificate is built from its
    own checks; the order layer does not apply (the family models memory, a clock or hidden states, so "the next step
    depends on the current observed state only" is not its assumption): what-ifs and sensitivities on its expanded

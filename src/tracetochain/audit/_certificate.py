@@ -24,10 +24,10 @@ fallback gains also on ``order``. An output is
 The decision is family-wise: each layer that applies is tested at ``level`` / L, L the number of layers that apply
 (:func:`~tracetochain.audit._combine.family_test`; a layer that does not apply leaves the family), so a sound
 chain loses any output with probability at most ``level``; an output's status depends only on the p-values of the
-layers it rests on, and lowering any p-value never certifies more (monotone). Overall: **reject** when R∞ is withheld (every output rests on it);
-**insufficient evidence** when nothing is rejected but a layer lacked the data it needs (each says how many traces
-it would need); **accept** when every output is certified (pass^k may be untested for lack of repeated tasks, which
-is said); **partial** otherwise.
+layers it rests on, and lowering any p-value never certifies more (monotone). Overall: **reject** when R∞ is
+withheld (every output rests on it); **insufficient evidence** when nothing is rejected but a layer lacked the data
+it needs (each says how many traces it would need); **accept** when every output is certified (pass^k may be
+untested for lack of repeated tasks, which is said); **partial** otherwise.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ class LayerResult:
     """One layer of the certificate.
 
     ``p_value`` is the layer's own p-value (combined over the splits for the held-out layers); ``p_adjusted`` the
-    family-adjusted one the decision uses (min(1, L p), L the layers that apply); ``status`` the outcome; ``reason`` a machine-readable code
+    family-adjusted one the decision uses (min(1, L p), L the layers that apply); ``status`` the outcome;
+    ``reason`` a machine-readable code
     (``"consistent"``, ``"rejected"``, ``"too_few_traces"``, ``"no_repeated_tasks"``, ``"undefined"``, ``"skipped"``)
     and ``message`` its sentence; ``traces_needed`` how many usable traces the layer would need when it lacked data.
     ``split_p_values`` are the per-split p-values, ``share_rejecting`` the share of splits that reject on their own at

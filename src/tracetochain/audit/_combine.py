@@ -93,7 +93,8 @@ def holm_adjust(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
     return adjusted
 
 
-def family_test(p_values: Mapping[str, float | None], level: float = 0.05) -> tuple[dict[str, bool], dict[str, float | None]]:
+def family_test(p_values: Mapping[str, float | None], level: float = 0.05
+                ) -> tuple[dict[str, bool], dict[str, float | None]]:
     """The certificate's rule across layers (module docstring): each of the L named layers is tested at level / L;
     None is a layer of the family that lacked the data to test (it cannot reject). Layers that do not apply are not
     passed at all. Returns which are rejected and the adjusted p-values min(1, L p) (None where there is no p).
