@@ -331,3 +331,32 @@ def test_a_choice_that_fails_timing_names_the_candidate_to_forecast_with() -> No
     assert "--model duration" in _forecast_hint(rows[:3], "lifted(k=3)")[0]
     assert _forecast_hint(rows, "duration") == []
     assert "stay withheld" in _forecast_hint([rows[0], rows[2]], "lifted(k=3)")[0]
+
+
+def test_the_timing_screen_can_reject_at_the_family_threshold() -> None:
+    """With 49 replicates the screen's smallest p (0.02) lay above level / 3: it could never reject."""
+    from tracetochain.analysis._models import screen_replicates
+    for level in (0.05, 0.01):
+        assert 1 / (screen_replicates(level) + 1) < level / 3
+
+
+def test_pass_k_test_uses_every_k_some_tasks_can_show() -> None:
+    """Tasks with 2 and 5 trials: the default tested k = 2 only (the fewest trials of any task)."""
+    from tracetochain.models import pass_k_test
+
+    class Iid:
+        trials = "iid"
+        n_components = 1
+
+        class chain:
+            r_inf = 0.6
+
+        @staticmethod
+        def pass_hat_k(ks: list[int]) -> list[float]:
+            return [0.6 ** k for k in ks]
+
+    c = np.array([1, 2, 0, 3, 4, 2, 1, 5, 3, 2])
+    n = np.array([2, 2, 2, 5, 5, 5, 2, 5, 5, 2])
+    res = pass_k_test((c, n), Iid(), n_simulations=99, min_traces=10)
+    assert res.ks == (2, 3, 4, 5) and res.p_value is not None
+    assert res.empirical[3] == pytest.approx(np.mean([0, 0, 1, 0, 0]))  # pass^5 from the five 5-trial tasks

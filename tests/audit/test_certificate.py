@@ -1,4 +1,5 @@
-"""The certificate: per-output statuses, Holm over the fixed family, monotonicity, insufficient evidence, display."""
+"""The certificate: per-output statuses, the family rule over the layers that apply, monotonicity, insufficient
+evidence, display."""
 
 from __future__ import annotations
 
@@ -73,13 +74,56 @@ def test_insufficient_layer_gives_insufficient_evidence() -> None:
     assert cert.status("R(d)") == "untested" and cert.status("R_inf") == "certified"
 
 
-def test_holm_over_the_fixed_family() -> None:
-    # Alone at its nominal level 0.03 would reject; tested with three other layers it needs ≤ 0.0125 or the step-down.
+def test_each_testing_layer_at_level_over_the_family_size() -> None:
+    # Alone at its nominal level 0.03 would reject; tested with three other layers it needs ≤ 0.0125.
     cert = _certify({**ALL_PASS, "timing": ("reject", 0.03)})
     assert cert.layers["timing"].status == "pass"
     assert cert.layers["timing"].p_adjusted == pytest.approx(0.12)
     cert = _certify({**ALL_PASS, "timing": ("reject", 0.01)})
     assert cert.layers["timing"].status == "reject"
+
+
+def test_evidence_against_order_does_not_withhold_r_inf() -> None:
+    """Holm's step-down gave a rejected layer's share of the level to the others: with order at 0.001, R∞ at 0.03
+    was withheld (it needs ≤ 0.0125 alone); with order at 0.5 it was certified. R∞ does not rest on order."""
+    calm = _certify({**ALL_PASS, "r_inf": ("pass", 0.014), "order": ("pass", 0.5)})
+    loud = _certify({**ALL_PASS, "r_inf": ("pass", 0.014), "order": ("reject", 0.001), "timing": ("reject", 0.001)})
+    assert calm.status("R_inf") == loud.status("R_inf") == "certified"
+    assert loud.status("whatif") == "withheld" and loud.status("R(d)") == "withheld"
+
+
+def test_a_layer_that_does_not_apply_leaves_the_family() -> None:
+    """Counted as p = 1 before: with trials not applicable, timing at 0.015 needed ≤ 0.0125 of a family of four."""
+    cert = _certify({**ALL_PASS, "trials": ("not_applicable", None), "timing": ("pass", 0.015)})
+    assert cert.layers["timing"].status == "reject" and cert.layers["timing"].p_adjusted == pytest.approx(0.045)
+    assert cert.layers["trials"].p_adjusted is None
+    cert = _certify({**ALL_PASS, "trials": ("not_applicable", None), "order": ("not_run", None),
+                     "timing": ("pass", 0.024)})
+    assert cert.layers["timing"].status == "reject" and cert.status("R(d)") == "withheld"
+    # A layer that applies but lacked the data stays in the family (it could test with more traces).
+    cert = _certify({**ALL_PASS, "trials": ("insufficient", None), "timing": ("pass", 0.015)})
+    assert cert.layers["timing"].status == "pass" and cert.status("pass^k") == "untested"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(LAYERS), st.tuples(st.sampled_from(["pass", "insufficient", "not_applicable"]),
+                                                         st.floats(0.0, 1.0)), min_size=4, max_size=4),
+       st.sampled_from(LAYERS), st.floats(0.0, 1.0))
+def test_lowering_a_p_value_only_moves_outputs_that_rest_on_it(spec: dict[str, tuple[str, float]], layer: str,
+                                                              lower: float) -> None:
+    """The documented property: evidence against one assumption never changes the status of an output that does not
+    rest on it (and, monotone, never improves one that does)."""
+    base = {k: ((s, p) if s == "pass" else (s, None)) for k, (s, p) in spec.items()}
+    s, p = base[layer]
+    if s != "pass":
+        return
+    before = _certify(base)
+    after = _certify({**base, layer: ("pass", min(p, lower))})  # type: ignore[type-var]
+    for o, rests in OUTPUTS.items():
+        if layer not in rests:
+            assert after.status(o) == before.status(o), (o, layer, before.status(o), after.status(o))
+        else:
+            assert STATUS[after.status(o)] <= STATUS[before.status(o)]
 
 
 _statuses = st.sampled_from(["pass", "insufficient", "not_applicable", "not_run"])
@@ -91,17 +135,19 @@ _p = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
        st.sampled_from(LAYERS), _p)
 def test_more_evidence_against_the_model_never_certifies_more(spec: dict[str, tuple[str, float]], layer: str,
                                                               lower: float) -> None:
-    """Monotonicity: lower one layer's p-value, or add a failing layer where there was none (an untestable layer now
-    tests and rejects at Holm's strictest threshold); no output's status may improve (withheld < untested <
-    certified)."""
+    """Monotonicity: lower one layer's p-value, or add a failing layer where there was none (a layer that lacked the
+    data now tests and rejects at the family's strictest threshold); no output's status may improve (withheld <
+    untested < certified)."""
     base = {k: ((s, p) if s == "pass" else (s, None)) for k, (s, p) in spec.items()}
     before = _certify(base)
     s, p = base[layer]
     worse = dict(base)
     if s == "pass":
         worse[layer] = ("pass", min(p if p is not None else 1.0, lower))
-    else:
+    elif s == "insufficient":
         worse[layer] = ("reject", lower * 0.05 / len(LAYERS))
+    else:
+        return  # whether a layer applies is a matter of the corpus's design, not evidence
     after = _certify(worse)
     for o in OUTPUTS:
         assert STATUS[after.status(o)] <= STATUS[before.status(o)], (o, before.status(o), after.status(o))
@@ -194,3 +240,35 @@ def test_null_size_and_memory_power_small() -> None:
         found += cert.layers["order"].status == "reject"
     assert found >= 9
     assert np.isfinite(lost)
+
+
+def test_pass_k_certified_only_for_the_k_that_were_tested() -> None:
+    """pass^3 … pass^8 were certified by extrapolation from a trials layer that tested k = 2 only."""
+    layers = _layers(ALL_PASS)
+    layers["trials"] = LayerResult("trials", "pass", 0.6, "x", "because", statistics={"ks_tested": [2, 3]})
+    cert = build_certificate(layers, level=0.05)
+    assert cert.status("pass^k") == "certified" and cert.pass_k_tested == (2, 3)
+    assert [cert.pass_k_status(k) for k in (1, 2, 3, 4, 8)] == ["certified", "certified", "certified", "untested",
+                                                                 "untested"]
+    doc = json.loads(cert.to_json())
+    assert doc["pass_k"]["tested_k"] == [2, 3] and doc["pass_k"]["status_by_k"]["4"] == "untested"
+    assert "certified for k = 2–3 only" in cert.verdict()
+    withheld = build_certificate({**layers, "timing": layers["timing"], "trials": LayerResult(
+        "trials", "reject", 0.0001, "x", "because", statistics={"ks_tested": [2, 3]})}, level=0.05)
+    assert withheld.pass_k_status(2) == withheld.pass_k_status(5) == "withheld"
+
+
+def test_audit_tests_every_k_the_tasks_can_show() -> None:
+    rng = np.random.default_rng(7)
+    traces = tt.datasets.simulate_traces(ss7_chain(), 240, seed=8)
+    table = traces.to_arrow()
+    ids = list(dict.fromkeys(table.column("trace_id").to_pylist()))
+    # 40 tasks of 3 trials and 24 tasks of 5: pass^2 … pass^5 can be tested, pass^6 cannot.
+    task_of = {t: (f"a{i // 3}" if i < 120 else f"b{(i - 120) // 5}") for i, t in enumerate(ids)}
+    rng.shuffle(ids)
+    table = table.append_column("task_id", pa.array([task_of[t] for t in table.column("trace_id").to_pylist()]))
+    cert = audit(tt.TraceTable.from_arrow(table), n_bootstrap=19, n_permutations=19)
+    assert cert.layers["trials"].status in ("pass", "reject")
+    assert cert.pass_k_tested == (2, 3, 4, 5)
+    if cert.status("pass^k") == "certified":
+        assert cert.pass_k_status(5) == "certified" and cert.pass_k_status(6) == "untested"

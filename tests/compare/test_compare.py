@@ -79,3 +79,12 @@ def test_a_set_against_itself_with_learned_states() -> None:
     r = compare(t, t, states="categorical", state_options={"vocabulary": "chat"}, samples=50)
     assert r.delta_r_inf == 0.0 and r.chain_a.state_names == r.chain_b.state_names
     assert r.chain_a.n_states > 1 and r.homogeneity.g2 == pytest.approx(0.0, abs=1e-9)
+
+
+def test_posterior_comparison_corrects_the_homogeneity_test_for_clustered_steps() -> None:
+    """With posterior intervals the per-state test fell back to plain χ² (no replicates were drawn), which treats the
+    steps of one trace as independent: two samples of one agent had a 'changed' state in 13.5 % of corpora."""
+    a = tt.datasets.simulate_traces(tt.datasets.ss7_chain(), 200, seed=1)
+    b = tt.datasets.simulate_traces(tt.datasets.ss7_chain(), 200, seed=2)
+    res = compare(a, b, method="posterior", samples=100)
+    assert res.homogeneity.to_dict()["method"] == "rao-scott"

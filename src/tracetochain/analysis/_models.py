@@ -15,8 +15,8 @@ here runs. Otherwise, on the labelled traces in memory:
    held-out layers on every split: R∞ against the held-out pass rate (censoring-aware), timing (the family's own KS
    test of the held-out success times with a null that refits it on redrawn fit halves where that is cheap, else
    holds it fixed) and, when tasks repeat, trials (:func:`~tracetochain.models.pass_k_test`: the model's pass^k law
-   against the held-out tasks). Per layer the split p-values are combined (Cauchy) and Holm is applied over the fixed
-   family of layers — the certificate's own rule (``audit._certificate``).
+   against the held-out tasks). Per layer the split p-values are combined (Cauchy) and the layers that test are
+   tested at level / L — the certificate's own rule (``audit._certificate``).
 4. **Certificate of the choice.** For a family other than the first-order chain, its certificate is built from its
    own checks; the order layer does not apply (the family models memory, a clock or hidden states, so "the next step
    depends on the current observed state only" is not its assumption): what-ifs and sensitivities on its expanded
@@ -51,7 +51,7 @@ from tracetochain.analysis._audit import (
     _survival,
     _too_few_times,
 )
-from tracetochain.audit._certificate import LAYERS, Certificate, LayerResult, apply_holm, build_certificate
+from tracetochain.audit._certificate import LAYERS, Certificate, LayerResult, apply_family, build_certificate
 from tracetochain.audit._common import json_dict
 from tracetochain.audit._holdout import l_inf_distance, r_inf_check_counts
 from tracetochain.audit._trials import MIN_REPEATED_TRACES
@@ -67,6 +67,14 @@ DEFAULT_MODEL_REFITS = 200
 #: Monte Carlo replicates of the timing check for the candidates that are not chosen (a screen beside the
 #: certificate-grade check of the choice).
 SCREEN_BOOTSTRAP = 49
+
+
+def screen_replicates(level: float, n_layers: int = 3) -> int:
+    """Timing replicates of the screen of a non-chosen candidate: enough that the smallest attainable p-value,
+    1/(B + 1), lies below the family threshold level / L by half again (B + 1 ≥ 1.5 L / level; 89 at the 5 % level
+    with the three layers a non-first-order candidate has), so the screen can reject — with 49 it could not (0.02
+    against 0.0167), and "passes the timing screen" meant nothing. At least :data:`SCREEN_BOOTSTRAP`."""
+    return max(SCREEN_BOOTSTRAP, math.ceil(1.5 * n_layers / level) - 1)
 _SUCCESS, _FAILURE, _CENSORED = 0, 1, 2
 _FIT_ERRORS = (TraceToChainError, ValueError, ArithmeticError, np.linalg.LinAlgError)
 
@@ -87,7 +95,7 @@ class CandidateResult:
     z_vs_baseline: float | None
     chosen: bool
     verdict: str
-    #: The certificate layers of this candidate's held-out checks (Holm over the fixed family applied); empty when
+    #: The certificate layers of this candidate's held-out checks (the certificate's family rule applied); empty when
     #: it was not checked.
     layers: dict[str, LayerResult] = field(default_factory=dict)
     #: Mean over the splits of max_d |R(d) − R̂(d)| against the held-out reliability curve (descriptive).
@@ -179,8 +187,11 @@ class ModelSelection(ResultDisplay):
             return None
         key = (int(horizon), tuple(int(k) for k in ks), float(delta))
         if key not in self._interval_cache:  # every draw is a chain of its own size: computed once per setting
+            hist = self.length_histogram
+            outcomes = None if hist is None else (int(hist[_SUCCESS].sum()), int(hist[_FAILURE].sum()))
             self._interval_cache[key] = model_intervals(self.compiled, self.draws, horizon=horizon, ks=ks,
-                                                        delta=delta, settings=self.interval_settings)
+                                                        delta=delta, settings=self.interval_settings,
+                                                        outcomes=outcomes)
         return copy.deepcopy(self._interval_cache[key])
 
     # ------------------------------------------------------------------ io
@@ -300,16 +311,22 @@ def _exact_step_budget(chain: AbsorbingChain, delta: float, max_horizon: int = 1
 
 
 def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Sequence[int], delta: float,
-                    settings: dict[str, Any]) -> dict[str, Any]:
+                    settings: dict[str, Any], outcomes: tuple[int, int] | None = None) -> dict[str, Any]:
     """Percentile intervals of a compiled model's metrics over its refits (the structure of
-    :func:`~tracetochain.uncertainty.interval_summary`; per-state entries are unavailable and say why)."""
+    :func:`~tracetochain.uncertainty.interval_summary`; per-state entries are unavailable and say why).
+
+    ``outcomes`` = (successes, failures) of the modelled traces that ended. When they all share one outcome (or none
+    ended), the refits cannot see the other one and the expanded families' smoothing vanishes: 40 all-success traces
+    gave R∞ [0.99998, 0.999995]. The intervals of the proportions are then widened to contain the Jeffreys interval
+    of the observed outcomes (:func:`_binomial_floor`)."""
     from tracetochain._version import __version__
     from tracetochain.uncertainty._summary import INTERVALS_SCHEMA_VERSION
 
     ks_list = [int(k) for k in ks]
     confidence = float(settings.get("confidence", 0.95))
     point = _quantities(compiled, horizon, ks_list, delta)
-    per_draw = [_quantities(d, horizon, ks_list, delta) for d in draws]
+    # A draw is a compiled refit, or a fitted one compiled here, one at a time, when the ensemble exceeds memory.
+    per_draw = [_quantities(d if hasattr(d, "chain") else d.to_chain(), horizon, ks_list, delta) for d in draws]
     n = int(settings.get("n_refits", len(draws)))
 
     def entry(key: str, index: int | None = None) -> dict[str, Any]:
@@ -327,6 +344,9 @@ def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Se
     metrics["pass_at_k"] = {str(k): entry("pass_at_k", i) for i, k in enumerate(ks_list)}
     metrics["step_budget"] = {"exact": entry("step_budget")}
     metrics["states"] = []
+    floor = None
+    if outcomes is not None and (outcomes[0] == 0 or outcomes[1] == 0):
+        floor = _binomial_floor(metrics, outcomes, ks_list, confidence)
     return {
         "kind": "tracetochain.intervals", "schema_version": INTERVALS_SCHEMA_VERSION,
         "tracetochain_version": __version__, "method": "bootstrap (model refits)", "confidence": confidence,
@@ -337,7 +357,45 @@ def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Se
         "unavailable": {"states": "per-state intervals are not defined for this model: its expanded states are "
                                   "not the same from one refit to the next",
                         "entries": "per-entry intervals of Q are not defined for this model (same reason)"},
+        **({"binomial_floor": floor} if floor is not None else {}),
     }
+
+
+def _binomial_floor(metrics: dict[str, Any], outcomes: tuple[int, int], ks: list[int], confidence: float
+                    ) -> dict[str, Any]:
+    """Widen, in place, the intervals of R∞, the failure probability, pass^k, pass@k and R(d) to contain what the
+    Jeffreys interval (l, u) of the observed outcomes (x successes of n ended traces) implies: R∞ ∈ [l, u], failure
+    ∈ [1 − u, 1 − l], pass^k ∈ [l^k, u^k], pass@k ∈ [1 − (1 − l)^k, 1 − (1 − u)^k], R(d) ∈ [l, u] · R̂(d)/R̂∞ (the
+    model's own law of the success time). An interval of a proportion is then never narrower than the binomial
+    interval of the outcomes it was estimated from (Brown, Cai & DasGupta 2001). Returns what was done."""
+    from tracetochain.audit._holdout import jeffreys_interval
+
+    x, f = outcomes
+    lo, hi = jeffreys_interval(x, x + f, confidence)
+
+    def widen(entry: dict[str, Any], a: float, b: float) -> None:
+        if entry.get("point") is None:
+            return
+        entry["lower"] = a if entry.get("lower") is None else min(float(entry["lower"]), a)
+        entry["upper"] = b if entry.get("upper") is None else max(float(entry["upper"]), b)
+        entry["floor"] = "jeffreys"
+
+    widen(metrics["r_inf"], lo, hi)
+    widen(metrics["failure_probability"], 1.0 - hi, 1.0 - lo)
+    for k in ks:
+        widen(metrics["pass_hat_k"][str(k)], lo ** k, hi ** k)
+        widen(metrics["pass_at_k"][str(k)], 1.0 - (1.0 - lo) ** k, 1.0 - (1.0 - hi) ** k)
+    rel, r_inf = metrics["reliability"], metrics["r_inf"].get("point")
+    if rel.get("point") is not None and rel.get("lower") is not None and r_inf:
+        shape = np.asarray(rel["point"], dtype=np.float64) / float(r_inf)
+        rel["lower"] = [float(v) for v in np.minimum(np.asarray(rel["lower"]), lo * shape)]
+        rel["upper"] = [float(v) for v in np.minimum(1.0, np.maximum(np.asarray(rel["upper"]), hi * shape))]
+        rel["floor"] = "jeffreys"
+    return {"successes": x, "failures": f, "interval": [lo, hi], "rule": "jeffreys",
+            "why": ("every ended trace " + ("succeeded" if f == 0 and x > 0 else "failed" if x == 0 and f > 0
+                                            else "was censored (none ended)")
+                    + ": refits cannot see the other outcome, so the intervals of proportions contain the Jeffreys "
+                      "interval of the observed outcomes")}
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -497,11 +555,18 @@ def heldout_checks(name: str, make: Callable[[], Any], enc: Any, held_out: list[
         k_layer = _combine("trials", k_ps, level, f"the pass^k of {what} agrees with the held-out tasks' "
                            f"per-task pass^k{gap}", f"the pass^k of {what} disagrees with the held-out tasks' "
                            f"per-task pass^k{gap}", k_results,
-                           {"model": name, "model_trials": getattr(first_k, "trials", None)})
+                           {"model": name, "model_trials": getattr(first_k, "trials", None),
+                            "ks_tested": _ks_tested(k_results)})
     note = "; ".join(errors[:3]) + (f" (and {len(errors) - 3} more)" if len(errors) > 3 else "")
     return _Checks({"r_inf": r_layer, "timing": t_layer, "trials": k_layer},
                    float(np.mean(l_infs)) if l_infs else None, null, replicates,
                    f"the fit failed on {len(errors)} of {S} splits: {note}" if errors else "")
+
+
+def _ks_tested(results: list[Any]) -> list[int]:
+    """The k ≥ 2 whose pass^k every split with a p-value tested (the certificate certifies pass^k for these only)."""
+    sets = [set(r.ks) for r in results if r.p_value is not None]
+    return sorted(set.intersection(*sets)) if sets else []
 
 
 def order_not_applicable(name: str, family: str) -> LayerResult:
@@ -628,7 +693,7 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
                 checks[c.name] = heldout_checks(
                     c.name, make_candidate(c.name, seed=seed, group=group).make, enc, held_traces, audit, seed=seed,
                     horizon=horizon, test_fraction=test_fraction,
-                    n_timing=None if c.name == chosen else SCREEN_BOOTSTRAP)
+                    n_timing=None if c.name == chosen else screen_replicates(audit.level))
     evaluated = np.unique(np.concatenate(held_units)) if held_units else np.zeros(0, np.int64)
     n_eval = int(np.bincount(enc.unit, minlength=enc.n_units)[evaluated].sum())
     rows: list[CandidateResult] = []
@@ -647,7 +712,7 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
             note = "the analysis's first-order chain and its certificate"
         elif c.name in checks:
             ch = checks[c.name]
-            held = apply_holm({**ch.layers, "order": order_not_applicable(c.name, c.family)},
+            held = apply_family({**ch.layers, "order": order_not_applicable(c.name, c.family)},
                               audit.level if audit is not None else 0.05)
             layers = {n: held[n] for n in LAYERS if n in held}  # the certificate's order of layers
             l_inf, null, reps, note = ch.l_inf, ch.timing_null, ch.replicates, ch.note
@@ -682,26 +747,31 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
     unavailable: str | None = None
     interval_settings: dict[str, Any] = {}
     if n_refits > 0:
+        # Every refit compiled at once is n_refits dense m × m chains; when that exceeds the memory budget the fitted
+        # refits are kept instead and compiled one at a time when their quantities are computed (never a bare point).
         try:
             check_ensemble_size(n_refits, compiled.n_states)
+            one_at_a_time: str | None = None
         except ResourceLimitError as exc:
-            unavailable = str(exc)
-        else:
-            step(f"intervals ({n_refits} refits of {chosen})")
-            first = np.unique(enc.unit, return_index=True)[1]
-            weights = replicate_weights(hashes[first], seed, range(n_refits), "poisson").astype(np.int64)
-            failed = 0
-            for b in range(n_refits):
-                units = np.repeat(np.arange(enc.n_units, dtype=np.int64), weights[:, b])
-                try:
-                    draws.append(model.like().fit(resample_units(enc, units)).to_chain())
-                except _FIT_ERRORS:
-                    failed += 1
-            interval_settings = {"n_refits": n_refits, "n_failed": failed, "seed": seed, "confidence": confidence,
-                                 "resample_by": enc.grouped_by, "weights": "Poisson(1) of the unit's id hash",
-                                 "refit": f"{chosen} (family and size fixed)"}
-            if not draws:
-                unavailable = f"none of the {n_refits} refits of {chosen} could be fitted"
+            one_at_a_time = (f"the {n_refits} compiled refits would not fit the memory budget together ({exc}); "
+                             "each refit is compiled on its own when its quantities are computed")
+        step(f"intervals ({n_refits} refits of {chosen})")
+        first = np.unique(enc.unit, return_index=True)[1]
+        weights = replicate_weights(hashes[first], seed, range(n_refits), "poisson").astype(np.int64)
+        failed = 0
+        for b in range(n_refits):
+            units = np.repeat(np.arange(enc.n_units, dtype=np.int64), weights[:, b])
+            try:
+                refit = model.like().fit(resample_units(enc, units))
+                draws.append(refit if one_at_a_time else refit.to_chain())
+            except _FIT_ERRORS:
+                failed += 1
+        interval_settings = {"n_refits": n_refits, "n_failed": failed, "seed": seed, "confidence": confidence,
+                             "resample_by": enc.grouped_by, "weights": "Poisson(1) of the unit's id hash",
+                             "refit": f"{chosen} (family and size fixed)",
+                             **({"memory": one_at_a_time} if one_at_a_time else {})}
+        if not draws:
+            unavailable = f"none of the {n_refits} refits of {chosen} could be fitted"
     else:
         unavailable = "no intervals were asked for"
     if compiled.n_components > 1 and compiled.trials == "task":

@@ -21,12 +21,13 @@ fallback gains also on ``order``. An output is
   is not above 0.5): nothing is wrong with the chain, and its ranking of states says nothing about which runs fail.
   It does not move the decision (which is about the chain's assumptions).
 
-The decision is family-wise: a layer rejects when Holm's step-down over the fixed family of all four layers rejects
-it at ``level`` (``_combine``), so a sound chain loses any output with probability at most ``level``, and lowering any
-p-value never certifies more (monotone). Overall: **reject** when R∞ is withheld (every output rests on it);
-**insufficient evidence** when nothing is rejected but a layer lacked the data it needs (each says how many traces
-it would need); **accept** when every output is certified (pass^k may be untested for lack of repeated tasks, which
-is said); **partial** otherwise.
+The decision is family-wise: each layer that applies is tested at ``level`` / L, L the number of layers that apply
+(:func:`~tracetochain.audit._combine.family_test`; a layer that does not apply leaves the family), so a sound
+chain loses any output with probability at most ``level``; an output's status depends only on the p-values of the
+layers it rests on, and lowering any p-value never certifies more (monotone). Overall: **reject** when R∞ is
+withheld (every output rests on it); **insufficient evidence** when nothing is rejected but a layer lacked the data
+it needs (each says how many traces it would need); **accept** when every output is certified (pass^k may be
+untested for lack of repeated tasks, which is said); **partial** otherwise.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any, Literal
 
 from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain._version import __version__
-from tracetochain.audit._combine import holm
+from tracetochain.audit._combine import family_test
 from tracetochain.audit._common import json_dict
 from tracetochain.audit._discrimination import STATE_ADVICE_OUTPUTS, uninformative_sentence
 from tracetochain.audit._holdout import RInfCheck
@@ -86,7 +87,8 @@ class LayerResult:
     """One layer of the certificate.
 
     ``p_value`` is the layer's own p-value (combined over the splits for the held-out layers); ``p_adjusted`` the
-    Holm-adjusted one the decision uses; ``status`` the outcome; ``reason`` a machine-readable code
+    family-adjusted one the decision uses (min(1, L p), L the layers that apply); ``status`` the outcome;
+    ``reason`` a machine-readable code
     (``"consistent"``, ``"rejected"``, ``"too_few_traces"``, ``"no_repeated_tasks"``, ``"undefined"``, ``"skipped"``)
     and ``message`` its sentence; ``traces_needed`` how many usable traces the layer would need when it lacked data.
     ``split_p_values`` are the per-split p-values, ``share_rejecting`` the share of splits that reject on their own at
@@ -122,7 +124,7 @@ class LayerResult:
     def describe(self) -> str:
         p = "" if self.p_value is None else f" p = {fmt_number(self.p_value, 4)}"
         if self.p_adjusted is not None and self.p_value is not None and self.p_adjusted != self.p_value:
-            p += f" (Holm {fmt_number(self.p_adjusted, 4)})"
+            p += f" (adjusted for the family {fmt_number(self.p_adjusted, 4)})"
         split = ""
         if len(self.split_p_values) > 1 and self.share_rejecting is not None:
             split = (f"; {self.share_rejecting:.0%} of {len(self.split_p_values)} splits reject alone"
@@ -183,23 +185,25 @@ def decide(layers: dict[str, LayerResult], outputs: dict[str, OutputCertificatio
     return "accept"
 
 
-def apply_holm(layers: dict[str, LayerResult], level: float) -> dict[str, LayerResult]:
-    """Layers with Holm-adjusted p-values over the fixed family :data:`LAYERS` and the statuses they imply."""
+def apply_family(layers: dict[str, LayerResult], level: float) -> dict[str, LayerResult]:
+    """Layers with family-adjusted p-values and the statuses they imply (module docstring): each layer of
+    :data:`LAYERS` that applies (any status but ``not_applicable`` and ``not_run``) is tested at ``level`` / L, L the
+    number of such layers; one that lacked the data stays in the family and cannot reject."""
     from dataclasses import replace
 
-    p = {name: (layers[name].p_value if name in layers and layers[name].status in ("pass", "reject") else None)
-         for name in LAYERS}
-    rejected, adjusted = holm(p, level)
+    family = {name: (layers[name].p_value if layers[name].status in ("pass", "reject") else None)
+              for name in LAYERS if name in layers and layers[name].status not in ("not_applicable", "not_run")}
+    rejected, adjusted = family_test(family, level)
     out: dict[str, LayerResult] = {}
     for name, layer in layers.items():
-        if layer.status not in ("pass", "reject"):
+        if name not in family or family[name] is None:
             out[name] = layer
             continue
         rej = rejected[name]
         msg = layer.message
         if rej != (layer.status == "reject"):
             msg += (f" (rejected at the family-wise {level:g} level)" if rej else
-                    f" (not rejected once the {len(LAYERS)} layers are tested together at {level:g}, Holm)")
+                    f" (not rejected once the {len(family)} layers that apply are tested together at {level:g})")
         out[name] = replace(layer, status="reject" if rej else "pass", p_adjusted=adjusted[name],
                             reason="rejected" if rej else "consistent", message=msg)
     return out
@@ -261,6 +265,36 @@ class Certificate(ResultDisplay):
     @property
     def uninformative(self) -> tuple[str, ...]:
         return tuple(o for o, c in self.outputs.items() if c.status == "uninformative")
+
+    @property
+    def pass_k_tested(self) -> tuple[int, ...] | None:
+        """The k ≥ 2 whose pass^k the trials layer tested (held-out tasks with at least k trials); None when the layer
+        does not say (a certificate built by hand)."""
+        layer = self.layers.get("trials")
+        if layer is None or "ks_tested" not in layer.statistics:
+            return None
+        return tuple(int(k) for k in layer.statistics["ks_tested"])
+
+    def pass_k_status(self, k: int) -> OutputStatus:
+        """The status of pass^k for one k: pass^1 is R∞'s; for k ≥ 2 that of ``pass^k``, except that a k the trials
+        layer did not test (no two tasks were tried k times) is *untested* — never certified by extrapolation."""
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if k == 1:
+            return self.status("pass^1")
+        base = self.status("pass^k")
+        tested = self.pass_k_tested
+        if base == "certified" and tested is not None and k not in tested:
+            return "untested"
+        return base
+
+    def _pass_k_doc(self) -> dict[str, Any]:
+        tested = self.pass_k_tested
+        top = max([10, *(tested or ())])
+        return {"tested_k": None if tested is None else list(tested),
+                "status_by_k": {str(k): self.pass_k_status(k) for k in range(1, top + 1)},
+                "rule": "pass^k (k >= 2) is certified only for the k the trials layer tested on tasks with at least "
+                        "k trials; larger k are untested"}
 
     @property
     def accepted(self) -> bool:
@@ -358,6 +392,7 @@ class Certificate(ResultDisplay):
             "untested": list(self.untested),
             "uninformative": list(self.uninformative),
             "discrimination": None if self.discrimination is None else self.discrimination.to_dict(),
+            "pass_k": self._pass_k_doc(),
             "statistics": self.statistics(),
             "splits": self.splits,
             "details": details,
@@ -395,6 +430,10 @@ class Certificate(ResultDisplay):
         if self.uninformative and self.discrimination is not None:
             text += (" Uninformative: " + ", ".join(self.uninformative) + " — "
                      + uninformative_sentence(self.discrimination) + ".")
+        tested = self.pass_k_tested
+        if self.status("pass^k") == "certified" and tested is not None:
+            text += (f" pass^k is certified for k = {_k_range(tested)} only (the k the repeated tasks could show); "
+                     "larger k are untested." if tested else "")
         needs = [f"{layer.title} needs about {layer.traces_needed} usable traces" for layer in self.layers.values()
                  if layer.status == "insufficient" and layer.traces_needed]
         if needs:
@@ -428,12 +467,17 @@ class Certificate(ResultDisplay):
                        lines=(self.verdict(),), tables=(layers, outputs))
 
 
+def _k_range(ks: tuple[int, ...]) -> str:
+    return str(ks[0]) if len(ks) == 1 else f"{ks[0]}–{ks[-1]}" if list(ks) == list(range(ks[0], ks[-1] + 1)) else \
+        ", ".join(map(str, ks))
+
+
 def build_certificate(layers: dict[str, LayerResult], *, level: float = 0.05, settings: dict[str, Any] | None = None,
                       **fields: Any) -> Certificate:
-    """Holm over the layers, per-output statuses and the decision, as a :class:`Certificate`."""
+    """The family rule over the layers, per-output statuses and the decision, as a :class:`Certificate`."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
-    adjusted = apply_holm(layers, level)
+    adjusted = apply_family(layers, level)
     ordered = {name: adjusted[name] for name in LAYERS if name in adjusted}
     outputs = certify_outputs(ordered)
     return Certificate(decide(ordered, outputs), ordered, outputs, level, dict(settings or {}), **fields)

@@ -146,6 +146,24 @@ def clopper_pearson_interval(successes: float, n: float, confidence: float = 0.9
     return lo, hi
 
 
+def jeffreys_interval(successes: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Jeffreys interval for a binomial proportion: the equal-tailed quantiles of Beta(x + ½, n − x + ½), with the
+    lower limit 0 at x = 0 and the upper limit 1 at x = n (Brown, Cai & DasGupta 2001, §4.1.2); n = 0 gives the
+    prior's own interval.
+
+    >>> [round(x, 4) for x in jeffreys_interval(40, 40)]
+    [0.9398, 1.0]
+    """
+    from scipy.stats import beta
+
+    if n < 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n, got {successes}/{n}")
+    a = 1.0 - confidence
+    lo = 0.0 if successes == 0 and n > 0 else float(beta.ppf(a / 2, successes + 0.5, n - successes + 0.5))
+    hi = 1.0 if successes == n and n > 0 else float(beta.ppf(1 - a / 2, successes + 0.5, n - successes + 0.5))
+    return lo, hi
+
+
 @dataclass(frozen=True, repr=False)
 class RInfCheck(ResultDisplay):
     """R∞ against the pass rate of the held-out (or, in-sample, the fit) traces, with an interval for the rate.

@@ -508,8 +508,11 @@ def pass_k_test(traces: TraceTable | EncodedTraces | tuple[ArrayLikeInt, ArrayLi
     C(c, k)/C(n, k) is unbiased for pass^k given the task (Yao et al. 2024), so its average over tasks is centred
     on the model's Σ_c w_c R_c^k when the model is right. The test standardises each k's gap by its sd under the
     model (from a pilot of ``n_simulations`` draws) and ranks the observed T among ``n_simulations`` fresh draws:
-    p = (1 + #{T* ≥ T}) / (B + 1). ``ks`` default 2 … the fewest trials of the tasks that have at least two (as
-    :func:`pass_k_check`). Fewer than ``min_traces`` traces in such tasks: no p-value.
+    p = (1 + #{T* ≥ T}) / (B + 1). Each k is estimated on the tasks with at least k trials, so every k the tasks
+    can show is tested: ``ks`` default 2 … K, K the largest number of trials that at least two tasks have (the
+    default used to stop at the fewest trials of any task, so a corpus of 2- and 5-trial tasks tested k = 2 only and
+    pass^3 … pass^5 were certified by extrapolation). Fewer than ``min_traces`` traces in tasks with two or more
+    trials: no p-value.
     """
     if n_simulations < 1:
         raise ValueError(f"n_simulations must be >= 1, got {n_simulations}")
@@ -517,7 +520,8 @@ def pass_k_test(traces: TraceTable | EncodedTraces | tuple[ArrayLikeInt, ArrayLi
     multi = n_all >= 2
     c, n = c_all[multi], n_all[multi]
     if ks is None:
-        ks = list(range(2, int(n.min()) + 1)) if n.size else [2]
+        top = int(np.sort(n)[-2]) if n.size >= 2 else 2  # at least two tasks have this many trials
+        ks = list(range(2, max(2, top) + 1))
     ks_t = tuple(int(k) for k in ks)
     if not ks_t or min(ks_t) < 2:
         raise ValueError(f"ks must be integers >= 2 (pass^1 is R∞, the R∞ layer's), got {ks!r}")
@@ -527,9 +531,9 @@ def pass_k_test(traces: TraceTable | EncodedTraces | tuple[ArrayLikeInt, ArrayLi
     if not n.size:
         return PassKTest(False, ks_t, model, none, None, None, 0, 0, n_simulations, trials, seed,
                          ("no task has two or more trials",))
-    if n.min() < max(ks_t):
-        raise ValueError(f"every task with two or more trials needs at least k = {max(ks_t)} of them")
-    empirical = tuple(float(np.mean(per_task_pass_hat_k(c, n, k))) for k in ks_t)
+    if int(n.max()) < max(ks_t):
+        raise ValueError(f"no task has k = {max(ks_t)} trials; the largest number of trials is {int(n.max())}")
+    empirical = tuple(float(np.nanmean(per_task_pass_hat_k(c, n, k))) for k in ks_t)
     n_rep = int(n.sum())
     if n_rep < min_traces:
         return PassKTest(True, ks_t, model, empirical, None, None, int(n.size), n_rep, n_simulations, trials, seed,
@@ -548,7 +552,7 @@ def pass_k_test(traces: TraceTable | EncodedTraces | tuple[ArrayLikeInt, ArrayLi
         cls = rng.choice(weights.size, size=(size, n.size), p=weights)
         succ = rng.binomial(np.broadcast_to(n, (size, n.size)), np.clip(rates[cls], 0.0, 1.0))
         trials_b = np.broadcast_to(n, succ.shape)
-        return np.stack([per_task_pass_hat_k(succ, trials_b, k).mean(axis=1) for k in ks_t], axis=1)
+        return np.stack([np.nanmean(per_task_pass_hat_k(succ, trials_b, k), axis=1) for k in ks_t], axis=1)
 
     sd = draw(n_simulations).std(axis=0, ddof=1)
     sd = np.where(sd > 0, sd, 1e-12)  # a degenerate model (R_c all 0 or 1) makes any gap infinitely unlikely

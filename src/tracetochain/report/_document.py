@@ -148,6 +148,7 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "timing_untested_reason": timing_reason if timing_status == "untested" else None,
         "pass_k_status": statuses.get("pass^k", "not audited"),
         "pass_k_withheld": statuses.get("pass^k") == "withheld",
+        "pass_k_status_by_k": None if cert is None else cert.to_dict(include_curves=False)["pass_k"]["status_by_k"],
         "per_task_pass_k": None if trials is None or not trials.applicable else {
             "ks": list(trials.ks), "pass_hat_k": list(trials.pass_hat_k),
             "pass_hat_k_interval": [list(x) for x in trials.pass_hat_k_interval], "pass_at_k": list(trials.pass_at_k),

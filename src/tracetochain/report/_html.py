@@ -152,7 +152,8 @@ def render_html(doc: dict[str, Any]) -> str:
         doc=doc, m=m, oc=doc["source"]["outcomes"], cert=cert, timing_ok=timing_ok, verdict_text=verdict_text,
         verdict_class=verdict_class, cert_stats=_scalar_items(cert.get("statistics", cert)) if cert else [],
         fmt=_fmt, pass_k_ok=status.get("pass^k", "certified") != "withheld",
-        pass_k_status=status.get("pass^k", "not audited"), timing_tag=timing_tag, layers=layers, status=status,
+        pass_k_status=status.get("pass^k", "not audited"), pass_k_by_k=doc.get("pass_k_status_by_k") or {},
+        timing_tag=timing_tag, layers=layers, status=status,
         thin=thin, never_failed=never_failed,
         thin_threshold=(doc.get("thin_evidence") or {}).get("threshold", 0),
         pct=lambda x: "—" if x is None else f"{100 * float(x):.1f}%", iv=iv, iv_k=iv_k, has_band=has_band,
@@ -177,7 +178,7 @@ def _discrimination_view(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _layer_cell(layer: dict[str, Any] | None) -> str:
-    """A certificate layer in one table cell: its status and p-value (Holm-adjusted where it differs)."""
+    """A certificate layer in one table cell: its status and p-value (family-adjusted where it differs)."""
     if not layer:
         return "—"
     status = str(layer.get("status", "")).replace("_", " ")
@@ -187,7 +188,7 @@ def _layer_cell(layer: dict[str, Any] | None) -> str:
     text = f"{status} (p {float(p):.3g}"
     adj = layer.get("p_adjusted")
     if adj is not None and abs(float(adj) - float(p)) > 1e-12:
-        text += f", Holm {float(adj):.3g}"
+        text += f", adjusted {float(adj):.3g}"
     return text + ")"
 
 
@@ -220,8 +221,8 @@ def _model_choice_view(mc: dict[str, Any] | None) -> dict[str, Any]:
             + (f"{mc['z_threshold']:.2f} " if isinstance(mc.get("z_threshold"), (int, float)) else "")
             + "standard errors of the summed gain over units; among those that do, the one with the fewest "
               "parameters within one standard error of the best is chosen. The first-order chain, the choice and "
-              "the best of every family are checked with the certificate's held-out layers (Holm over the four "
-              "layers); the choice's layers are its certificate.")
+              "the best of every family are checked with the certificate's held-out layers (each layer that applies at "
+              "level / L); the choice's layers are its certificate.")
     classes = []
     attribution: list[tuple[str, float]] = []
     compiled = mc.get("compiled") or {}

@@ -100,6 +100,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 value = f"{_f(m['pass_hat_k'][k])} / {_f(m['pass_at_k'][k])}"
                 if pass_k == "untested" and k != "1":
                     value += " (assumes i.i.d. trials; untested)"
+                elif pass_k == "certified" and (doc.get("pass_k_status_by_k") or {}).get(k) == "untested":
+                    value += f" (untested: no two tasks were tried {k} times)"
             lines.append(f"| pass^{k} / pass@{k} | {value} |")
     lines.append("")
     if doc.get("budget_caveat"):

@@ -93,6 +93,9 @@ def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point",
     elif match["hk"] is not None or match["ak"] is not None:
         key, k = ("pass_hat_k", match["hk"]) if match["hk"] is not None else ("pass_at_k", match["ak"])
         why = blocked("pass^k") if int(k) > 1 else blocked("R_inf")
+        by_k = (cert.get("pass_k") or {}).get("status_by_k") or {}
+        if why is None and int(k) > 1 and by_k.get(str(k)) == "untested" and status.get("pass^k") == "certified":
+            why = f"untested for k = {k} (no two tasks were tried {k} times)"
         if why:
             return GateResult(expression, False, None, f"{expression}: the chain's pass@k/pass^k are {why} "
                                                        "(see the per-task estimates)")
