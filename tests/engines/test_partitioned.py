@@ -197,8 +197,8 @@ def test_fitted_state_model_predicts_per_partition(engine: Engine, corpus: dict[
 
 def test_state_estimator_is_learned_on_the_fit_half(engine: Engine, corpus: dict[str, Path]) -> None:
     """A state estimator learns on the usable traces of the fit half of the first held-out split (held out iff
-    u(FNV-1a(id), seed, 0) < ½), never on held-out traces, then labels every trace. Without an audit nothing is
-    held out: it learns on all usable traces."""
+    u(FNV-1a(id), seed, 0) < ½), never on held-out traces, then labels every trace — with or without the audit, so
+    that a fit without the audit has the states of the audited analysis."""
     from tracetochain.featurize.rules import RuleFeaturizer
     from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask
 
@@ -209,7 +209,8 @@ def test_state_estimator_is_learned_on_the_fit_half(engine: Engine, corpus: dict
     whole = tt.TraceTable.read(path)
     usable = whole.select_traces(whole.outcomes() != 3)
     chain = fit_partitioned(path, engine=engine, states=estimator(), rows_per_partition=2000)
-    model = estimator().fit(usable).fetch_model()
+    model = estimator().fit(usable.select_traces(~holdout_mask(fnv1a_hashes(usable.trace_id_array), 0.5, 0, 0))
+                            ).fetch_model()
     expected = tt.ChainEstimator(states=model.state_names).fit(model.label(whole)).fetch_model()
     assert_same_chain(chain, expected.with_metadata(states=model.to_dict()))
     assert chain.metadata["states"]["method"] == "ward"

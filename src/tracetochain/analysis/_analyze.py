@@ -600,8 +600,13 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         chain = chain.with_metadata(costs=acc.base.costs.reindexed(chain.state_names).to_dict())
     # The chain carries the design effect of its corpus and the settings of its intervals, so that a saved chain
     # gives the analysis's intervals (one interval per number: `metrics` on a saved chain = `fit`).
-    chain = chain.with_metadata(design_effect=design_effect(acc), intervals=None if intervals is None else {
-        "method": intervals, "n_samples": n_draws, "confidence": confidence, "seed": seed})
+    # (Only what differs from a chain fitted alone: a design effect above 1, interval settings when intervals are drawn.)
+    deff = design_effect(acc)
+    if deff > 1.0:
+        chain = chain.with_metadata(design_effect=deff)
+    if intervals is not None:
+        chain = chain.with_metadata(intervals={"method": intervals, "n_samples": n_draws, "confidence": confidence,
+                                               "seed": seed})
     certificate = None
     if run_audit:
         step("audit")

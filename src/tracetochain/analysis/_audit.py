@@ -335,16 +335,16 @@ def audit_summary(summary: CorpusSummary, full: AbsorbingChain, *, prior: ChainP
             chains.append(estimate_chain(counts, prior=prior, unvisited=unvisited, initial=initial))
         except ChainValidationError:
             chains.append(None)
-    step("audit: trials layer", 0, 4)
+    # (the timing layer combines its KS test with the trials layer's heterogeneity test, so trials comes first)
+    step("audit: R∞ layer", 0, 4)
+    r_inf = _r_inf_layer(summary, chains, full, settings)
+    step("audit: trials layer", 1, 4)
     trials = _trials_layer(summary, full, settings, trials_seed)
-    step("audit: R∞ layer", 1, 4)
-    layers = {"r_inf": _r_inf_layer(summary, chains, full, settings)}
-    step("audit: timing layer (KS)", 2, 4)
-    layers["timing"] = _with_task_heterogeneity(_timing_layer(summary, chains, full, settings, ks_seeds), trials,
-                                                settings.level)
-    step("audit: order layer", 3, 4)
-    layers["order"] = _order_layer(summary, settings, order_seed)
-    layers["trials"] = trials
+    step("audit: order layer", 2, 4)
+    order = _order_layer(summary, settings, order_seed)
+    step("audit: timing layer (KS)", 3, 4)
+    timing = _with_task_heterogeneity(_timing_layer(summary, chains, full, settings, ks_seeds), trials, settings.level)
+    layers = {"r_inf": r_inf, "timing": timing, "order": order, "trials": trials}
     longest = int(np.flatnonzero(summary.all_lengths.sum(axis=0))[-1]) if summary.n_usable else 0
     D = longest if horizon is None else int(horizon)
     model_rdc = full.reliability(D)

@@ -152,7 +152,7 @@ def jeffreys_interval(successes: float, n: float, confidence: float = 0.95) -> t
     prior's own interval.
 
     >>> [round(x, 4) for x in jeffreys_interval(40, 40)]
-    [0.9398, 1.0]
+    [0.9395, 1.0]
     """
     from scipy.stats import beta
 
