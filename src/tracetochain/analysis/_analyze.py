@@ -600,7 +600,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         chain = chain.with_metadata(costs=acc.base.costs.reindexed(chain.state_names).to_dict())
     # The chain carries the design effect of its corpus and the settings of its intervals, so that a saved chain
     # gives the analysis's intervals (one interval per number: `metrics` on a saved chain = `fit`).
-    # (Only what differs from a chain fitted alone: a design effect above 1, interval settings when intervals are drawn.)
+    # (Only what differs from a chain fitted alone: a design effect above 1, interval settings when drawn.)
     deff = design_effect(acc)
     if deff > 1.0:
         chain = chain.with_metadata(design_effect=deff)
