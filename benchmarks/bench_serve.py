@@ -7,7 +7,10 @@ Two measurements (see benchmarks/README.md):
   request holding ``--traces-per-request`` traces of 5 spans (root + 4 steps, GenAI attributes and an evaluation
   event; ~500 spans, the SDK exporter's default batch is 512). Requests are encoded before the clock starts. The
   rate is acknowledged spans / wall time after a warm-up; latency is send → 200 per request (p50, p99); at the end
-  the store must hold every span and every trace as an episode.
+  the store must hold every span and every trace as an episode. Server CPU (user + system of the server process,
+  from /proc) is reported twice: while the requests are sent ("server CPU s"), and until every trace is an
+  episode ("to all assembled": decoding, commits, assembly and the live analysis — the cost of a span); the
+  per-span figure ("server CPU µs/span", and its inverse "spans/s of server CPU") uses the latter.
 * ``store`` — the embedded-store question alone: append batches of 500 span rows, one durable commit per batch,
   in SQLite (WAL, ``synchronous=FULL`` and ``NORMAL``) and, when installed, DuckDB (its default durability).
 
@@ -111,6 +114,7 @@ def bench_ingest(durability: str, n_requests: int, senders: int, traces_per_requ
         with httpx.Client(timeout=60) as c:  # warm-up: imports, first commits
             for body in bodies[:warmup]:
                 c.post(url + "/v1/traces", content=body, headers=PB).raise_for_status()
+        _wait_assembled(url, warmup * traces_per_request, 60)  # the warm-up's assembly is not measured
         latencies: list[float] = []
         lock = threading.Lock()
         todo = list(range(warmup, warmup + n_requests))
@@ -146,16 +150,12 @@ def bench_ingest(durability: str, n_requests: int, senders: int, traces_per_requ
         wall = time.perf_counter() - t0
         server_cpu = _proc_cpu(proc.pid) - cpu0
         n_traces = (n_requests + warmup) * traces_per_request
-        deadline = time.time() + 120
-        import json
-
-        while time.time() < deadline:
-            with urllib.request.urlopen(url + "/api/live", timeout=30) as r:
-                doc = json.loads(r.read())
-            if doc["n_episodes"] >= n_traces:
-                break
-            time.sleep(0.5)
-        assembled = time.time()
+        doc = _wait_assembled(url, n_traces, 120)
+        assembled = time.perf_counter()
+        # Everything the server spent on these spans: decoding, commits, assembly, the live analysis (the polls of
+        # /api/live add a few ms each).
+        server_cpu_total = _proc_cpu(proc.pid) - cpu0
+        spans = n_requests * spans_per_request
         lat = sorted(latencies)
         return {
             "mode": f"open loop, {rate:,.0f} spans/s offered" if rate else "closed loop (as fast as acknowledged)",
@@ -164,6 +164,8 @@ def bench_ingest(durability: str, n_requests: int, senders: int, traces_per_requ
             "wall_s": wall, "spans_per_s": n_requests * spans_per_request / wall,
             "latency_p50_ms": 1000 * statistics.median(lat), "latency_p99_ms": 1000 * lat[int(0.99 * (len(lat) - 1))],
             "latency_max_ms": 1000 * lat[-1], "server_cpu_s": server_cpu,
+            "server_cpu_total_s": server_cpu_total, "server_cpu_us_per_span": 1e6 * server_cpu_total / spans,
+            "spans_per_server_cpu_s": spans / server_cpu_total if server_cpu_total > 0 else None,
             "episodes": doc["n_episodes"], "expected_episodes": n_traces,
             "all_assembled": doc["n_episodes"] == n_traces, "assembly_lag_s": assembled - t0 - wall,
             "store_mb": sum(f.stat().st_size for f in workdir.iterdir()) / 2**20,
@@ -173,6 +175,19 @@ def bench_ingest(durability: str, n_requests: int, senders: int, traces_per_requ
         proc.terminate()
         proc.wait(30)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait_assembled(url: str, n_traces: int, timeout: float) -> dict[str, Any]:
+    """Poll /api/live (every 0.25 s) until ``n_traces`` episodes are decided, or ``timeout`` seconds."""
+    import json
+
+    deadline = time.time() + timeout
+    while True:
+        with urllib.request.urlopen(url + "/api/live", timeout=30) as r:
+            doc: dict[str, Any] = json.loads(r.read())
+        if doc["n_episodes"] >= n_traces or time.time() > deadline:
+            return doc
+        time.sleep(0.25)
 
 
 def _proc_cpu(pid: int) -> float:
@@ -260,9 +275,12 @@ def main() -> int:
             ingest.append(bench_ingest(d, args.requests, args.senders, args.traces_per_request, args.warmup,
                                        args.seed, rate=args.rate))
     print(markdown_table(
-        ["mode", "durability", "senders", "spans", "spans/s", "p50 ms", "p99 ms", "server CPU s", "all assembled"],
+        ["mode", "durability", "senders", "spans", "spans/s", "p50 ms", "p99 ms", "server CPU s",
+         "server CPU s to all assembled", "server CPU µs/span", "spans/s of server CPU", "all assembled"],
         [[r["mode"], r["durability"], str(r["senders"]), f"{r['spans']:,}", f"{r['spans_per_s']:,.0f}",
           f"{r['latency_p50_ms']:.1f}", f"{r['latency_p99_ms']:.1f}", f"{r['server_cpu_s']:.1f}",
+          f"{r['server_cpu_total_s']:.1f}",
+          f"{r['server_cpu_us_per_span']:.0f}", f"{r['spans_per_server_cpu_s'] or 0:,.0f}",
           str(r["all_assembled"])] for r in ingest]))
     store = bench_store(args.store_batches, 500, args.seed)
     print()

@@ -167,7 +167,11 @@ class LiveService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        # Import the analysis' heavy modules now, not in the middle of the first burst of spans.
+        # Import the analysis' heavy modules now, not in the middle of the first burst of spans: the drift test's
+        # scipy.stats is imported lazily by audit._homogeneity (fit's start-up), and importing it inside the first
+        # drift test cost ~1 s of CPU while the live lock was held (ingest waited for it).
+        import scipy.stats  # noqa: F401
+
         import tracetochain.audit._homogeneity
         import tracetochain.uncertainty  # noqa: F401
 
