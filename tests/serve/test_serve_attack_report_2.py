@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -638,6 +639,81 @@ def test_n25_connections_are_bounded(tmp_path: Path) -> None:
     import tracetochain.serve as live
 
     assert "limit_concurrency=config.max_connections" in inspect.getsource(live.run)
+
+
+def _seconds_until_closed(sock, chunks: list[bytes], pause: float, limit: float) -> tuple[float, bytes]:
+    """Send ``chunks`` one by one, ``pause`` s apart, until the server closes; the time it took and its reply."""
+    import socket as _socket
+
+    t0 = time.monotonic()
+    sock.settimeout(pause)
+    reply = b""
+    for chunk in chunks:
+        try:
+            sock.sendall(chunk)
+        except OSError:  # the server has closed: a send may fail
+            break
+        try:
+            data = sock.recv(4096)
+        except _socket.timeout:
+            if time.monotonic() - t0 > limit:
+                break
+            continue
+        except OSError:
+            break
+        reply += data
+        if not data or reply:
+            break
+    sock.settimeout(max(0.1, limit - (time.monotonic() - t0)))
+    try:
+        while True:
+            data = sock.recv(4096)
+            if not data:
+                break
+            reply += data
+    except OSError:
+        pass
+    return time.monotonic() - t0, reply
+
+
+def test_n25_slow_headers_and_slow_bodies_are_cut_off(tmp_path: Path) -> None:
+    """A slow-loris client (headers byte by byte) gets 408 and is disconnected at --header-timeout; a body sent
+    too slowly is cut off at --body-timeout (nothing acknowledged); an idle fresh connection is closed too; both
+    are counted; ordinary requests are unaffected."""
+    import socket
+
+    from serve_helpers import ServeProcess
+
+    srv = ServeProcess(tmp_path / "live.db", "--header-timeout", "1", "--body-timeout", "2.5",
+                       "--no-stdout-alerts").start()
+    try:
+        head = (b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"X-Slow: " + b"a" * 200 + b"\r\n")
+        with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+            took, reply = _seconds_until_closed(sock, [head[i:i + 1] for i in range(len(head))], 0.1, 6.0)
+        assert 0.8 < took < 3.0, took  # the deadline (1 s), not the 20 s the client would have taken
+        assert reply.startswith(b"HTTP/1.1 408"), reply[:80]
+        body_head = (b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n")
+        with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+            took, reply = _seconds_until_closed(sock, [body_head] + [b"{"] * 100, 0.1, 8.0)
+        assert 2.0 < took < 5.0, took
+        assert b" 200 " not in reply
+        with socket.create_connection(("127.0.0.1", srv.port)) as sock:  # connects and sends nothing
+            took, reply = _seconds_until_closed(sock, [], 0.1, 6.0)
+        assert took < 3.0 and reply == b""
+        assert srv.get_json("/healthz")["status"] == "ok"  # an ordinary request is served as before
+        metrics = ""
+        for _ in range(50):
+            with urllib.request.urlopen(srv.url + "/metrics", timeout=10) as r:
+                metrics = r.read().decode()
+            if 'reason="header_timeout"' in metrics and 'reason="body_timeout"' in metrics:
+                break
+            time.sleep(0.2)
+        assert 'tracetochain_requests_rejected_total{reason="header_timeout"}' in metrics
+        assert 'tracetochain_requests_rejected_total{reason="body_timeout"}' in metrics
+    finally:
+        srv.stop()
 
 
 def test_json_and_protobuf_paths_still_agree_after_the_guards(tmp_path: Path) -> None:

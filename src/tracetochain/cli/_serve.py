@@ -80,6 +80,12 @@ def serve(
                              "e.g. behind a proxy).")] = None,
     max_connections: Annotated[int, typer.Option(
         min=1, help="Open connections served at once; beyond, new requests get 503.")] = 1000,
+    header_timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds a client has to send a request's headers; then 408 and the connection is closed "
+                      "(slow clients cannot hold connections).")] = 10.0,
+    body_timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds a client has to send a whole request (headers and body); then the connection is "
+                      "closed and nothing is acknowledged.")] = 120.0,
     force: ForceOpt = False,
     log_level: Annotated[str, typer.Option(help="Server log level (uvicorn).")] = "warning",
 ) -> None:
@@ -122,6 +128,7 @@ def serve(
                                        group_by=group_by, max_groups=max_groups),
             durability=durability,  # type: ignore[arg-type]
             max_states=max_states, allowed_hosts=tuple(allow_host or ()), max_connections=max_connections,
+            header_timeout=header_timeout, body_timeout=body_timeout,
         )
         config.check()
         if webhook is not None:

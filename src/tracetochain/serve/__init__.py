@@ -86,11 +86,20 @@ def run(config: ServeConfig, *, log_level: str = "warning") -> None:
                     and captured[-1] == sig:
                 captured.pop()
 
-    # limit_concurrency bounds connections held open by slow or idle clients (slowloris, N25): beyond it new
-    # requests are answered 503 at once; idle keep-alive connections close after timeout_keep_alive seconds.
-    # uvicorn has no header-read timeout: on an untrusted network, put a reverse proxy in front (docs/live.md).
+    # Slow or idle clients (slowloris, N25): limit_concurrency bounds the connections served at once (beyond it
+    # new requests are answered 503 at once); idle keep-alive connections close after timeout_keep_alive seconds;
+    # uvicorn has no header-read timeout, so its h11 protocol is given read deadlines (serve._protocol): a request
+    # head not complete in header_timeout seconds gets 408 and the connection is closed, a body not received in
+    # body_timeout seconds is dropped (nothing acknowledged). The head's size is h11's 16 KiB limit.
+    from tracetochain.serve._protocol import deadline_protocol
+
+    def on_timeout(kind: str) -> None:
+        service.ingestor.record_rejection(kind, "a client did not send its request within "
+                                                f"{config.header_timeout if kind == 'header_timeout' else config.body_timeout:g} s")
+
+    protocol = deadline_protocol(config.header_timeout, config.body_timeout, on_timeout)
     server = _GracefulServer(uvicorn.Config(app, host=host, port=config.port, log_level=log_level,
                                            timeout_graceful_shutdown=15, access_log=False,
-                                           server_header=False, proxy_headers=False,
+                                           server_header=False, proxy_headers=False, http=protocol,
                                            limit_concurrency=config.max_connections, timeout_keep_alive=5))
     server.run()

@@ -73,6 +73,10 @@ class ServeConfig:
     #: Open connections uvicorn serves at once (beyond: 503), so idle or slow clients cannot hold every file
     #: descriptor (N25).
     max_connections: int = 1000
+    #: Seconds a client has to send a request's line and headers (from the connection, or the end of the previous
+    #: response), and its whole request, before the connection is closed (slow-loris, N25; serve._protocol).
+    header_timeout: float = 10.0
+    body_timeout: float = 120.0
     #: Distinct states the live chain shows; beyond, the least visited are merged into one (N2).
     max_states: int = DEFAULT_LIVE_MAX_STATES
 
@@ -105,6 +109,11 @@ class ServeConfig:
                              f"{self.max_states}")
         if not (math.isfinite(self.refresh) and self.refresh > 0):
             raise ValueError("refresh must be a positive number of seconds")
+        if not (math.isfinite(self.header_timeout) and self.header_timeout > 0):
+            raise ValueError(f"header_timeout must be a positive number of seconds, got {self.header_timeout}")
+        if not (math.isfinite(self.body_timeout) and self.body_timeout >= self.header_timeout):
+            raise ValueError(f"body_timeout must be at least header_timeout ({self.header_timeout} s), got "
+                             f"{self.body_timeout}")
 
 
 class LiveService:
