@@ -94,8 +94,8 @@ def run(config: ServeConfig, *, log_level: str = "warning") -> None:
     from tracetochain.serve._protocol import deadline_protocol
 
     def on_timeout(kind: str) -> None:
-        service.ingestor.record_rejection(kind, "a client did not send its request within "
-                                                f"{config.header_timeout if kind == 'header_timeout' else config.body_timeout:g} s")
+        limit = config.header_timeout if kind == "header_timeout" else config.body_timeout
+        service.ingestor.record_rejection(kind, f"a client did not send its request within {limit:g} s")
 
     protocol = deadline_protocol(config.header_timeout, config.body_timeout, on_timeout)
     server = _GracefulServer(uvicorn.Config(app, host=host, port=config.port, log_level=log_level,
