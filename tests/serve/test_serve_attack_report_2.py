@@ -297,6 +297,38 @@ def test_n6_unclaimed_verdicts_are_bounded(tmp_path: Path) -> None:
         assert len(svc2.ingestor._verdicts) == 100 and f"{1000:032x}" in svc2.ingestor._verdicts
 
 
+def test_unclaimed_verdicts_expire_after_the_retention(tmp_path: Path) -> None:
+    """A verdict whose trace never arrives is deleted after --keep-unclaimed-verdicts (memory and store) and
+    counted (verdicts_expired on the status counters and /metrics); a verdict whose trace was assembled stays."""
+    settings = IngestSettings(settle=0.0, tick=0.02, verdict_retention=0.2)
+    svc = make_service(tmp_path, ingest=settings)
+    now = time.time_ns()
+    with TestClient(create_app(svc), base_url="http://127.0.0.1") as client:
+        lost = [{"trace_id": f"{i + 100:032x}", "outcome": "failure"} for i in range(3)]
+        assert client.post("/v1/verdicts", json=[*lost, {"trace_id": f"{7:032x}", "outcome": "success"}]).json() \
+            == {"accepted": 4}
+        assert client.post("/v1/traces", content=doc_of(otlp_episode(7, now)), headers=J).status_code == 200
+        wait(client, lambda d: d["n_episodes"] == 1)
+        assert len(svc.store.verdicts(unused_only=True)) == 3
+        time.sleep(0.3)
+        svc.ingestor._last_verdict_expiry = -1e18  # the next scan expires (it runs once a minute)
+        assert client.post("/v1/traces", content=doc_of(otlp_episode(8, now)), headers=J).status_code == 200
+        doc = wait(client, lambda d: d["status"]["counters"].get("verdicts_expired") == 3 and d["n_episodes"] == 2)
+        assert "tracetochain_verdicts_expired_total 3.0" in client.get("/metrics").text
+        assert doc["status"]["counters"]["verdicts_expired"] == 3
+        assert not any(f"{i + 100:032x}" in svc.ingestor._verdicts for i in range(3))
+    assert set(svc.store.verdicts()) == {f"{7:032x}"}  # the claimed one is the record of what decided trace 7
+    svc2 = make_service(tmp_path, ingest=settings)
+    with TestClient(create_app(svc2), base_url="http://127.0.0.1"):
+        assert svc2.ingestor._verdicts == {}
+
+
+def test_verdict_retention_setting_is_checked() -> None:
+    with pytest.raises(ValueError, match="verdict_retention"):
+        IngestSettings(verdict_retention=0)
+    assert IngestSettings().verdict_retention == 86_400.0
+
+
 # ----------------------------------------------------------------------------------------------------- N7
 def test_n7_unauthenticated_requests_are_counted_not_written(tmp_path: Path) -> None:
     svc = make_service(tmp_path, ingest_token=INGEST, read_token=READ)

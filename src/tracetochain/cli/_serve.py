@@ -75,6 +75,9 @@ def serve(
     keep_spans: Annotated[str | None, typer.Option(
         help="Delete the raw spans of assembled traces after this long (e.g. 7d); episodes keep their steps. "
              "Default: keep them.")] = None,
+    keep_unclaimed_verdicts: Annotated[str | None, typer.Option(
+        help="Delete a posted verdict whose trace has not arrived after this long (e.g. 1d, 6h; 'forever' keeps "
+             "them).")] = "1d",
     allow_host: Annotated[list[str] | None, typer.Option(
         "--allow-host", help="A host name the server answers for besides 127.0.0.1/localhost (repeatable; "
                              "e.g. behind a proxy).")] = None,
@@ -125,7 +128,8 @@ def serve(
             ingest=live.IngestSettings(settle=settle, trace_timeout=trace_timeout, verdict_timeout=verdict_timeout,
                                        max_open_traces=max_open_traces, max_verdicts=max_verdicts,
                                        span_retention=live.parse_duration(keep_spans) if keep_spans else None,
-                                       group_by=group_by, max_groups=max_groups),
+                                       group_by=group_by, max_groups=max_groups,
+                                       verdict_retention=_retention(keep_unclaimed_verdicts)),
             durability=durability,  # type: ignore[arg-type]
             max_states=max_states, allowed_hosts=tuple(allow_host or ()), max_connections=max_connections,
             header_timeout=header_timeout, body_timeout=body_timeout,
@@ -147,3 +151,12 @@ def serve(
             raise
         raise typer.BadParameter(str(exc)) from None
     live.run(config, log_level=log_level)
+
+
+def _retention(text: str | None) -> float | None:
+    """``--keep-unclaimed-verdicts``: a duration in seconds, or None for 'forever'."""
+    if text is None or text.strip().lower() in ("forever", "never", "none"):
+        return None
+    from tracetochain.serve import parse_duration
+
+    return parse_duration(text)

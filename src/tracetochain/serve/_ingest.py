@@ -54,7 +54,15 @@ from tracetochain.readers.otlp import (
     emit_trace,
     norm_id,
 )
-from tracetochain.serve._store import EpisodeRow, Store, WriteBatch, apply_batch, closed_among, facts_to_json
+from tracetochain.serve._store import (
+    EpisodeRow,
+    Store,
+    WriteBatch,
+    apply_batch,
+    closed_among,
+    expire_unclaimed_verdicts,
+    facts_to_json,
+)
 from tracetochain.traces._table import TraceTable
 
 log = logging.getLogger("tracetochain.serve")
@@ -79,6 +87,9 @@ class IngestSettings:
     #: Seconds the raw spans of an assembled trace are kept (None: for ever). Episodes keep their steps; only the
     #: spans go, so a span re-sent after that is counted as late rather than as a duplicate (N6).
     span_retention: float | None = None
+    #: Seconds a posted verdict whose trace never arrived is kept (memory and store; None: for ever). Checked once a
+    #: minute; expired ones are deleted and counted ``verdicts_expired``.
+    verdict_retention: float | None = 86_400.0
     #: The resource (or span) attribute that names the agent: one chain per value (``--group-by``).
     group_by: str = "service.name"
     #: Distinct groups at most; episodes of further ones go to :data:`OTHER_GROUP` (a sender cannot grow memory).
@@ -89,8 +100,10 @@ class IngestSettings:
             v = getattr(self, name)
             if not v >= 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {v!r}")
-        if self.span_retention is not None and not self.span_retention > 0:
-            raise ValueError(f"span_retention must be a positive number of seconds, got {self.span_retention!r}")
+        for name in ("span_retention", "verdict_retention"):
+            v = getattr(self, name)
+            if v is not None and not v > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {v!r}")
         for name in ("max_open_traces", "max_verdicts"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -170,6 +183,8 @@ class Ingestor:
         # Posted verdicts not used yet, by the id's first part (a trace id, or a root span id): a trace's are
         # found with a few dict lookups and dropped once it is assembled (the store keeps them all).
         self._verdicts: dict[str, dict[str, Any]] = {}
+        self._verdict_received: dict[str, float] = {}  # by the same first part: when its last verdict came
+        self._last_verdict_expiry = -1e18
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._last_scan = 0.0
@@ -203,8 +218,9 @@ class Ingestor:
                 ot.spans[s.sid] = s
                 ot.has_root = ot.has_root or s.parent is None
             self._open[tid] = ot
-        for key, verdict in self.store.verdicts(unused_only=True, limit=self.settings.max_verdicts).items():
-            self._remember_verdict(key, verdict)
+        for key, (verdict, received) in self.store.verdicts_received(unused_only=True,
+                                                                     limit=self.settings.max_verdicts).items():
+            self._remember_verdict(key, verdict, received)
         self._next_seq = self.store.last_seq() + 1  # this thread is the only writer: seq is assigned here
         self._groups = set(self.store.groups())
         self._thread = threading.Thread(target=self._run, name="tracetochain-ingest", daemon=True)
@@ -349,7 +365,7 @@ class Ingestor:
                     if tid in closed:  # its episodes were decided already: stored, counted, not applied
                         batch.count("late_verdicts")
                         continue
-                    self._remember_verdict(key, verdict)
+                    self._remember_verdict(key, verdict, now)
                     ot = self._open.get(tid)
                     if ot is not None:
                         ot.verdict_arrived = True
@@ -386,6 +402,7 @@ class Ingestor:
             return
         self._last_scan = now
         self._expire_spans(con, now)
+        self._expire_verdicts(con, now)
         done = WriteBatch()
         decided = self._assemble_due(now, done)
         if not done:
@@ -423,6 +440,23 @@ class Ingestor:
                 con.execute("ROLLBACK")
             log.exception("expiring old spans failed (they stay; retried in a minute)")
 
+    def _expire_verdicts(self, con: Any, now: float) -> None:
+        """Forget posted verdicts whose trace has not arrived ``verdict_retention`` seconds after they came (memory
+        and store, once a minute; a verdict of a trace that is open now is kept: it is about to be used)."""
+        keep = self.settings.verdict_retention
+        if keep is None or now - self._last_verdict_expiry < 60.0:
+            return
+        self._last_verdict_expiry = now
+        cutoff = now - keep
+        for first, received in list(self._verdict_received.items()):
+            if received < cutoff and first not in self._open:
+                del self._verdict_received[first]
+                self._verdicts.pop(first, None)
+        try:
+            expire_unclaimed_verdicts(con, cutoff)
+        except Exception:
+            log.exception("expiring unclaimed verdicts failed (they stay; retried in a minute)")
+
     def _reload(self) -> None:
         self._open.clear()
         self._closed.clear()  # it may hold traces of the failed commit; the store answers for the rest
@@ -459,12 +493,16 @@ class Ingestor:
         batch.count("spans_duplicate", duplicates)  # late ones are told apart from re-sent ones at the commit
         return SpanAck(accepted, duplicates, late)
 
-    def _remember_verdict(self, key: str, verdict: Any) -> None:
+    def _remember_verdict(self, key: str, verdict: Any, received: float) -> None:
         if isinstance(verdict, list) and len(verdict) == 3 and verdict[0] == "pair":
             verdict = tuple(verdict)  # the reader's (outcome, reward) pair, stored as a JSON list
-        self._verdicts.setdefault(key.split(":", 1)[0], {})[key] = verdict
+        first = key.split(":", 1)[0]
+        self._verdicts.setdefault(first, {})[key] = verdict
+        self._verdict_received[first] = received
         if len(self._verdicts) > self.settings.max_verdicts:  # the oldest first (dicts keep insertion order)
-            del self._verdicts[next(iter(self._verdicts))]
+            oldest = next(iter(self._verdicts))
+            del self._verdicts[oldest]
+            self._verdict_received.pop(oldest, None)
             self._evicted["verdicts_evicted"] += 1
             self._pending_evictions["verdicts_evicted"] = self._pending_evictions.get("verdicts_evicted", 0) + 1
 
@@ -530,6 +568,7 @@ class Ingestor:
             batch.closed.append((tid, now))
             if self._verdicts:
                 self._verdicts.pop(tid, None)
+                self._verdict_received.pop(tid, None)
         while len(self._closed) > _CLOSED_CACHE:
             self._closed.popitem(last=False)
         out = self._zero_step_episodes(zero_step, now, batch, groups)

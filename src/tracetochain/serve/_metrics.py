@@ -118,7 +118,10 @@ class _LiveCollector:
                 ("episodes_dropped", "episodes_dropped", "Episodes that could not be used (no step, bad span, …)"),
                 ("verdicts", "verdicts", "Verdicts posted"),
                 ("open_traces_evicted", "open_traces_evicted", "Open traces assembled early: over --max-open-traces"),
-                ("verdicts_evicted", "verdicts_evicted", "Unclaimed verdicts forgotten: over --max-verdicts")):
+                ("verdicts_evicted", "verdicts_evicted", "Unclaimed verdicts forgotten: over --max-verdicts"),
+                ("verdicts_expired", "verdicts_expired", "Unclaimed verdicts deleted: their trace did not arrive "
+                                                         "within --keep-unclaimed-verdicts"),
+                ("spans_expired", "spans_expired", "Raw spans deleted: older than --keep-spans")):
             c = CounterMetricFamily(f"tracetochain_{name}", help_text)
             c.add_metric([], counters.get(key, 0))
             yield c

@@ -328,17 +328,19 @@ class Store:
     def verdicts(self, *, unused_only: bool = False, limit: int | None = None) -> dict[str, Any]:
         """Posted verdicts by id; ``unused_only``: only those whose trace is not assembled yet; ``limit``: only the
         most recently received ones (returned oldest first)."""
-        q = "SELECT id, verdict FROM verdicts v"
+        return {k: v for k, (v, _) in self.verdicts_received(unused_only=unused_only, limit=limit).items()}
+
+    def verdicts_received(self, *, unused_only: bool = False, limit: int | None = None) -> dict[str, tuple[Any, float]]:
+        """As :meth:`verdicts`, with each verdict's receive time: ``{id: (verdict, received)}``."""
+        q = "SELECT id, verdict, received FROM verdicts v"
         if unused_only:
-            q += (" WHERE NOT EXISTS (SELECT 1 FROM closed_traces c WHERE c.trace_id = CASE WHEN instr(v.id, ':') "
-                  "> 0 THEN substr(v.id, 1, instr(v.id, ':') - 1) ELSE v.id END)")
+            q += f" WHERE {_UNCLAIMED}"
         args: tuple[Any, ...] = ()
         if limit is not None:
-            q = q.replace("SELECT id, verdict", "SELECT id, verdict, received", 1)
-            q = f"SELECT id, verdict FROM ({q} ORDER BY v.received DESC LIMIT ?) ORDER BY received"
+            q = f"SELECT id, verdict, received FROM ({q} ORDER BY v.received DESC LIMIT ?) ORDER BY received"
             args = (limit,)
         with self.reading() as con:
-            return {str(k): json.loads(v) for k, v in con.execute(q, args)}
+            return {str(k): (json.loads(v), float(t)) for k, v, t in con.execute(q, args)}
 
     def problems(self, limit: int = 50) -> list[dict[str, Any]]:
         with self.reading() as con:
@@ -492,6 +494,29 @@ class WriteBatch:
     def __bool__(self) -> bool:
         return bool(self.spans or self.late_spans or self.open_upserts or self.closed or self.episodes or self.verdicts
                     or self.problems or self.alerts or self.deliveries or self.counters)
+
+
+#: A posted verdict whose trace has not been assembled (SQL condition on ``verdicts v``).
+_UNCLAIMED = ("NOT EXISTS (SELECT 1 FROM closed_traces c WHERE c.trace_id = CASE WHEN instr(v.id, ':') > 0 THEN "
+              "substr(v.id, 1, instr(v.id, ':') - 1) ELSE v.id END)")
+
+
+def expire_unclaimed_verdicts(con: Any, before: float) -> int:
+    """Delete the posted verdicts received before ``before`` whose trace never arrived (counted
+    ``verdicts_expired``), in one transaction on the writer connection; the number deleted. Verdicts of assembled
+    traces are records of what decided an episode and stay."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        gone = con.execute(f"DELETE FROM verdicts AS v WHERE v.received < ? AND {_UNCLAIMED}", (before,)).rowcount
+        if gone:
+            con.execute("INSERT INTO counters VALUES ('verdicts_expired', ?) ON CONFLICT (name) DO UPDATE SET "
+                        "value = value + excluded.value", (gone,))
+        con.execute("COMMIT")
+    except BaseException:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise
+    return int(gone)
 
 
 def apply_batch(con: sqlite3.Connection, batch: WriteBatch) -> None:
