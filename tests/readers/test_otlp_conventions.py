@@ -1,7 +1,9 @@
 """The OpenTelemetry GenAI conventions as they are now (still "Development"; moved to
-open-telemetry/semantic-conventions-genai): `plan`, memory operations, `invoke_workflow`, `handle_conversation_turn`,
-`gen_ai.invocation.internal`, `gen_ai.agent.invocation.status` — spans written with the SDK and its own attribute
-constants where the installed opentelemetry-semantic-conventions has them; one outcome rule per episode."""
+open-telemetry/semantic-conventions-genai): every well-known `gen_ai.operation.name` value (the SDK's own enum, and
+the registry's newer `plan` and memory operations), `gen_ai.agent.invocation.status` — spans written with the SDK and
+its own attribute constants where the installed opentelemetry-semantic-conventions has them; names the conventions
+do not publish (`handle_conversation_turn`, `gen_ai.invocation.internal`) are not read; one outcome rule per
+episode."""
 
 from __future__ import annotations
 
@@ -35,7 +37,15 @@ SEARCH_MEMORY = getattr(Op, "SEARCH_MEMORY", None)
 SEARCH_MEMORY_VALUE = SEARCH_MEMORY.value if SEARCH_MEMORY is not None else "search_memory"
 UPDATE_MEMORY_VALUE = getattr(getattr(Op, "UPDATE_MEMORY", None), "value", "update_memory")
 INVOCATION_STATUS = getattr(ga, "GEN_AI_AGENT_INVOCATION_STATUS", "gen_ai.agent.invocation.status")
-INVOCATION_INTERNAL = getattr(ga, "GEN_AI_INVOCATION_INTERNAL", "gen_ai.invocation.internal")
+#: The registry's well-known operation values (open-telemetry/semantic-conventions-genai, model/gen-ai/registry.yaml
+#: and its memory-operation spans) and the step kind each is read as.
+PUBLISHED_OPERATIONS = {
+    "chat": "llm", "generate_content": "llm", "text_completion": "llm", "plan": "llm",
+    "embeddings": "retrieval", "retrieval": "retrieval", "search_memory": "retrieval",
+    "create_agent": "agent", "invoke_agent": "agent", "invoke_workflow": "agent",
+    "execute_tool": "tool", "create_memory": "tool", "update_memory": "tool", "upsert_memory": "tool",
+    "delete_memory": "tool", "create_memory_store": "tool", "delete_memory_store": "tool",
+}
 EVAL = "gen_ai.evaluation.result"
 
 
@@ -75,12 +85,10 @@ def live_records(spans, **options) -> list[dict]:
 
 
 def agent(tracer, *, status: str | None = None, label: str | None = "pass", op: str = Op.INVOKE_AGENT.value,
-          internal: bool | None = None) -> None:
-    attrs = {OP: op, ga.GEN_AI_AGENT_NAME: "planner"}
+          extra: dict | None = None) -> None:
+    attrs = {OP: op, ga.GEN_AI_AGENT_NAME: "planner", **(extra or {})}
     if status is not None:
         attrs[INVOCATION_STATUS] = status
-    if internal is not None:
-        attrs[INVOCATION_INTERNAL] = internal
     with tracer.start_as_current_span(f"{op} planner", attributes=attrs) as root:
         with tracer.start_as_current_span("plan", attributes={OP: PLAN_VALUE}):
             pass
@@ -128,8 +136,19 @@ def test_invocation_status_is_no_outcome(tmp_path: Path, status: str) -> None:
     assert {(r["outcome"], r["termination_reason"]) for r in kept} == {("censored", "unlabelled")}
 
 
-@pytest.mark.parametrize("op", [INVOKE_WORKFLOW, "handle_conversation_turn"])
-def test_workflow_and_conversation_turn_are_episode_roots(tmp_path: Path, op: str) -> None:
+def test_every_published_operation_is_mapped() -> None:
+    """Each value of the SDK's own GenAiOperationNameValues, and each newer registry value, has its kind; nothing
+    unpublished is read as a well-known operation."""
+    from tracetochain.readers.otlp import _AGENT_ROOT_OPS, _OP_KIND
+
+    sdk = {m.value for m in Op}
+    assert sdk <= set(PUBLISHED_OPERATIONS)  # the installed SDK knows no value the registry lacks
+    assert _OP_KIND == PUBLISHED_OPERATIONS
+    assert _AGENT_ROOT_OPS == {Op.INVOKE_AGENT.value, INVOKE_WORKFLOW}
+
+
+@pytest.mark.parametrize("op", [INVOKE_WORKFLOW, Op.INVOKE_AGENT.value])
+def test_workflow_and_agent_invocations_are_episode_roots(tmp_path: Path, op: str) -> None:
     def two(t) -> None:
         with t.start_as_current_span("session"):
             agent(t, op=op)
@@ -142,14 +161,24 @@ def test_workflow_and_conversation_turn_are_episode_roots(tmp_path: Path, op: st
     assert sorted(map(sorted, by_episode.values())) == [["failure"], ["success"]]
 
 
-def test_internal_invocation_is_no_episode_root(tmp_path: Path) -> None:
+def test_unpublished_names_are_not_read(tmp_path: Path) -> None:
+    """`handle_conversation_turn` is no published operation (no episode root, no agent kind) and
+    `gen_ai.invocation.internal` no published attribute (an in-process agent is an episode like any other; in the
+    conventions "internal" is the span kind of an in-process invoke_agent span)."""
     def run(t) -> None:
         with t.start_as_current_span("session"):
-            agent(t, internal=True)
-            agent(t, internal=False)
+            agent(t, extra={"gen_ai.invocation.internal": True})
+            agent(t)
 
     rows = OTLP.read(to_file(record(run), tmp_path / "t.jsonl"), episode="agent").to_arrow().to_pylist()
-    assert len({r["trace_id"] for r in rows}) == 1
+    assert len({r["trace_id"] for r in rows}) == 2
+
+    def turn(t) -> None:
+        with t.start_as_current_span("session"):
+            agent(t, op="handle_conversation_turn")
+
+    table = OTLP.read(to_file(record(turn), tmp_path / "u.jsonl"), episode="agent", on_error="skip")
+    assert table.n_traces == 0 and table.report.n_traces_skipped == 1
 
 
 # ------------------------------------------------------------------------------------------------ one rule

@@ -24,17 +24,19 @@ Provenance (docs/formats.md)
 Field mapping onto the canonical record
 ---------------------------------------
 * **Episode** (option ``episode=``): ``"trace"`` (default) — one episode per ``traceId``, ``trace_id`` = the
-  lower-case hex trace id; ``"agent"`` — each top-level ``invoke_agent`` / ``invoke_workflow`` /
-  ``handle_conversation_turn`` span (or OpenInference ``AGENT`` span) not marked ``gen_ai.invocation.internal=true``
-  is an episode, ``trace_id`` = ``"<trace hex>:<span hex>"``; ``"span:NAME"`` — each outermost span named NAME, same id
+  lower-case hex trace id; ``"agent"`` — each top-level ``invoke_agent`` / ``invoke_workflow`` span (or
+  OpenInference ``AGENT`` span) is an episode (an agent invoked inside another is part of the outer episode),
+  ``trace_id`` = ``"<trace hex>:<span hex>"``; ``"span:NAME"`` — each outermost span named NAME, same id
   form. Traces without such a span give no episode and are counted as dropped (never raised).
 * **Span kind**: ``gen_ai.operation.name`` chat / text_completion / generate_content / plan → ``llm``;
   execute_tool and the memory writes (create_memory, update_memory, upsert_memory, delete_memory,
   create_memory_store, delete_memory_store; tool name = the operation) → ``tool``; invoke_agent / create_agent /
-  invoke_workflow / handle_conversation_turn → ``agent``; embeddings / retrieval / search_memory → ``retrieval``;
-  any other operation → ``other`` (unless OpenInference names the kind). The GenAI conventions are still
-  "Development" and moved to open-telemetry/semantic-conventions-genai; ``plan`` and the memory operations are
-  their newer well-known values. Otherwise ``openinference.span.kind`` LLM → llm, TOOL → tool,
+  invoke_workflow → ``agent``; embeddings / retrieval / search_memory → ``retrieval``; any other operation →
+  ``other`` (unless OpenInference names the kind). These are exactly the well-known ``gen_ai.operation.name``
+  values of the GenAI conventions (all "Development"; since moved to open-telemetry/semantic-conventions-genai),
+  ``plan`` and the memory operations being the newest; names not published there (``handle_conversation_turn``,
+  an attribute ``gen_ai.invocation.internal``) are not read — in the conventions an *internal* agent invocation
+  is an ``invoke_agent`` span of span kind INTERNAL (an in-process agent), which is an episode like any other. Otherwise ``openinference.span.kind`` LLM → llm, TOOL → tool,
   AGENT → agent, RETRIEVER / EMBEDDING / RERANKER → retrieval, CHAIN / GUARDRAIL / EVALUATOR / PROMPT → other;
   then Traceloop's ``traceloop.span.kind`` / ``llm.request.type``. Without any, ``other``.
 * **Steps** (``step_idx``): the *leaf* step spans under the episode root — spans of kind llm / tool / retrieval none
@@ -178,7 +180,7 @@ _OP_KIND = {
     # child spans is a wrapper, like a chat span with tool calls below it (the leaf rule decides).
     "plan": "llm",
     "execute_tool": "tool",
-    "invoke_agent": "agent", "create_agent": "agent", "invoke_workflow": "agent", "handle_conversation_turn": "agent",
+    "invoke_agent": "agent", "create_agent": "agent", "invoke_workflow": "agent",
     "embeddings": "retrieval", "retrieval": "retrieval",
     # Memory operations: a search reads like a retrieval; the writes are actions on a store, tool steps named by
     # the operation (so `update_memory` is one state however the store is called).
@@ -189,10 +191,10 @@ _OP_KIND = {
 _MEMORY_OPS = frozenset({"create_memory", "update_memory", "upsert_memory", "delete_memory", "create_memory_store",
                          "delete_memory_store"})
 #: Operations whose outermost span is an episode with ``episode="agent"`` (unless marked internal).
-_AGENT_ROOT_OPS = frozenset({"invoke_agent", "invoke_workflow", "handle_conversation_turn"})
-#: The agent invocation's end status (``gen_ai.agent.invocation.status``) and the internal-invocation flag.
+_AGENT_ROOT_OPS = frozenset({"invoke_agent", "invoke_workflow"})
+#: The agent invocation's end status, as some agent frameworks record it (not in the published registry: read as a
+#: termination reason only, never as an outcome).
 _INVOCATION_STATUS = "gen_ai.agent.invocation.status"
-_INVOCATION_INTERNAL = "gen_ai.invocation.internal"
 _OI_KIND = {
     "LLM": "llm", "TOOL": "tool", "AGENT": "agent", "RETRIEVER": "retrieval", "EMBEDDING": "retrieval",
     "RERANKER": "retrieval", "CHAIN": "other", "GUARDRAIL": "other", "EVALUATOR": "other", "PROMPT": "other",
@@ -220,7 +222,7 @@ _BASE_KEYS = frozenset({
     "gen_ai.tool.name", "tool.name", "error.type", "exception.type",
     "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.prompt_tokens",
     "gen_ai.usage.completion_tokens", "llm.token_count.prompt", "llm.token_count.completion", "llm.cost.total",
-    "gen_ai.agent.finish_reason", _INVOCATION_STATUS, _INVOCATION_INTERNAL, STATE_ATTRIBUTE,
+    "gen_ai.agent.finish_reason", _INVOCATION_STATUS, STATE_ATTRIBUTE,
     *(k for group in _EVAL_ATTR_GROUPS for k in group),
 })
 _EVAL_KEYS = frozenset(k for group in _EVAL_ATTR_GROUPS for k in group)
@@ -578,9 +580,8 @@ def _fill(rec: _Span, got: dict[str, Any], opts: _Options, oi_kind: Any = None) 
                 kind = _LLM_REQUEST_KIND.get(rt.strip().lower())
     rec.kind = kind or "other"
     op_name = op.strip().lower() if isinstance(op, str) else None
-    rec.agent_root = (op_name in _AGENT_ROOT_OPS or (op is None and isinstance(oik, str)
-                                                     and oik.strip().upper() == "AGENT")) \
-        and got.get(_INVOCATION_INTERNAL) not in (True, "true", "True")
+    rec.agent_root = op_name in _AGENT_ROOT_OPS or (op is None and isinstance(oik, str)
+                                                    and oik.strip().upper() == "AGENT")
     if rec.kind == "tool":
         tool = got.get("gen_ai.tool.name", got.get("tool.name"))
         if isinstance(tool, str) and tool.strip():
