@@ -36,7 +36,8 @@ Field mapping onto the canonical record
   values of the GenAI conventions (all "Development"; since moved to open-telemetry/semantic-conventions-genai),
   ``plan`` and the memory operations being the newest; names not published there (``handle_conversation_turn``,
   an attribute ``gen_ai.invocation.internal``) are not read — in the conventions an *internal* agent invocation
-  is an ``invoke_agent`` span of span kind INTERNAL (an in-process agent), which is an episode like any other. Otherwise ``openinference.span.kind`` LLM → llm, TOOL → tool,
+  is an ``invoke_agent`` span of span kind INTERNAL (an in-process agent), which is an episode like any other.
+  Otherwise ``openinference.span.kind`` LLM → llm, TOOL → tool,
   AGENT → agent, RETRIEVER / EMBEDDING / RERANKER → retrieval, CHAIN / GUARDRAIL / EVALUATOR / PROMPT → other;
   then Traceloop's ``traceloop.span.kind`` / ``llm.request.type``. Without any, ``other``.
 * **Steps** (``step_idx``): the *leaf* step spans under the episode root — spans of kind llm / tool / retrieval none
