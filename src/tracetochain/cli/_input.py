@@ -104,6 +104,34 @@ def refuse_on_engine(paths: list[Path], reader: str | None, options: list[str] |
         raise typer.BadParameter("--engine reads files or folders, not standard input; save the traces to a file")
 
 
+def pyarrow_without_pandas() -> None:
+    """Tell pyarrow, once per process, that pandas is absent unless something already imported it.
+
+    pyarrow probes for pandas on its first ``pa.array`` (to recognise Series/DataFrames) and, when pandas is merely
+    installed, imports it: ~0.4 s of start-up, more than the whole analysis of a small corpus, for objects the command
+    line never builds (its readers hand pyarrow lists and NumPy arrays). The probe sees ``import pandas`` fail once;
+    pandas itself stays importable, and pyarrow's own pandas conversions (``to_pandas``) import it again on demand.
+    """
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    sys.meta_path.insert(0, _NoPandas)
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(_NoPandas)
+
+
+class _NoPandas:
+    """A meta-path finder under which ``import pandas`` fails (pyarrow's probe then records "no pandas")."""
+
+    @staticmethod
+    def find_spec(name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas":
+            raise ModuleNotFoundError("pandas is not used by the command line", name="pandas")
+
+
 def load_traces(path: Path | str | list[Path] | list[str], reader: str | None = None,
                 options: list[str] | dict[str, Any] | None = None, *, on_error: str = "raise",
                 announce: bool = True, where: list[str] | None = None) -> TraceTable:
@@ -116,6 +144,7 @@ def load_traces(path: Path | str | list[Path] | list[str], reader: str | None = 
     so is a verdict field the reader found by itself. Option errors a reader raises as ``TypeError``/``ValueError``
     become usage errors naming ``-O``.
     """
+    pyarrow_without_pandas()
     paths: list[Path | str] = [path] if isinstance(path, (str, Path)) else list(path)
     if len(paths) > 1 or (str(paths[0]) != STDIN and _needs_corpus(paths[0], reader)):
         table = _load_corpus(paths, reader, options, on_error=on_error, announce=announce)

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse
-import scipy.sparse.csgraph
-import scipy.sparse.linalg
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    import scipy.sparse.linalg
 
 from tracetochain.exceptions import IllConditionedWarning
 
@@ -39,13 +41,29 @@ def absorbing_reachability(
         ex = np.flatnonzero(exit_mask)
         src = np.concatenate([cols, np.full(ex.size, m)])  # reversed: target → source
         dst = np.concatenate([rows, ex])
-        g = scipy.sparse.csr_matrix((np.ones(src.size), (src, dst)), shape=(m + 1, m + 1))
-        order = scipy.sparse.csgraph.breadth_first_order(g, m, directed=True, return_predecessors=False)
-        mask = np.zeros(m + 1, dtype=bool)
-        mask[order] = True
-        return mask[:m]
+        return _reached_from(m, src, dst, m + 1)[:m]
 
     return reaches((r_success + r_failure) > 0), reaches(r_success > 0)
+
+
+def _reached_from(start: int, src: NDArray[np.intp], dst: NDArray[np.intp], n: int) -> NDArray[np.bool_]:
+    """Nodes reachable from ``start`` over the edges src → dst (a level-by-level breadth-first search in NumPy:
+    ``scipy.sparse.csgraph`` costs ~0.1 s of start-up, more than this search on any chain a corpus yields)."""
+    order = np.argsort(src, kind="stable")
+    heads = dst[order]
+    indptr = np.searchsorted(src[order], np.arange(n + 1))
+    seen = np.zeros(n, dtype=bool)
+    seen[start] = True
+    frontier = np.array([start])
+    while frontier.size:
+        lo, hi = indptr[frontier], indptr[frontier + 1]
+        counts = hi - lo
+        # every edge leaving the frontier: positions lo..hi−1 of each frontier node, concatenated
+        pos = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        nxt = np.unique(heads[pos])
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+    return seen
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,10 +89,12 @@ class ChainSolver:
         offdiag = Q.sum(axis=1) - np.diag(Q)
         diag = offdiag + r_success + r_failure
         if m > SPARSE_THRESHOLD:
+            from scipy.sparse.linalg import splu  # imported here: only chains above SPARSE_THRESHOLD states use it
+
             A_sp = (-scipy.sparse.csc_matrix(Q)).tolil()
             A_sp.setdiag(diag)
             A_csc = A_sp.tocsc()
-            return cls(m, None, scipy.sparse.linalg.splu(A_csc), A_csc)
+            return cls(m, None, splu(A_csc), A_csc)
         A = -np.array(Q, dtype=np.float64)
         np.fill_diagonal(A, diag)
         with warnings.catch_warnings():

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse
-import scipy.sparse.linalg
 from numpy.typing import NDArray
 
 #: Dense Q with at least this many states and at most this density is swept as a CSR matrix.
@@ -115,11 +114,13 @@ def spectral_radius(Q: NDArray[np.float64]) -> float:
         block = Q[np.ix_(idx, idx)]
         value: float | None = None
         if idx.size > 600:  # irreducible: ARPACK usually converges; the dense solve is the fallback
+            from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigs
+
             try:
-                vals = scipy.sparse.linalg.eigs(scipy.sparse.csr_matrix(block), k=1, which="LM",
+                vals = eigs(scipy.sparse.csr_matrix(block), k=1, which="LM",
                                                 return_eigenvectors=False)
                 value = float(np.abs(vals[0]))
-            except (scipy.sparse.linalg.ArpackError, scipy.sparse.linalg.ArpackNoConvergence):
+            except (ArpackError, ArpackNoConvergence):
                 value = None
         if value is None:
             value = float(np.max(np.abs(np.linalg.eigvals(block))))

@@ -49,7 +49,6 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 import scipy.sparse
-import scipy.sparse.linalg
 from numpy.typing import NDArray
 
 from tracetochain.numerics.absorbing import SPARSE_THRESHOLD, ChainSolver
@@ -311,7 +310,9 @@ def budget_reliability(Q: Array, r_success: Array, pi0: Array, visit_pmf: Array,
     if zero_cost:
         A = np.eye(m) - p0[:, None] * Q
         if m > SPARSE_THRESHOLD:
-            lu_sparse = scipy.sparse.linalg.splu(scipy.sparse.csc_matrix(A))
+            from scipy.sparse.linalg import splu  # imported here: only chains above SPARSE_THRESHOLD states use it
+
+            lu_sparse = splu(scipy.sparse.csc_matrix(A))
 
             def solve(b: Array) -> Array:
                 return np.asarray(lu_sparse.solve(b), dtype=np.float64)
