@@ -388,3 +388,23 @@ def test_mean_preserving_rounding_lies_between_the_bounds_and_is_closer() -> Non
     pmf = nx.lattice_pmf(c, v, 0.5, 400, "mean")
     assert np.allclose(pmf.sum(axis=1), 1.0, atol=1e-9)
     assert np.allclose(pmf @ (0.5 * np.arange(pmf.shape[1])), c, rtol=1e-6)  # the mean is kept
+
+
+def test_lattice_gamma_law_is_scipy_stats_gamma_bit_for_bit() -> None:
+    """lattice_pmf evaluates the gamma CDF and quantile with scipy.special (gammainc(a, x/scale), gammaincinv(a, q)
+    scale) instead of scipy.stats.gamma: the same numbers exactly, on the shapes and scales cost data give (tiny
+    means, huge variances, near-deterministic costs) and at the lattice edges, 0 included."""
+    from scipy.special import gammainc, gammaincinv
+    from scipy.stats import gamma
+
+    rng = np.random.default_rng(7)
+    mu = np.concatenate([rng.lognormal(-6, 3, 200), [1e-9, 1.0, 1e6]])
+    sd2 = mu * mu * np.concatenate([rng.lognormal(0, 3, 200), [1e-6, 1.0, 1e4]])
+    shape, scale = mu * mu / sd2, sd2 / mu
+    top = gamma.ppf(1.0 - 1e-12, shape, scale=scale)
+    assert np.array_equal(gammaincinv(shape, 1.0 - 1e-12) * scale, top)
+    edges = np.linspace(0.0, 1.0, 257)[None, :] * top[:, None]
+    assert np.array_equal(gammainc(shape[:, None], edges / scale[:, None]),
+                          gamma.cdf(edges, shape[:, None], scale=scale[:, None]))
+    assert np.array_equal(gammainc(shape[:, None] + 1.0, edges / scale[:, None]),
+                          gamma.cdf(edges, shape[:, None] + 1.0, scale=scale[:, None]))

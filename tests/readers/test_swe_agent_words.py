@@ -42,6 +42,32 @@ def test_lines_with_quotes_escapes_or_comments_still_go_through_shlex(text: str)
     assert _shell_words(text) == expected
 
 
+# Lines with quotes but no escape or comment (the second fast path: quoted parts joined to their word, quotes
+# removed, an unclosed quote a ValueError as shlex raises it).
+QUOTED = st.text(alphabet=st.sampled_from([*"();<>|&", " ", "\t", "\r", "\n", "\v", "\u00a0", "'", '"', "'", '"',
+                                           *"ab-./*=~$", "é"]), max_size=40)
+
+
+@settings(max_examples=600, deadline=None)
+@given(QUOTED)
+def test_quoted_lines_split_as_shlex_splits_them(text: str) -> None:
+    try:
+        expected = _shlex_words(text)
+    except ValueError:
+        try:
+            _shell_words(text)
+        except ValueError:
+            return
+        raise AssertionError(f"{text!r}: an unclosed quote must raise") from None
+    assert _shell_words(text) == expected
+
+
+def test_quoted_commands_split_as_shlex_splits_them() -> None:
+    for text in ["sed -n '1,20p' a.py", "grep -rn \"def foo(\" src | head", "echo '' \"\" x''y", "python -c 'print(1); x=\"a b\"'",
+                 "find . -name '*.py' -exec grep -l 'a|b' {} ;", "cat <<'EOF' > f.py", "a='x y'z\"(w)\"&&b"]:
+        assert _shell_words(text) == _shlex_words(text), text
+
+
 def test_real_commands_keep_their_names() -> None:
     assert command_name("cd /testbed && grep -rn foo src|head -5") == "grep"
     assert command_name("cd /testbed;ls -la") == "ls"

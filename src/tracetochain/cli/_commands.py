@@ -200,12 +200,13 @@ def run_analysis(source: Any, *, on_error: str, engine: str | None, scheduler: s
 
 
 def _costs(source: Any, method: str | None, ci: float, samples: int, seed: int, *, traces: Any = None,
-           ensemble: Any = None, certificate: Any = None) -> dict[str, Any]:
-    """The cost figures (library: :func:`tracetochain.costs.cost_report`) with the same intervals as the metrics."""
+           ensemble: Any = None, certificate: Any = None, display: bool = False) -> dict[str, Any]:
+    """The cost figures (library: :func:`tracetochain.costs.cost_report`) with the same intervals as the metrics;
+    ``display``: only what the printed table shows (the JSON output keeps every figure)."""
     from tracetochain.costs import cost_report
 
     return cost_report(source, traces=traces, method=None if method in (None, "none") else method, confidence=ci,
-                       samples=samples, seed=seed, ensemble=ensemble, certificate=certificate)
+                       samples=samples, seed=seed, ensemble=ensemble, certificate=certificate, display=display)
 
 
 def fit(
@@ -291,7 +292,8 @@ def fit(
         expanded = result.model_choice is not None and not result.model_choice.first_order
         progress("cost section")
         costs = _model_costs(result) if expanded else _costs(chain, "posterior" if method else None, ci, samples,
-                                                              seed, traces=result.traces, ensemble=result.ensemble)
+                                                              seed, traces=result.traces, ensemble=result.ensemble,
+                                                              display=not as_json)
     from tracetochain.analysis._headline import headline
     from tracetochain.audit._discrimination import uninformative_sentence
 
@@ -427,7 +429,7 @@ def metrics(
         intervals["note"] = ("posterior draws from the saved counts, tempered by the corpus's design effect "
                              f"{float(chain.metadata.get('design_effect', 1.0)):.2f}: the fit's trace-bootstrap "
                              "intervals need the traces (`tracetochain fit TRACES --uncertainty bootstrap`)")
-    costs = _costs(chain, uncertainty if "counts" in chain.metadata else "none", ci, samples, seed)
+    costs = _costs(chain, uncertainty if "counts" in chain.metadata else "none", ci, samples, seed, display=not as_json)
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals

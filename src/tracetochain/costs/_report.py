@@ -111,8 +111,8 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
                 confidence: float = 0.95, samples: int | None = None, seed: int = 0, by: str = "trace",
                 certificate: Any = None, metrics: Sequence[str] | None = None, target: float | None = None,
                 horizon: int = 200, budget_levels: int | None = None, pseudocount: float | None = None,
-                ensemble: Any = None, budget_metrics: Sequence[str] = ("cost_usd", "tokens", "seconds")
-                ) -> dict[str, Any]:
+                ensemble: Any = None, budget_metrics: Sequence[str] = ("cost_usd", "tokens", "seconds"),
+                display: bool = False) -> dict[str, Any]:
     """Every cost figure of a fitted chain for every cost metric its traces carry, as one JSON-ready dict.
 
     Parameters
@@ -144,6 +144,10 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
         Metrics whose R(B) curve is computed (the band, from the ensemble, only for the first one present).
     ensemble
         A chain ensemble already drawn (posterior), to reuse instead of drawing one.
+    display
+        Only what the command line's cost table prints: the R(B) curve of the primary metric alone (its lattice step
+        and discretisation error are printed) and no R(B) band — the other curves and the band are most of the
+        section's work on a long-tailed corpus. The figures computed are the same as without it.
 
     Returns
     -------
@@ -202,7 +206,7 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
         summary = summarize_costs(chain, costs, metric)
         entry: dict[str, Any] = {"summary": summary.to_dict()}
         budget = cost_budget_curve(chain, costs, metric, n_levels=budget_levels) \
-            if metric in budget_metrics and summary.mean > 0 else None
+            if metric in budget_metrics and summary.mean > 0 and not (display and metric != present[0]) else None
         entry["budget"] = None if budget is None else budget.to_dict()
         if goal > 0:
             entry["step_cap"] = step_cap_costs(chain, costs, metric, target=goal, horizon=horizon).to_dict()
@@ -218,7 +222,7 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
                 entry["intervals"]["per_success"].update(lower=None, upper=None,
                                                          undefined="no trace succeeded: the cost per success rests "
                                                                    "on the prior alone")
-            if budget is not None and not banded:
+            if budget is not None and not banded and not display:
                 entry["budget_band"] = budget_band(ensemble, c_draws, pv.variance, max_budget=budget.budgets[-1],
                                                    confidence=confidence)
                 banded = True

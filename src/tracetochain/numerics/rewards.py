@@ -248,12 +248,15 @@ def lattice_pmf(mean: Array, var: Array, step: float, n_levels: int, rounding: s
         shape, scale = mu * mu / sd2, sd2 / mu
         # Costs beyond the 1 − 1e-12 quantile are cut off, still rigorously: rounding up drops that mass (as if it
         # exhausted the budget), rounding down puts it at the cut (it costs at least that much).
-        import scipy.stats  # imported here: ~0.3 s of start-up that only gamma-distributed costs need
-        top = np.minimum(K, np.ceil(scipy.stats.gamma.ppf(1.0 - 1e-12, shape, scale=scale) / step).astype(np.int64)
-                         + 1)
+        # The gamma law's CDF and quantile straight from the regularised incomplete gamma function and its inverse:
+        # what scipy.stats.gamma.cdf/ppf evaluate (x/scale, loc 0), equal bit for bit (tests/numerics/
+        # test_rewards.py), without ~1 CPU-s of importing scipy.stats nor its per-call argument machinery.
+        from scipy.special import gammainc, gammaincinv
+
+        top = np.minimum(K, np.ceil(gammaincinv(shape, 1.0 - 1e-12) * scale / step).astype(np.int64) + 1)
         T = int(top.max())
         edges = np.arange(T + 2, dtype=np.float64) * step  # 0, δ, …, (T+1)δ
-        cdf = scipy.stats.gamma.cdf(edges[None, :], shape[:, None], scale=scale[:, None])  # (r, T + 2)
+        cdf = gammainc(shape[:, None], edges[None, :] / scale[:, None])  # (r, T + 2): the gamma CDF at the edges
         cols = np.arange(T + 1)[None, :]
         inside = cols <= top[:, None]
         if rounding == "up":
@@ -268,8 +271,7 @@ def lattice_pmf(mean: Array, var: Array, step: float, n_levels: int, rounding: s
         else:
             # Tent weights: p(k) = E[max(0, 1 − |X/δ − k|)], from the gamma CDF and its partial mean
             # E[X; X ≤ t] = shape·scale·F_{shape+1}(t).
-            pm = (shape * scale)[:, None] * scipy.stats.gamma.cdf(edges[None, :], shape[:, None] + 1.0,
-                                                                  scale=scale[:, None])
+            pm = (shape * scale)[:, None] * gammainc(shape[:, None] + 1.0, edges[None, :] / scale[:, None])
             F = np.diff(cdf, axis=1)  # P((kδ, (k+1)δ]) per interval k = 0..T
             M = np.diff(pm, axis=1) / step  # E[X/δ; interval k]
             lev = np.arange(T + 1, dtype=np.float64)[None, :]

@@ -139,17 +139,35 @@ _SUBMIT_MARKERS = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINA
 
 #: What makes shlex do more than split words and runs of punctuation: quotes, the escape, the comment character.
 _SHLEX_SPECIAL = re.compile(r"""['"\\#]""")
+#: The escape and the comment character: lines holding either go through shlex itself.
+_SHLEX_ESCAPE_OR_COMMENT = re.compile(r"[\\#]")
 #: shlex's posix tokens (whitespace_split, punctuation_chars) of a line without any of those: runs of its
 #: punctuation characters ``();<>|&``, and runs of anything else but its whitespace `` \t\r\n``.
 _PLAIN_WORDS = re.compile(r"[();<>|&]+|[^ \t\r\n();<>|&]+")
+#: The same with quotes (posix: a quoted part, whitespace and punctuation included, belongs to the word around it;
+#: the quotes are removed): a word is a run of plain characters and quoted parts; a quote left open fails to match.
+_QUOTED_WORDS = re.compile(r"""[();<>|&]+|(?:[^ \t\r\n();<>|&'"]+|'[^']*'|"[^"]*")+|['"]""")
+_QUOTED_PART = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+
+
+def _unquote(word: str) -> str:
+    if "'" not in word and '"' not in word:
+        return word
+    return _QUOTED_PART.sub(lambda q: q.group(1) if q.group(1) is not None else q.group(2), word)
 
 
 def _shell_words(text: str) -> list[str]:
     """``list(shlex.shlex(text, posix=True, punctuation_chars=True))`` with ``whitespace_split``; a line without
-    quotes, escapes or comments (most of them) is split by one regular expression instead of shlex's
-    character-by-character Python loop, with the same tokens (tests/readers/test_swe_agent_words.py)."""
+    escapes or comments (nearly all of them) is split by regular expressions instead of shlex's character-by-character
+    Python loop, with the same tokens, an unclosed quote raising the same ValueError
+    (tests/readers/test_swe_agent_words.py)."""
     if _SHLEX_SPECIAL.search(text) is None:
         return _PLAIN_WORDS.findall(text)
+    if _SHLEX_ESCAPE_OR_COMMENT.search(text) is None:
+        words = _QUOTED_WORDS.findall(text)
+        if any(w in ("'", '"') for w in words):
+            raise ValueError("No closing quotation")
+        return [_unquote(w) for w in words]
     lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     return list(lexer)
