@@ -150,3 +150,50 @@ def test_fit_and_audit_show_their_phases_and_fit_q_is_silent(tmp_path: Any) -> N
     a = run_cli("audit", DEMO, "--splits", "2", "--ks-samples", "19", "--samples", "0")
     assert a.returncode == 0, a.stderr
     assert {"reading", "audit: split chains", "audit: order layer"} <= set(_phases(a.stderr))
+
+
+@pytest.mark.usefixtures("every_phase")
+def test_paths_and_compare_show_their_phases_in_a_pipe() -> None:
+    """`paths` (its reading is most of its time on a folder of trajectories) and `compare` (two readings, two
+    analyses) narrate their phases in a pipe too."""
+    p = run_cli("paths", DEMO, "--json")
+    assert p.returncode == 0, p.stderr
+    assert {"reading", "paths: states, candidates and tests"} <= set(_phases(p.stderr))
+    c = run_cli("compare", DEMO, DEMO, "--samples", "50")
+    assert c.returncode == 0, c.stderr
+    assert {"reading A", "reading B", "comparing (both analyses)"} <= set(_phases(c.stderr))
+
+
+@pytest.fixture
+def fake_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line's streams answer isatty() True (progress picks the live bar, as on a terminal)."""
+    from tests import cli_runner
+
+    monkeypatch.setenv(_progress.PROGRESS_ENV, "auto")
+    monkeypatch.setattr(cli_runner._Stream, "isatty", lambda self: True)
+
+
+@pytest.mark.usefixtures("fake_terminal")
+@pytest.mark.parametrize(("args", "phase"), [
+    (("fit", DEMO, "--samples", "50"), "cost section"),
+    (("paths", DEMO), "paths: states, candidates and tests"),
+])
+def test_on_a_terminal_commands_draw_the_bar_not_lines(args: tuple[str, ...], phase: str) -> None:
+    """On a terminal the phases are drawn by the live bar (its elapsed/ETA columns), never as the plain lines a
+    pipe gets."""
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr
+    assert phase in r.stderr and "ETA" in r.stderr
+    assert _phases(r.stderr) == []
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("every_phase")
+def test_model_auto_names_its_long_phases_in_a_pipe(tmp_path: Any) -> None:
+    """`--model auto` (the longest command: tens of seconds on a few hundred traces) reports the model choice and
+    the checks of the candidates as phases of their own. Slow tier: the choice itself takes ~30 CPU-s."""
+    corpus = tmp_path / "sim.jsonl"
+    tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=2).write(corpus)
+    r = run_cli("fit", str(corpus), "--model", "auto", "--samples", "50")
+    assert r.returncode == 0, r.stderr
+    assert {"reading", "model choice (auto)", "cost section"} <= set(_phases(r.stderr))

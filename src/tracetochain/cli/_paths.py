@@ -70,10 +70,15 @@ def paths(
     4 states, loops, states revisited, consecutive errors), each with its share of traces, the success rate with and
     without it, the difference with an interval (clustered by task when tasks repeat) and a q-value controlling the
     false discovery rate over every pattern tested (Benjamini–Yekutieli: valid however the patterns overlap)."""
-    source = analysis_input(traces, reader, option, on_error.value, engine)
-    result = run_paths(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
-                       options=state_options(states, features, vocabulary, k_min, k_max, seed), seed=seed,
-                       confidence=ci, **candidate_options(min_traces, min_share, max_length))
+    from tracetochain._progress import console_progress
+
+    with console_progress() as progress:  # on stderr: a bar on a terminal, a line per phase of 2 s or more otherwise
+        progress("reading")
+        source = analysis_input(traces, reader, option, on_error.value, engine)
+        progress("paths: states, candidates and tests")
+        result = run_paths(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
+                           options=state_options(states, features, vocabulary, k_min, k_max, seed), seed=seed,
+                           confidence=ci, **candidate_options(min_traces, min_share, max_length))
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
         return
