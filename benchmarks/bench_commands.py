@@ -11,7 +11,8 @@ tracetochain reading them (both timed inside one process, start-up excluded).
 Corpora (skipped when absent): the bundled demo (200 τ-bench airline episodes), the 250 mini-SWE-agent trajectories
 of ``../shared/data/swebench-verified-mini-swe-agent-gemini-3-pro``, τ-bench's gpt-4o airline file and a τ²-bench
 results file. Commands: fit, audit, report, audit --model auto, paths (when ``tracetochain paths --help`` works),
-compare (the corpus against itself: the cost of two analyses and the comparison). The authors' SWE-bench protocol,
+compare (the corpus against itself: the cost of two analyses and the comparison; and the demo against τ-bench's
+gpt-4o airline run, two corpora of one domain). The authors' SWE-bench protocol,
 whole process against whole process, is ``bench_protocols.py`` (its ``process`` columns).
 
 Writes ``results/bench_commands.json``.
@@ -44,6 +45,9 @@ CORPORA: dict[str, Path] = {
 }
 #: The corpus whose reading is compared with loading its JSON files (acceptance: at most 3×).
 READ_CORPUS = "SWE mini-swe-agent (250)"
+#: Two different corpora of one domain for `compare A B` (the demo's episodes against τ-bench's gpt-4o airline run):
+#: two readings by two readers and two analyses, as a user compares two runs.
+COMPARE_PAIR = ("demo (200 τ-bench airline)", "τ-bench gpt-4o airline")
 
 
 def commands(python: str, corpus: Path, out: Path, with_paths: bool) -> dict[str, list[str]]:
@@ -140,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
                 if args.command and cmd_name not in args.command:
                     continue
                 plan[f"{name} | {cmd_name}"] = (cmd, None)
+            a, b = COMPARE_PAIR
+            if name == b and CORPORA[a].exists() and (not args.command or "compare" in args.command):
+                plan[f"{a} vs {b} | compare"] = (
+                    [args.python, "-m", "tracetochain", "compare", str(CORPORA[a]), str(path)], None)
             if name == READ_CORPUS and (not args.command or "read" in args.command):
                 plan[f"{name} | read: json.loads of every file"] = (None, (path, "json"))
                 plan[f"{name} | read: tracetochain.read_traces"] = (None, (path, "tracetochain"))
@@ -161,9 +169,18 @@ def main(argv: list[str] | None = None) -> int:
     if demo_fit and "median_wall_s" in demo_fit:
         ratios["demo fit / import numpy, pyarrow (wall)"] = demo_fit["median_wall_s"] / base["median_wall_s"]
         ratios["demo fit / import numpy, pyarrow (CPU)"] = demo_fit["median_cpu_s"] / base["median_cpu_s"]
+    for corpus in CORPORA:
+        shown, quiet = cases.get(f"{corpus} | fit"), cases.get(f"{corpus} | fit -q")
+        if shown and quiet and "median_cpu_s" in shown and "median_cpu_s" in quiet:
+            ratios[f"{corpus}: fit / fit -q (CPU; the printed summary and cost section)"] = \
+                shown["median_cpu_s"] / quiet["median_cpu_s"]
     auto, plain = cases.get(f"{READ_CORPUS} | audit --model auto"), cases.get(f"{READ_CORPUS} | audit")
     if auto and plain and "median_wall_s" in auto and "median_wall_s" in plain:
         ratios["SWE audit --model auto / audit (CPU)"] = auto["median_cpu_s"] / plain["median_cpu_s"]
+    demo = next(iter(CORPORA))
+    auto, plain = cases.get(f"{demo} | audit --model auto"), cases.get(f"{demo} | audit")
+    if auto and plain and "median_cpu_s" in auto and "median_cpu_s" in plain:
+        ratios["demo audit --model auto / audit (CPU)"] = auto["median_cpu_s"] / plain["median_cpu_s"]
     rj, rt = cases.get(f"{READ_CORPUS} | read: json.loads of every file"), \
         cases.get(f"{READ_CORPUS} | read: tracetochain.read_traces")
     if rj and rt and "median_cpu_s" in rj and "median_cpu_s" in rt:
