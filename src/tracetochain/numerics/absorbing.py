@@ -47,23 +47,21 @@ def absorbing_reachability(
 
 
 def _reached_from(start: int, src: NDArray[np.intp], dst: NDArray[np.intp], n: int) -> NDArray[np.bool_]:
-    """Nodes reachable from ``start`` over the edges src → dst (a level-by-level breadth-first search in NumPy:
-    ``scipy.sparse.csgraph`` costs ~0.1 s of start-up, more than this search on any chain a corpus yields)."""
-    order = np.argsort(src, kind="stable")
-    heads = dst[order]
-    indptr = np.searchsorted(src[order], np.arange(n + 1))
+    """Nodes reachable from ``start`` over the edges src → dst: a breadth-first search level by level on the dense
+    boolean adjacency matrix (each node's row is read once, O(n²) like Q itself). Faster than building a sparse
+    graph for ``scipy.sparse.csgraph`` (8 µs against 430 µs on a 6-state chain, 0.7 ms against 1.2 ms on 300
+    states), and it keeps ``scipy.sparse.csgraph`` (~0.1 s of start-up) off every command's path."""
+    adjacency = np.zeros((n, n), dtype=bool)
+    adjacency[src, dst] = True
     seen = np.zeros(n, dtype=bool)
     seen[start] = True
-    frontier = np.array([start])
-    while frontier.size:
-        lo, hi = indptr[frontier], indptr[frontier + 1]
-        counts = hi - lo
-        # every edge leaving the frontier: positions lo..hi−1 of each frontier node, concatenated
-        pos = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        nxt = np.unique(heads[pos])
-        frontier = nxt[~seen[nxt]]
-        seen[frontier] = True
-    return seen
+    frontier = seen.copy()
+    while True:
+        new = adjacency[frontier].any(axis=0) & ~seen
+        if not new.any():
+            return seen
+        seen |= new
+        frontier = new
 
 
 @dataclass(frozen=True, eq=False)
