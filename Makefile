@@ -36,12 +36,14 @@ demo: $(DEMO_STAMP)
 # 2 min on 2 idle cores), one pytest worker per core (pytest-xdist; each test file stays on one worker). CI runs it,
 # then the slow tier.
 TEST_WORKERS ?= auto
+# One BLAS thread per worker (tests/conftest.py says why; set here too, before any plugin imports numpy).
+BLAS_ONE_THREAD = OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(BLAS_ONE_THREAD) $(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 # Studies, large simulations and calibration runs (pytest -m slow).
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile
+	$(BLAS_ONE_THREAD) $(PY) -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile
 
 test-all: $(STAMP)
 	$(PY) -m pytest

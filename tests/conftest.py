@@ -9,6 +9,12 @@ import pytest
 # machine they would come and go in the stderr that tests compare; tests/test_progress.py turns them on itself.
 # Set in the environment so that commands run as subprocesses inherit it.
 os.environ.setdefault("TRACETOCHAIN_PROGRESS", "off")
+# One BLAS thread per test process: pytest-xdist already runs one worker per core, and the chains' matrices are
+# small, so OpenBLAS's threads only wait for each other — on a loaded machine a 30-state lu_solve with two
+# right-hand sides took 20 ms threaded against 40 µs on one thread, and the cost/what-if tests used twice the CPU.
+# Set before numpy is first imported (the libraries read it when they load), and inherited by subprocesses.
+for _blas_threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_blas_threads, "1")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
