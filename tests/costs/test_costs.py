@@ -550,3 +550,28 @@ def test_episodes_recording_only_zeros_did_not_track_the_metric() -> None:
     assert any("1 episode(s) record only zeros for dollars" in f for f in model.findings("cost_usd"))
     only_zeros = CostModel.from_traces(tt.TraceTable.from_records(records[:2]))
     assert "cost_usd" not in only_zeros.available
+
+
+def test_the_printed_cost_table_computes_only_what_it_prints_and_the_same_numbers() -> None:
+    """``display=True`` (the command line's text output): the primary metric's R(B) curve (its step and error bound
+    are printed) and no other curve nor band — every figure it does compute equal to the full document's."""
+    traces = simulated(300, seed=21)
+    fit = tt.fit_chain(traces)
+    curves = ("cost_usd", "tokens_in")  # the metrics whose R(B) curve is computed
+    full = cost_report(fit, method="posterior", samples=60, seed=3, budget_metrics=curves)
+    shown = cost_report(fit, method="posterior", samples=60, seed=3, budget_metrics=curves, display=True)
+    primary = full["primary"]
+    assert shown["primary"] == primary and set(full["metrics"]) == set(shown["metrics"]) == {"cost_usd", "tokens_in"}
+    assert full["metrics"]["tokens_in"]["budget"] is not None and "budget_band" in full["metrics"][primary]
+    for metric, entry in full["metrics"].items():
+        got = dict(shown["metrics"][metric])
+        want = dict(entry)
+        assert "budget_band" not in got
+        want.pop("budget_band", None)
+        if metric == primary:
+            assert got["budget"] == want["budget"] is not None
+        else:
+            assert got.pop("budget") is None and want.pop("budget") is not None
+            got["observed"] = {k: v for k, v in got["observed"].items() if k != "reliability_at_budgets"}
+            want["observed"] = {k: v for k, v in want["observed"].items() if k != "reliability_at_budgets"}
+        assert got == want, metric
