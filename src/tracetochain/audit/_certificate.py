@@ -45,6 +45,7 @@ from tracetochain.audit._holdout import RInfCheck
 from tracetochain.audit._order import OrderResult
 from tracetochain.audit._timing import TimingResult
 from tracetochain.audit._trials import TrialsResult
+from tracetochain.quantities import QUANTITIES
 
 CERTIFICATE_KIND = "tracetochain.certificate"
 #: 3: the output status ``uninformative`` and the ``discrimination`` document.
@@ -53,8 +54,8 @@ CERTIFICATE_SCHEMA_VERSION = 3
 LAYERS = ("r_inf", "timing", "order", "trials")
 LAYER_TITLES = {"r_inf": "R∞ check (held out)", "timing": "success-time law (held-out KS)",
                 "order": "Markov order", "trials": "exchangeable trials"}
-#: Every output and the layers it rests on.
-OUTPUTS: dict[str, tuple[str, ...]] = {
+#: The outputs that are not one quantity of the registry (or that several share) and the layers each rests on.
+_BASE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "R_inf": ("r_inf",),
     "pass^1": ("r_inf",),
     "delta_R_inf": ("r_inf",),
@@ -70,6 +71,11 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "whatif": ("r_inf", "order"),
     "sensitivity": ("r_inf", "order"),
 }
+#: Every output and the layers it rests on: the base outputs, then the output of each quantity of the registry
+#: (:data:`tracetochain.quantities.QUANTITIES`) that names one of its own, so that a new quantity is certified with
+#: no edit here.
+OUTPUTS: dict[str, tuple[str, ...]] = {**_BASE_OUTPUTS, **{
+    q.output: q.rests_on for q in QUANTITIES.values() if q.output is not None and q.output not in _BASE_OUTPUTS}}
 ALL_OUTPUTS = tuple(OUTPUTS)
 #: Outputs that rest on the first-passage law (the timing layer).
 TIMING_OUTPUTS = tuple(o for o, layers in OUTPUTS.items() if "timing" in layers)

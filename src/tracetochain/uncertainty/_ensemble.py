@@ -13,7 +13,7 @@ what-if deltas plug in: ``ensemble.stats(lambda c: fallback(c).r_inf - c.r_inf)`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -25,215 +25,11 @@ from tracetochain.chain._model import AbsorbingChain
 from tracetochain.exceptions import ChainValidationError, UndefinedMetricError
 from tracetochain.numerics._checks import ROW_SUM_ATOL
 from tracetochain.numerics.batched import ChainBatch
+from tracetochain.quantities import HEADLINE_QUANTITIES, QUANTITIES, Quantity
 from tracetochain.uncertainty._stats import EntryIntervals, QuantityStats, check_confidence, equal_tailed
 
-Batched = Callable[[ChainBatch, dict[str, Any]], tuple[NDArray[np.float64], NDArray[np.bool_] | None, str]]
-OnChain = Callable[[AbsorbingChain, dict[str, Any]], Any]
-
-
-# ------------------------------------------------------------------------------------------ built-in quantities
-@dataclass(frozen=True)
-class _Builtin:
-    """A named quantity: how to compute it for a batch of draws and on one chain (for the point estimate)."""
-
-    doc: str
-    batched: Batched
-    on_chain: OnChain
-    params: dict[str, Any] = field(default_factory=dict)  # accepted keyword arguments → default (… = required)
-    chain_only: bool = True  # defined only on draws that are absorbing chains (False for raw entries)
-    needs_solve: bool = True  # uses N = (I − Q)⁻¹, so draws whose solve fails are excluded too
-
-
-def _all(v: NDArray[np.float64]) -> tuple[NDArray[np.float64], None, str]:
-    return v, None, ""
-
-
-def _check_horizon(kw: dict[str, Any]) -> int:
-    h = kw["horizon"]
-    if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 0:
-        raise ValueError(f"horizon must be an integer >= 0, got {h!r}")
-    return int(h)
-
-
-def _check_k(kw: dict[str, Any]) -> tuple[NDArray[np.float64], bool]:
-    k = kw["k"]
-    ks = np.atleast_1d(np.asarray(k))
-    if ks.size == 0 or not np.issubdtype(ks.dtype, np.integer) or ks.min() < 1:
-        raise ValueError(f"k must be a positive integer (or integers), got {k!r}")
-    return ks.astype(np.float64), np.ndim(k) == 0
-
-
-def _pass_at(r: NDArray[np.float64], kw: dict[str, Any]) -> NDArray[np.float64]:
-    ks, scalar = _check_k(kw)
-    with np.errstate(divide="ignore"):
-        out = -np.expm1(ks[None, :] * np.log1p(-np.minimum(r, 1.0))[:, None])
-    return out[:, 0] if scalar else out
-
-
-def _pass_hat(r: NDArray[np.float64], kw: dict[str, Any]) -> NDArray[np.float64]:
-    ks, scalar = _check_k(kw)
-    out = np.power(r[:, None], ks[None, :])
-    return out[:, 0] if scalar else out
-
-
-def _scalar_k(value: NDArray[np.float64], kw: dict[str, Any]) -> Any:
-    return float(value[0]) if np.ndim(kw["k"]) == 0 else value
-
-
-def _undefined_if_none(value: Any, why: str) -> Any:
-    if value is None:
-        raise UndefinedMetricError(why)
-    return value
-
-
-def _chain_attribution(c: AbsorbingChain) -> NDArray[np.float64]:
-    if c.failure_probability <= 0.0:
-        raise UndefinedMetricError("failure is unreachable from the initial distribution, so the failure "
-                                   "attribution is undefined")
-    return c.failure_attribution()
-
-
-def _exits(b: ChainBatch) -> NDArray[np.float64]:
-    return np.zeros((b.size, 2)) if b.start_exits is None else b.start_exits
-
-
-def _start_failure_share(b: ChainBatch) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
-    p = b.failure_probability()
-    ok = p > 0.0
-    f = _exits(b)[:, 1]
-    return np.divide(f, p, out=np.zeros_like(f), where=ok), ok, "failure unreachable from π0"
-
-
-def _chain_start_failure_share(c: AbsorbingChain) -> float:
-    if c.failure_probability <= 0.0:
-        raise UndefinedMetricError("failure is unreachable from the initial distribution, so the share of failures "
-                                   "before any step is undefined")
-    return c.start_failure_share()
-
-
-def _sweep_field(name: str) -> Batched:
-    def run(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], None, str]:
-        return b.sweep(_check_horizon(kw), residual=name == "residual")[name], None, ""
-    return run
-
-
-def _conditional_cdf(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
-    rel = b.sweep(_check_horizon(kw))["reliability"]
-    r = b.r_inf()
-    ok = r > 0
-    return (np.divide(rel, r[:, None], out=np.zeros_like(rel), where=ok[:, None]), ok,
-            "success unreachable from π0 (R∞ = 0)")
-
-
-def _cond_mean(outcome: str) -> Batched:
-    def run(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
-        v, ok = b.conditional_mean_steps(outcome)
-        return v, ok, f"{outcome} unreachable from π0"
-    return run
-
-
-def _attribution(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
-    v, ok = b.failure_attribution()
-    return v, ok, "failure unreachable from π0"
-
-
-def _budget(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
-    d, ok = b.step_budget(float(kw["delta"]), int(kw["max_horizon"]))
-    return d, ok, f"R∞ − R(d) still > δ at max_horizon = {int(kw['max_horizon'])}"
-
-
-def _bound(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
-    bound, ok, _, _ = b.prop8(float(kw["delta"]))
-    return bound, ok, "Prop. 8 bound undefined (Q not diagonalizable, ρ ∉ (0, 1) or h = 0)"
-
-
-def _kappa(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
-    _, _, kappa, ok = b.prop8(0.5)
-    return kappa, ok, "κ∞(V) undefined (Q numerically not diagonalizable)"
-
-
-_H = {"horizon": ...}
-_K = {"k": ...}
-_NOT_DIAG = "Q is numerically not diagonalizable (or ρ ∉ (0, 1), or h = 0), so Prop. 8's bound is undefined"
-
-BUILTINS: dict[str, _Builtin] = {
-    "r_inf": _Builtin("R∞ = π0 N R⊕, the probability of eventual success (Prop. 1)",
-                      lambda b, kw: _all(b.r_inf()), lambda c, kw: c.r_inf),
-    "failure_probability": _Builtin("1 − R∞, solved directly as π0 N R⊖",
-                                    lambda b, kw: _all(b.failure_probability()), lambda c, kw: c.failure_probability),
-    "reliability": _Builtin("R(d) for d = 0..horizon (a band)", _sweep_field("reliability"),
-                            lambda c, kw: c.reliability(_check_horizon(kw)), _H, needs_solve=False),
-    "success_pmf": _Builtin("Pr[τ⊕ = d] for d = 0..horizon", _sweep_field("success_pmf"),
-                            lambda c, kw: c.sweep(_check_horizon(kw)).success_pmf, _H, needs_solve=False),
-    "failure_pmf": _Builtin("Pr[τ⊖ = d] for d = 0..horizon", _sweep_field("failure_pmf"),
-                            lambda c, kw: c.sweep(_check_horizon(kw)).failure_pmf, _H, needs_solve=False),
-    "survival": _Builtin("Pr[T > d] for d = 0..horizon", _sweep_field("survival"),
-                         lambda c, kw: c.sweep(_check_horizon(kw)).survival, _H, needs_solve=False),
-    "residual": _Builtin("R∞ − R(d) for d = 0..horizon (exact tail π_d·h)", _sweep_field("residual"),
-                         lambda c, kw: c.sweep(_check_horizon(kw)).residual, _H),
-    "success_conditional_cdf": _Builtin("R(d)/R∞ for d = 0..horizon", _conditional_cdf,
-                                        lambda c, kw: c.success_conditional_cdf(_check_horizon(kw)), _H),
-    "pass_at_k": _Builtin("pass@k = 1 − (1 − R∞)^k (Thm 3); k an int or a list", lambda b, kw: _all(
-        _pass_at(b.r_inf(), kw)), lambda c, kw: _scalar_k(c.pass_at_k(kw["k"]), kw), _K),
-    "pass_hat_k": _Builtin("pass^k = R∞^k (Thm 3); k an int or a list", lambda b, kw: _all(
-        _pass_hat(b.r_inf(), kw)), lambda c, kw: _scalar_k(c.pass_hat_k(kw["k"]), kw), _K),
-    "mean_steps": _Builtin("MTTA = π0 N 1", lambda b, kw: _all(b.mean_steps()), lambda c, kw: c.mean_steps()),
-    "steps_variance": _Builtin("Var[T] (Kemeny–Snell)", lambda b, kw: _all(b.steps_variance()),
-                               lambda c, kw: c.steps_variance()),
-    "steps_std": _Builtin("sd[T]", lambda b, kw: _all(np.sqrt(b.steps_variance())),
-                          lambda c, kw: float(np.sqrt(c.steps_variance()))),
-    "mean_steps_given_success": _Builtin("E[T | success] = π0 N² R⊕ / R∞", _cond_mean("success"),
-                                         lambda c, kw: c.mean_steps_given_success()),
-    "mean_steps_given_failure": _Builtin("E[T | failure] = π0 N² R⊖ / (1 − R∞)", _cond_mean("failure"),
-                                         lambda c, kw: c.mean_steps_given_failure()),
-    "success_probabilities": _Builtin("h = N R⊕ per state", lambda b, kw: _all(b.h),
-                                      lambda c, kw: c.success_probabilities),
-    "failure_probabilities": _Builtin("g = N R⊖ per state", lambda b, kw: _all(b.g),
-                                      lambda c, kw: c.failure_probabilities),
-    "expected_visits": _Builtin("z = Nᵀ π0 per state", lambda b, kw: _all(b.z), lambda c, kw: c.expected_visits()),
-    "failure_attribution": _Builtin("share of failures leaving from each state", _attribution,
-                                    lambda c, kw: _chain_attribution(c)),
-    "vulnerability": _Builtin("R⊖_i per state", lambda b, kw: _all(b.r_failure), lambda c, kw: c.vulnerability(),
-                              chain_only=False),
-    "sensitivity_R_success": _Builtin("∂R∞/∂R⊕_i = z_i", lambda b, kw: _all(b.z),
-                                      lambda c, kw: c.sensitivity_R_success()),
-    "sensitivity_Q": _Builtin("∂R∞/∂Q_ij = z_i h_j", lambda b, kw: _all(b.z[:, :, None] * b.h[:, None, :]),
-                              lambda c, kw: c.sensitivity_Q()),
-    "spectral_radius": _Builtin("ρ(Q)", lambda b, kw: _all(b.spectral_radius()), lambda c, kw: c.spectral_radius(),
-                                needs_solve=False),
-    "step_budget": _Builtin("smallest d with R∞ − R(d) ≤ δ (exact)", _budget,
-                            lambda c, kw: _undefined_if_none(
-                                c.step_budget(float(kw["delta"]), int(kw["max_horizon"])).exact,
-                                f"R∞ − R(d) still > δ at max_horizon = {int(kw['max_horizon'])}"),
-                            {"delta": 0.01, "max_horizon": 100_000}),
-    "step_budget_bound": _Builtin("Prop. 8's bound d*(δ) with κ∞(V) computed", _bound,
-                                  lambda c, kw: _undefined_if_none(c.step_budget(float(kw["delta"])).bound, _NOT_DIAG),
-                                  {"delta": 0.01}),
-    "step_budget_kappa": _Builtin("κ∞(V) = ‖V‖∞‖V⁻¹‖∞ of Q's eigenvectors", _kappa,
-                                  lambda c, kw: _undefined_if_none(c.step_budget(0.5).kappa, _NOT_DIAG)),
-    "Q": _Builtin("the transient block Q (m × m)", lambda b, kw: _all(b.Q), lambda c, kw: c.Q, chain_only=False),
-    "R_success": _Builtin("R⊕ (m)", lambda b, kw: _all(b.r_success), lambda c, kw: c.R_success, chain_only=False),
-    "R_failure": _Builtin("R⊖ (m)", lambda b, kw: _all(b.r_failure), lambda c, kw: c.R_failure, chain_only=False),
-    "pi0": _Builtin("π0 (m)", lambda b, kw: _all(b.pi0), lambda c, kw: c.pi0, chain_only=False),
-    "start_exits": _Builtin("(s, f): success and failure before any step", lambda b, kw: _all(_exits(b)),
-                            lambda c, kw: c.start_exits, chain_only=False),
-    "start_failure_share": _Builtin("share of failures that happen before any step, f / (1 − R∞)",
-                                    lambda b, kw: _start_failure_share(b),
-                                    lambda c, kw: _chain_start_failure_share(c)),
-}
-
-
-def _bind(name: str, spec: _Builtin, kwargs: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(kwargs) - set(spec.params))
-    if unknown:
-        accepted = ", ".join(spec.params) or "none"
-        raise TypeError(f"quantity {name!r} got unexpected argument(s) {unknown}; it accepts: {accepted}")
-    bound = {**spec.params, **kwargs}
-    missing = [k for k, v in bound.items() if v is ...]
-    if missing:
-        raise TypeError(f"quantity {name!r} needs {', '.join(missing)} (e.g. ensemble.stats({name!r}, "
-                        f"{missing[0]}=10))")
-    return bound
+#: The built-in quantities: the registry (:mod:`tracetochain.quantities`), one table for every consumer.
+BUILTINS: dict[str, Quantity] = QUANTITIES
 
 
 # ---------------------------------------------------------------------------------------------------- ensemble
@@ -251,11 +47,6 @@ def _describe_estimator(chain: AbsorbingChain) -> str:
         return "the reference chain as given"
     parts = [f"{k}={md[k]!r}" for k in ("pseudocount", "unvisited_policy", "initial") if k in md]
     return f"{md['estimator']}({', '.join(parts)}) on all the data"
-
-
-#: The scalar quantities :meth:`ChainEnsemble.to_frame` tabulates by default.
-HEADLINE_QUANTITIES = ("r_inf", "failure_probability", "mean_steps", "steps_std", "mean_steps_given_success",
-                       "mean_steps_given_failure", "spectral_radius")
 
 
 @dataclass(frozen=True, eq=False)
@@ -439,7 +230,7 @@ class ChainEnsemble(ResultDisplay):
                 raise ValueError(f"unknown quantity {quantity!r}; built-in quantities are {sorted(BUILTINS)} "
                                  "(or pass a function chain -> value)")
             spec = BUILTINS[quantity]
-            params = _bind(quantity, spec, kwargs)
+            params = spec.bind(kwargs)
             batch = self._batch
             values, defined, why = spec.batched(batch, params)
             keep = np.ones(self.n_samples, dtype=bool)
