@@ -16,9 +16,11 @@ from numpy.typing import NDArray
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._version import __version__
 from tracetochain.chain._model import AbsorbingChain
-from tracetochain.exceptions import UndefinedMetricError
+from tracetochain.quantities import reported, reported_scalars
 
 METRICS_SCHEMA_VERSION = 1
+#: The reported scalars with a typed field of their own (computed unguarded, as before the registry).
+_TYPED = ("r_inf", "failure_probability", "mean_steps", "steps_std", "spectral_radius")
 
 
 @dataclass(frozen=True)
@@ -91,22 +93,24 @@ class ReliabilitySummary(ResultDisplay):
     states: list[StateMetrics]
     undefined: dict[str, str] = field(default_factory=dict)
     chain_metadata: dict[str, Any] = field(default_factory=dict)
+    #: Every reported scalar of the quantity registry (:func:`tracetochain.quantities.reported_scalars`) by key,
+    #: None where undefined (the reason in ``undefined``).
+    values: dict[str, float | None] = field(default_factory=dict)
 
     def worst_states(self, n: int = 3) -> list[StateMetrics]:
         """States ranked by their share of all failures (the bottlenecks)."""
         return sorted(self.states, key=lambda s: -s.failure_share)[:n]
 
     def _display(self) -> Display:
-        fields: list[tuple[str, Any]] = [
-            ("R∞ (eventual success)", self.r_inf), ("failure probability", self.failure_probability)]
-        fields += [(f"R({d})", self.reliability[d]) for d in (5, 10, 20) if d < self.horizon]
-        fields += [(f"R({self.horizon}) (horizon)", self.reliability[self.horizon]),
-                   ("R∞ − R(horizon)", self.residual_at_horizon),
-                   ("mean steps (MTTA)", self.mean_steps), ("sd of steps", self.steps_std),
-                   ("mean steps | success", self.mean_steps_given_success),
-                   ("mean steps | failure", self.mean_steps_given_failure),
-                   ("spectral radius ρ(Q)", self.spectral_radius),
-                   (f"steps to within {self.step_budget_delta:g} of R∞", self.step_budget_exact),
+        fields: list[tuple[str, Any]] = []
+        for q in reported("scalar", "curve"):  # the registry's order
+            if q.kind == "scalar":
+                fields.append((q.title, self.values.get(q.key, getattr(self, q.key, None))))
+            elif q.key == "reliability":
+                fields += [(f"R({d})", self.reliability[d]) for d in (5, 10, 20) if d < self.horizon]
+                fields += [(f"R({self.horizon}) (horizon)", self.reliability[self.horizon]),
+                           ("R∞ − R(horizon)", self.residual_at_horizon)]
+        fields += [(f"steps to within {self.step_budget_delta:g} of R∞", self.step_budget_exact),
                    ("  bound (Tran-Truong & Le 2026, Prop. 8)", self.step_budget_bound)]
         states = Table("states", ("state", "expected_visits", "r_success", "r_failure", "success_probability",
                                   "failure_share", "sensitivity"),
@@ -120,6 +124,13 @@ class ReliabilitySummary(ResultDisplay):
                        tables=(states, pass_k, curve))
 
     def to_dict(self) -> dict[str, Any]:
+        doc = self._fixed_dict()
+        # Every reported scalar of the registry has its key (a new quantity appears with no edit here).
+        for key, value in self.values.items():
+            doc.setdefault(key, value)
+        return doc
+
+    def _fixed_dict(self) -> dict[str, Any]:
         return {
             "kind": "tracetochain.metrics",
             "schema_version": METRICS_SCHEMA_VERSION,
@@ -156,13 +167,11 @@ def summarize(chain: AbsorbingChain, *, horizon: int = 50, ks: tuple[int, ...] =
     check_horizon(horizon)
     undefined: dict[str, str] = {}
 
-    def guarded(name: str, fn: Any) -> float | None:
-        try:
-            return float(fn())
-        except UndefinedMetricError as exc:
-            undefined[name] = str(exc)
-            return None
-
+    values: dict[str, float | None] = {}
+    for q in reported_scalars():
+        values[q.key], why = q.point(chain)
+        if why is not None and q.key not in _TYPED:
+            undefined[q.key] = why
     sweep = chain.sweep(horizon)
     budget = chain.step_budget(delta)
     z = chain.expected_visits()
@@ -183,8 +192,8 @@ def summarize(chain: AbsorbingChain, *, horizon: int = 50, ks: tuple[int, ...] =
         residual_at_horizon=float(sweep.residual[-1]),
         mean_steps=chain.mean_steps(),
         steps_std=float(np.sqrt(chain.steps_variance())),
-        mean_steps_given_success=guarded("mean_steps_given_success", chain.mean_steps_given_success),
-        mean_steps_given_failure=guarded("mean_steps_given_failure", chain.mean_steps_given_failure),
+        mean_steps_given_success=values["mean_steps_given_success"],
+        mean_steps_given_failure=values["mean_steps_given_failure"],
         ks=[int(k) for k in k_arr],
         pass_at_k=[float(x) for x in chain.pass_at_k(k_arr)],
         pass_hat_k=[float(x) for x in chain.pass_hat_k(k_arr)],
@@ -196,6 +205,7 @@ def summarize(chain: AbsorbingChain, *, horizon: int = 50, ks: tuple[int, ...] =
         states=states,
         undefined=undefined,
         chain_metadata=dict(chain.metadata),
+        values=values,
     )
 
 

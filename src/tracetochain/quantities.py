@@ -397,8 +397,31 @@ def iter_quantities(*, gateable: bool | None = None, alertable: bool | None = No
         yield q
 
 
+def quantity_rows(metrics: dict[str, Any], intervals: dict[str, Any] | None = None,
+                  statuses: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per reported scalar (:func:`reported_scalars`) for every surface that lists the numbers: ``key``,
+    ``label``, ``unit``, ``digits``, ``point`` (from the metrics document, :meth:`ReliabilitySummary.to_dict`),
+    ``lower``/``upper`` (from the intervals document's ``metrics``, None without intervals), ``output`` and
+    ``status`` (the certificate's status of that output in ``statuses``; ``"not audited"`` without a certificate),
+    ``undefined`` (why the point is missing, else None), ``gateable``, ``alertable``. Plain JSON values."""
+    iv = (intervals or {}).get("metrics") or {}
+    undefined = metrics.get("undefined") or {}
+    rows: list[dict[str, Any]] = []
+    for q in reported_scalars():
+        entry = iv.get(q.key) if isinstance(iv.get(q.key), dict) else {}
+        point = metrics.get(q.key)
+        why = undefined.get(q.key) or (entry.get("point_undefined") if point is None else None)
+        status = (statuses or {}).get(q.output or "", "not audited") if statuses is not None else "not audited"
+        rows.append({"key": q.key, "label": q.title, "unit": q.unit, "digits": q.digits,
+                     "point": None if point is None else float(point),
+                     "lower": entry.get("lower"), "upper": entry.get("upper"), "output": q.output,
+                     "rests_on": list(q.rests_on), "status": status, "undefined": why,
+                     "gateable": q.gateable, "alertable": q.alertable})
+    return rows
+
+
 #: The scalar quantities :meth:`ChainEnsemble.to_frame` tabulates by default.
 HEADLINE_QUANTITIES: tuple[str, ...] = tuple(q.key for q in QUANTITIES.values() if q.headline)
 
-__all__ = ["HEADLINE_QUANTITIES", "QUANTITIES", "Quantity", "iter_quantities", "lookup", "reported",
+__all__ = ["HEADLINE_QUANTITIES", "QUANTITIES", "Quantity", "iter_quantities", "lookup", "quantity_rows", "reported",
            "reported_scalars", "single"]

@@ -57,6 +57,7 @@ from tracetochain.audit._holdout import l_inf_distance, r_inf_check_counts
 from tracetochain.audit._trials import MIN_REPEATED_TRACES
 from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import TraceToChainError, UndefinedMetricError
+from tracetochain.quantities import reported, reported_scalars
 from tracetochain.traces import TraceTable
 from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
 
@@ -285,13 +286,12 @@ def _quantities(compiled: Any, horizon: int, ks: list[int], delta: float) -> dic
             return None
 
     rel = chain.reliability(horizon)
-    return {"r_inf": chain.r_inf, "failure_probability": chain.failure_probability, "reliability": rel,
-            "residual_at_horizon": float(chain.r_inf - rel[-1]), "mean_steps": guarded(chain.mean_steps),
-            "steps_std": guarded(lambda: math.sqrt(chain.steps_variance())),
-            "mean_steps_given_success": guarded(chain.mean_steps_given_success),
-            "mean_steps_given_failure": guarded(chain.mean_steps_given_failure),
-            "pass_hat_k": compiled.pass_hat_k(ks), "pass_at_k": compiled.pass_at_k(ks),
-            "step_budget": _exact_step_budget(chain, delta)}
+    out: dict[str, Any] = {"reliability": rel, "residual_at_horizon": float(chain.r_inf - rel[-1]),
+                           "pass_hat_k": compiled.pass_hat_k(ks), "pass_at_k": compiled.pass_at_k(ks),
+                           "step_budget": _exact_step_budget(chain, delta)}
+    for q in reported_scalars():  # every reported scalar of the registry, on the compiled model's chain
+        out[q.key] = None if q.unavailable(compiled) else q.point(chain)[0]
+    return out
 
 
 def _exact_step_budget(chain: AbsorbingChain, delta: float, max_horizon: int = 16_384) -> float | None:
@@ -336,12 +336,18 @@ def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Se
         p = pick(point)
         return _stats(p, [pick(q) for q in per_draw], confidence, n, None if p is not None else "undefined")
 
-    metrics: dict[str, Any] = {
-        name: entry(name) for name in ("r_inf", "failure_probability", "reliability", "residual_at_horizon",
-                                       "mean_steps", "steps_std", "mean_steps_given_success",
-                                       "mean_steps_given_failure")}
-    metrics["pass_hat_k"] = {str(k): entry("pass_hat_k", i) for i, k in enumerate(ks_list)}
-    metrics["pass_at_k"] = {str(k): entry("pass_at_k", i) for i, k in enumerate(ks_list)}
+    metrics: dict[str, Any] = {}
+    for q in reported():  # the registry's reported quantities, in its order
+        if q.kind == "scalar":
+            metrics[q.key] = entry(q.key)
+            why = q.unavailable(compiled)
+            if why is not None:
+                metrics[q.key]["point_undefined"] = why
+        elif q.key == "reliability":
+            metrics["reliability"] = entry("reliability")
+            metrics["residual_at_horizon"] = entry("residual_at_horizon")
+        elif q.kind == "per_k":
+            metrics[q.key] = {str(k): entry(q.key, i) for i, k in enumerate(ks_list)}
     metrics["step_budget"] = {"exact": entry("step_budget")}
     metrics["states"] = []
     floor = None

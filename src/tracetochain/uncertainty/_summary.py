@@ -15,6 +15,7 @@ from tracetochain.chain._counts import TransitionCounts
 from tracetochain.chain._estimator import ChainEstimator
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.chain._prior import ChainPrior
+from tracetochain.quantities import reported, reported_scalars
 from tracetochain.traces._table import TraceTable
 from tracetochain.uncertainty._bootstrap import TraceBootstrap
 from tracetochain.uncertainty._dirichlet import DirichletPosterior
@@ -41,9 +42,9 @@ class IntervalSummary(dict[str, Any], ResultDisplay):
             return (name, parameter, *(q.get(c) for c in cols))
 
         m = self["metrics"]
-        rows = [row(name, None, m[name]) for name in ("r_inf", "failure_probability", "residual_at_horizon",
-                                                      "mean_steps", "steps_std", "mean_steps_given_success",
-                                                      "mean_steps_given_failure", "spectral_radius")]
+        scalars = [q.key for q in reported_scalars() if q.key in m]
+        scalars.insert(min(2, len(scalars)), "residual_at_horizon")  # the tail at the horizon, after R∞ and 1 − R∞
+        rows = [row(name, None, m[name]) for name in scalars if name in m]
         rows += [row(name, f"k={k}", q) for name in ("pass_at_k", "pass_hat_k") for k, q in m[name].items()]
         rows += [row(f"step_budget.{name}", f"δ={self['delta']:g}" if name != "kappa" else None, q)
                  for name, q in m["step_budget"].items()]
@@ -194,26 +195,23 @@ def _summary(ensemble: ChainEnsemble, entries: EntryIntervals, method: str, n: i
         return ensemble.stats(name, **kw)
 
     ks_list = [int(k) for k in ks]
-    at_k = q("pass_at_k", k=ks_list)
-    hat_k = q("pass_hat_k", k=ks_list)
     visits = q("expected_visits")
     rs = q("R_success")
     rf = q("R_failure")
     h = q("success_probabilities")
     share = q("failure_attribution")
     sens = q("sensitivity_R_success")
-    metrics: dict[str, Any] = {
-        "r_inf": _compact(q("r_inf")),
-        "failure_probability": _compact(q("failure_probability")),
-        "reliability": _compact(q("reliability", horizon=horizon)),
-        "residual_at_horizon": _compact(q("residual", horizon=horizon).element(horizon)),
-        "mean_steps": _compact(q("mean_steps")),
-        "steps_std": _compact(q("steps_std")),
-        "mean_steps_given_success": _compact(q("mean_steps_given_success")),
-        "mean_steps_given_failure": _compact(q("mean_steps_given_failure")),
-        "pass_at_k": {str(k): _compact(at_k.element(i)) for i, k in enumerate(ks_list)},
-        "pass_hat_k": {str(k): _compact(hat_k.element(i)) for i, k in enumerate(ks_list)},
-        "spectral_radius": _compact(q("spectral_radius")),
+    metrics: dict[str, Any] = {}
+    for spec in reported():  # the registry's reported quantities, in its order
+        if spec.kind == "scalar":
+            metrics[spec.key] = _compact(q(spec.key))
+        elif spec.key == "reliability":
+            metrics["reliability"] = _compact(q("reliability", horizon=horizon))
+            metrics["residual_at_horizon"] = _compact(q("residual", horizon=horizon).element(horizon))
+        elif spec.kind == "per_k":
+            by_k = q(spec.key, k=ks_list)
+            metrics[spec.key] = {str(k): _compact(by_k.element(i)) for i, k in enumerate(ks_list)}
+    metrics.update({
         "step_budget": {"exact": _compact(q("step_budget", delta=delta)),
                         "prop8_bound": _compact(q("step_budget_bound", delta=delta)),
                         "kappa": _compact(q("step_budget_kappa"))},
@@ -223,7 +221,7 @@ def _summary(ensemble: ChainEnsemble, entries: EntryIntervals, method: str, n: i
              "failure_share": _compact(share.element(i)), "sensitivity": _compact(sens.element(i))}
             for i, name in enumerate(ensemble.state_names)
         ],
-    }
+    })
     return IntervalSummary({
         "kind": "tracetochain.intervals",
         "schema_version": INTERVALS_SCHEMA_VERSION,
