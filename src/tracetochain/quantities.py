@@ -185,7 +185,8 @@ def _chain_attribution(c: Any) -> NDArray[np.float64]:
     if c.failure_probability <= 0.0:
         raise UndefinedMetricError("failure is unreachable from the initial distribution, so the failure "
                                    "attribution is undefined")
-    return c.failure_attribution()
+    out: NDArray[np.float64] = c.failure_attribution()
+    return out
 
 
 def _exits(b: ChainBatch) -> NDArray[np.float64]:
@@ -203,7 +204,7 @@ def _chain_start_failure_share(c: Any) -> float:
     if c.failure_probability <= 0.0:
         raise UndefinedMetricError("failure is unreachable from the initial distribution, so the share of failures "
                                    "before any step is undefined")
-    return c.start_failure_share()
+    return float(c.start_failure_share())
 
 
 def _sweep_field(name: str) -> Batched:
@@ -408,7 +409,8 @@ def quantity_rows(metrics: dict[str, Any], intervals: dict[str, Any] | None = No
     undefined = metrics.get("undefined") or {}
     rows: list[dict[str, Any]] = []
     for q in reported_scalars():
-        entry = iv.get(q.key) if isinstance(iv.get(q.key), dict) else {}
+        found = iv.get(q.key)
+        entry: dict[str, Any] = found if isinstance(found, dict) else {}
         point = metrics.get(q.key)
         why = undefined.get(q.key) or (entry.get("point_undefined") if point is None else None)
         status = (statuses or {}).get(q.output or "", "not audited") if statuses is not None else "not audited"
@@ -420,8 +422,23 @@ def quantity_rows(metrics: dict[str, Any], intervals: dict[str, Any] | None = No
     return rows
 
 
+def format_row(row: dict[str, Any]) -> tuple[str, str]:
+    """(value, interval) of a :func:`quantity_rows` row as the renderers print them, by the number rule
+    (:func:`~tracetochain._display.fmt_number`) at the quantity's digits: ``"withheld"`` for a withheld output,
+    ``"—"`` for an undefined one; the interval ``"[lower, upper]"``, or empty without one."""
+    from tracetochain._display import fmt_number
+
+    if row.get("status") == "withheld":
+        return "withheld", ""
+    digits = int(row.get("digits", 4))
+    value = fmt_number(row.get("point"), digits)
+    lo, hi = row.get("lower"), row.get("upper")
+    interval = f"[{fmt_number(lo, digits)}, {fmt_number(hi, digits)}]" if lo is not None and hi is not None else ""
+    return value, interval
+
+
 #: The scalar quantities :meth:`ChainEnsemble.to_frame` tabulates by default.
 HEADLINE_QUANTITIES: tuple[str, ...] = tuple(q.key for q in QUANTITIES.values() if q.headline)
 
-__all__ = ["HEADLINE_QUANTITIES", "QUANTITIES", "Quantity", "iter_quantities", "lookup", "quantity_rows", "reported",
-           "reported_scalars", "single"]
+__all__ = ["HEADLINE_QUANTITIES", "QUANTITIES", "Quantity", "format_row", "iter_quantities", "lookup",
+           "quantity_rows", "reported", "reported_scalars", "single"]

@@ -302,6 +302,9 @@ def fit(
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals
+        from tracetochain.quantities import quantity_rows
+
+        doc["quantities"] = quantity_rows(doc, intervals)  # every reported number, its interval and status
         doc["costs"] = costs
         doc["ingest"] = result.ingest.to_dict()
         doc["pass_hat_k_status"] = {k: v for k, v in trials.items() if k != "per_task"}
@@ -433,6 +436,9 @@ def metrics(
     if as_json:
         doc = summary.to_dict()
         doc["intervals"] = intervals
+        from tracetochain.quantities import quantity_rows
+
+        doc["quantities"] = quantity_rows(doc, intervals)  # every reported number, its interval and status
         doc["costs"] = costs
         typer.echo(json.dumps(doc, indent=2, allow_nan=False))
         return

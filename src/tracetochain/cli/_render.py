@@ -11,6 +11,7 @@ from rich.table import Table
 from tracetochain._display import fmt_number
 from tracetochain._text import terminal_text
 from tracetochain.metrics import ReliabilitySummary
+from tracetochain.quantities import format_row, quantity_rows
 from tracetochain.traces import IngestReport
 
 
@@ -78,13 +79,6 @@ def _fmt(x: float | None, digits: int = 4) -> str:
     return fmt_number(x, digits)
 
 
-def _iv(intervals: dict[str, Any] | None, name: str, digits: int = 4) -> str:
-    q = (intervals or {}).get("metrics", {}).get(name)
-    if isinstance(q, dict) and q.get("lower") is not None and q.get("upper") is not None:
-        return f" [{q['lower']:.{digits}f}, {q['upper']:.{digits}f}]"
-    return ""
-
-
 def _prior_text(md: dict[str, Any]) -> str:
     prior = md.get("prior")
     if isinstance(prior, dict):
@@ -96,7 +90,7 @@ def _prior_text(md: dict[str, Any]) -> str:
 
 def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = None, *,
                    pass_k_note: str | None = None, headline: str | None = None, discrimination: str | None = None,
-                   uninformative: str | None = None) -> None:
+                   uninformative: str | None = None, statuses: dict[str, str] | None = None) -> None:
     """The reliability summary; ``headline`` (the analysis's lead finding) first, ``discrimination`` (its held-out
     AUC sentence) after the chain, ``uninformative`` (why the state advice says nothing) in place of the sentence
     naming where failures leave from."""
@@ -115,18 +109,17 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
         _console.print(f"  [dim]intervals: {intervals.get('confidence', 0.95):.0%} {intervals.get('method')}, "
                        f"{intervals.get('n_draws', intervals.get('samples'))} draws, seed {intervals.get('seed')}"
                        f"{tempered}{_safe(note)}[/]")
-    _console.print(f"  R∞ (eventual success)      [bold]{s.r_inf:.4f}[/]{_iv(intervals, 'r_inf')}   "
-                   f"failure {s.failure_probability:.4f}")
-    _console.print(f"  mean steps (MTTA)          {s.mean_steps:.2f}{_iv(intervals, 'mean_steps', 2)} "
-                   f"± {s.steps_std:.2f} (sd)")
-    _console.print(f"  mean steps | success       {_fmt(s.mean_steps_given_success, 2)}"
-                   f"{_iv(intervals, 'mean_steps_given_success', 2)}")
-    _console.print(f"  mean steps | failure       {_fmt(s.mean_steps_given_failure, 2)}"
-                   f"{_iv(intervals, 'mean_steps_given_failure', 2)}")
+    # Every reported number of the quantity registry, with its interval (and its certification status when the
+    # caller audited: ``statuses``).
+    for row in quantity_rows(s.to_dict(), intervals, statuses):
+        value, interval = format_row(row)
+        value = f"[bold]{value}[/]" if row["key"] == "r_inf" else value
+        tag = f"  [dim]{row['status']}[/]" if statuses is not None else ""
+        _console.print(f"  {_safe(row['label']):<26} {value}{' ' + interval if interval else ''}{tag}")
     budget = (f"{s.step_budget_exact}" if s.step_budget_exact is not None else "not reached")
     bound = f", Prop. 8 bound {s.step_budget_bound} (κ∞ = {s.step_budget_kappa:.3g})" \
         if s.step_budget_bound is not None and s.step_budget_kappa is not None else ""
-    _console.print(f"  steps to within {s.step_budget_delta:g} of R∞  {budget}{bound};  ρ(Q) = {s.spectral_radius:.4f}")
+    _console.print(f"  steps to within {s.step_budget_delta:g} of R∞  {budget}{bound}")
     for name, reason in s.undefined.items():
         _console.print(f"  [dim]{name}: {_safe(reason)}[/]")
     if discrimination:

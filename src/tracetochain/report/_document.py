@@ -17,6 +17,7 @@ from tracetochain._version import __version__
 from tracetochain.audit._common import json_dict
 from tracetochain.chain import AbsorbingChain
 from tracetochain.metrics import ReliabilitySummary, summarize
+from tracetochain.quantities import quantity_rows
 from tracetochain.whatif import bottlenecks
 
 REPORT_SCHEMA_VERSION = 2
@@ -135,6 +136,9 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         "chain": {k: v for k, v in chain.to_dict().items() if k != "metadata"},
         "metrics": summary.to_dict(),
         "intervals": intervals,
+        # Every reported scalar of the registry with its interval and certification status (what the HTML and
+        # Markdown reports list, and what the gates read).
+        "quantities": quantity_rows(summary.to_dict(), intervals, statuses if cert is not None else None),
         "empirical": {"rdc": rdc, "success_lengths": None,
                       "success_length_counts": [int(x) for x in counts[: top + 1]],
                       "pass_rate": result.pass_rate, "n_usable": n_usable},

@@ -13,6 +13,7 @@ from typing import Any
 
 from tracetochain._display import fmt_number
 from tracetochain._text import DISPLAY_NAME_LIMIT, shorten
+from tracetochain.quantities import format_row
 from tracetochain.report._graph import chain_svg, graph_note
 from tracetochain.report._plots import fpt_svg, reliability_svg
 
@@ -162,7 +163,8 @@ def render_html(doc: dict[str, Any]) -> str:
         emp_pass=emp_pass, settings=settings,
         bottleneck_sentences=[shorten(s, 4 * DISPLAY_NAME_LIMIT)
                               for s in doc.get("bottlenecks", {}).get("sentences", [])], costs=costs_view,
-        mc=mc, paths=doc.get("paths"), **_model_choice_view(mc), **pass_k, **_discrimination_view(doc))
+        mc=mc, paths=doc.get("paths"), quantities=[(row, *format_row(row)) for row in doc.get("quantities") or []],
+        **_model_choice_view(mc), **pass_k, **_discrimination_view(doc))
 
 
 def _discrimination_view(doc: dict[str, Any]) -> dict[str, Any]:

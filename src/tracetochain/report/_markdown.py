@@ -12,6 +12,7 @@ from typing import Any
 
 from tracetochain._display import fmt_number
 from tracetochain._text import markdown_code, markdown_text
+from tracetochain.quantities import format_row
 
 #: GitHub refuses comments longer than 65,536 characters; stay well below.
 MAX_COMMENT_CHARS = 60_000
@@ -104,6 +105,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
                     value += f" (untested: no two tasks were tried {k} times)"
             lines.append(f"| pass^{k} / pass@{k} | {value} |")
     lines.append("")
+    lines += _quantity_lines(doc.get("quantities"))
     if doc.get("budget_caveat"):
         lines += [f"> R(d): {markdown_text(doc['budget_caveat'])}", ""]
     for c in (doc.get("budget_cap_check") or {}).get("comparisons", []):
@@ -130,6 +132,19 @@ def render_markdown(doc: dict[str, Any]) -> str:
     if len(text) > MAX_COMMENT_CHARS:  # cannot happen with names cut to their display length; a last guard
         text = text[:MAX_COMMENT_CHARS].rsplit("\n", 1)[0] + "\n\n_(cut to fit a pull-request comment)_\n"
     return text
+
+
+def _quantity_lines(rows: list[dict[str, Any]] | None) -> list[str]:
+    """Every reported number of the registry with its interval and certification status (the report's
+    ``quantities``; absent from reports written before the registry)."""
+    if not rows:
+        return []
+    out = ["<details><summary>Every reported number</summary>", "", "| quantity | value | interval | status |",
+           "|---|---|---|---|"]
+    for row in rows:
+        value, interval = format_row(row)
+        out.append(f"| {_cell(row['label'])} | {value} | {interval} | {_cell(row['status'])} |")
+    return [*out, "", "</details>", ""]
 
 
 def _paths_lines(paths: dict[str, Any] | None, rows: int = 5) -> list[str]:

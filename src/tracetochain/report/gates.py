@@ -1,11 +1,13 @@
 """CI gates: ``--fail-under "pass^3>=0.6"`` conditions evaluated on the report document.
 
-Grammar: ``METRIC OP VALUE`` with METRIC one of ``r_inf`` (or ``R∞``/``Rinf``), ``R(d)``, ``pass^k``, ``pass@k``,
-``pass_rate``, ``cost_per_success`` or ``cost_per_success(METRIC)`` (the report's first cost metric, or the one
-named: ``cost_usd``, ``tokens``, ``seconds``, …); OP one of ``>=``, ``>``, ``<=``, ``<``; VALUE a number. With
-``use="lower"`` the conservative end of the interval is compared instead of the point estimate (when intervals
-exist): the lower bound of a probability, the upper bound of a cost. A gate on a metric the certificate withholds,
-or could not test for lack of data, fails and says why: a CI gate never passes on evidence that is not there. Exit
+Grammar: ``METRIC OP VALUE`` with METRIC one of ``r_inf`` (or ``R∞``/``Rinf``) or any other gateable scalar of the
+quantity registry (:mod:`tracetochain.quantities`: ``mean_steps``, ``steps_std``, ``failure_probability``, …, by key
+or alias), ``R(d)``, ``pass^k``, ``pass@k``, ``pass_rate``, ``cost_per_success`` or ``cost_per_success(METRIC)`` (the
+report's first cost metric, or the one named: ``cost_usd``, ``tokens``, ``seconds``, …); OP one of ``>=``, ``>``,
+``<=``, ``<``; VALUE a number. With ``use="lower"`` the conservative end of the interval is compared instead of the
+point estimate (when intervals exist): the lower bound of a probability or of what should be high, the upper bound of
+a cost or of what should be low (mean steps). A gate on a metric the certificate withholds, or could not test for lack
+of data, fails and says why: a CI gate never passes on evidence that is not there. Exit
 codes (CLI): 0 all gates pass, 3 a gate failed.
 """
 
@@ -17,12 +19,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tracetochain.exceptions import TraceToChainError
+from tracetochain.quantities import iter_quantities, lookup
 
 GATE_FAILED_EXIT_CODE = 3
 _OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
 # Step budgets and k are at most 9 digits (a 5,000-digit number is not a budget, and int() would refuse it).
-_GATE = re.compile(r"^\s*(?P<metric>r_inf|R∞|Rinf|pass_rate|R\((?P<d>\d{1,9})\)|pass\^(?P<hk>\d{1,9})"
-                   r"|pass@(?P<ak>\d{1,9})|(?P<cost>cost_per_success)(?:\((?P<cm>[a-z_]+)\))?)\s*"
+#: Every gateable scalar of the quantity registry, by key and alias (longest first, so that no name shadows a longer
+#: one): a new quantity is gateable with no edit here.
+_SCALARS = sorted({name for q in iter_quantities(gateable=True) if q.kind == "scalar" for name in (q.key, *q.aliases)},
+                  key=lambda n: (-len(n), n))
+_GATE = re.compile(r"^\s*(?P<metric>pass_rate|R\((?P<d>\d{1,9})\)|pass\^(?P<hk>\d{1,9})"
+                   r"|pass@(?P<ak>\d{1,9})|(?P<cost>cost_per_success)(?:\((?P<cm>[a-z_]+)\))?"
+                   r"|(?P<scalar>" + "|".join(re.escape(n) for n in _SCALARS) + r"))\s*"
                    r"(?P<op>>=|<=|>|<)\s*(?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)\s*$")
 
 
@@ -106,17 +114,29 @@ def evaluate_gate(expression: str, doc: dict[str, Any], *, use: Literal["point",
         lower = q.get("lower") if isinstance(q, dict) else None
     elif match["metric"] == "pass_rate":
         value = doc["empirical"]["pass_rate"]
-    else:
-        why = blocked("R_inf")
+    else:  # a scalar of the quantity registry
+        spec = lookup(match["scalar"])
+        assert spec is not None
+        name = spec.aliases[0] if spec.aliases else spec.key
+        why = blocked(spec.output or "R_inf")
         if why:
-            return GateResult(expression, False, None, f"{expression}: R∞ is {why}")
-        value = m["r_inf"]
-        q = intervals.get("r_inf") if isinstance(intervals, dict) else None
-        lower = q.get("lower") if isinstance(q, dict) else None
+            return GateResult(expression, False, None, f"{expression}: {name} is {why}")
+        value = m.get(spec.key)
+        if value is None:
+            if spec.key not in m:
+                raise GateError(f"{expression}: the report has no {spec.key} (written by an older version)")
+            reason = (m.get("undefined") or {}).get(spec.key, "undefined on this chain")
+            return GateResult(expression, False, None, f"{expression}: {name} is undefined ({reason})")
+        q = intervals.get(spec.key) if isinstance(intervals, dict) else None
+        # The conservative end: the lower bound of what should be high, the upper bound of what should be low.
+        end = "upper" if spec.better == "lower" else "lower"
+        lower = q.get(end) if isinstance(q, dict) and spec.better is not None else None
     compared = lower if use == "lower" and lower is not None else value
     assert compared is not None
     passed = bool(op(compared, threshold))
-    what = "lower bound" if use == "lower" and lower is not None else "value"
+    high_is_bad = match["scalar"] is not None and getattr(lookup(match["scalar"]), "better", None) == "lower"
+    conservative = "upper bound" if high_is_bad else "lower bound"
+    what = conservative if use == "lower" and lower is not None else "value"
     return GateResult(expression, passed, compared,
                       f"{expression}: {what} {compared:.4f} → {'pass' if passed else 'FAIL'}")
 
