@@ -41,6 +41,7 @@ from tracetochain.chain._counts import TransitionCounts
 from tracetochain.chain._estimator import estimate_chain
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.exceptions import TraceToChainError
+from tracetochain.quantities import QUANTITIES, reported_scalars
 from tracetochain.serve._store import EpisodeRow
 
 SUCCESS, FAILURE = "success", "failure"
@@ -725,7 +726,7 @@ class LiveAnalysis:
             if counts.n_total == 0:
                 return None
             return {"n_traces": counts.n_total, "outcomes": dict(counts.n_traces), "pass_rate": None,
-                    "r_inf": {"point": None, "lower": None, "upper": None}, "mean_steps": None,
+                    "r_inf": {"point": None, "lower": None, "upper": None}, "mean_steps": None, "quantities": [],
                     "reliability": None, "states": [], "edges": self._unlabelled_edges(counts, set(), None),
                     "initial": {}, "chain": None, **labels}
         ens = self._posterior(chain, self.samples)
@@ -778,10 +779,23 @@ class LiveAnalysis:
                 "pass_rate": counts.n_traces["success"] / max(1, counts.n_fitted),
                 "r_inf": {"point": _finite(r_inf.point), "lower": _finite(r_inf.lower), "upper": _finite(r_inf.upper)},
                 "mean_steps": _finite(chain.mean_steps()),
+                "quantities": _quantities(ens),
                 "reliability": {"point": _floats(rel.point), "lower": _floats(rel.lower), "upper": _floats(rel.upper)},
                 "states": states, "edges": edges,
                 "initial": {a: float(chain.pi0[i]) for i, a in enumerate(names)},
                 "chain": chain.to_dict()}
+
+
+def _quantities(ens: Any) -> list[dict[str, Any]]:
+    """Every reported scalar of the quantity registry with its posterior interval (the dashboard's table and the
+    ``tracetochain_quantity`` gauges of /metrics); live counts are not audited."""
+    out = []
+    for q in reported_scalars():
+        s = ens.stats(q.key)
+        out.append({"key": q.key, "label": q.title, "unit": q.unit, "digits": q.digits, "point": _finite(s.point),
+                    "lower": _finite(s.lower), "upper": _finite(s.upper), "status": "not audited",
+                    "alertable": q.alertable})
+    return out
 
 
 def _finite(x: Any) -> float | None:
@@ -863,5 +877,7 @@ class _PointOnly:
             return _Point(c.reliability(int(horizon or 0)))
         if quantity == "failure_attribution" and c.r_inf >= 1.0:
             return _Point(np.zeros(c.n_states))
+        if quantity in QUANTITIES and QUANTITIES[quantity].kind == "scalar":
+            return _Point(QUANTITIES[quantity].point(c)[0])
         value = getattr(c, quantity)
         return _Point(value() if callable(value) else value)

@@ -6,6 +6,8 @@ the ``--group-by`` attribute), or ``(all)`` for every group together.
 
 * ``tracetochain_r_inf{group,scope}`` with ``_lower`` / ``_upper`` (scope ``total`` or ``window``: the current
   window), fitted on the labelled episodes;
+* ``tracetochain_quantity{group,scope,quantity,end}``: every reported scalar of the quantity registry
+  (:mod:`tracetochain.quantities`), ``end`` one of ``point``, ``lower``, ``upper``;
 * ``tracetochain_state_failure_probability{group,scope,state}`` (R⊖_i) and
   ``tracetochain_state_failure_attribution{group,scope,state}``;
 * ``tracetochain_episodes{group,outcome}`` (``unlabelled`` included), ``tracetochain_label_test_p_value{group}``,
@@ -67,6 +69,11 @@ class _LiveCollector:
                                 labels=["group"])
         steps = GaugeMetricFamily("tracetochain_mean_steps_observed", "Mean steps per episode, labelled or not",
                                   labels=["group", "labelled"])
+        # Every reported scalar of the quantity registry (the live document's ``quantities``): a new quantity is
+        # exported with no edit here.
+        quantity = GaugeMetricFamily("tracetochain_quantity", "Every reported number of the chain with its interval "
+                                     "(end: point, lower, upper), fitted on the labelled episodes",
+                                     labels=["group", "scope", "quantity", "end"])
         firing = GaugeMetricFamily("tracetochain_alert_firing", "1 while the threshold rule fires",
                                    labels=["group", "rule", "severity"])
         for group, doc in views:
@@ -77,6 +84,10 @@ class _LiveCollector:
                 for fam, key in ((r, "point"), (lo, "lower"), (hi, "upper")):
                     if ri.get(key) is not None:
                         fam.add_metric([group, scope], ri[key])
+                for q in part.get("quantities") or []:
+                    for end in ("point", "lower", "upper"):
+                        if q.get(end) is not None:
+                            quantity.add_metric([group, scope, q["key"], end], q[end])
                 for st in part.get("states", []):
                     if st["vulnerability"]["point"] is not None:
                         vul.add_metric([group, scope, st["name"]], st["vulnerability"]["point"])
@@ -94,7 +105,7 @@ class _LiveCollector:
             if group != ALL_GROUPS:
                 for rule in doc.get("rules", []):
                     firing.add_metric([group, rule["rule"], rule["severity"]], 1.0 if rule["firing"] else 0.0)
-        yield from (r, lo, hi, vul, att, eps, lab, steps, firing)
+        yield from (r, lo, hi, quantity, vul, att, eps, lab, steps, firing)
         # Alerts are counted from the store, where each is listed once: the counters equal the list, across
         # restarts.
         alerts = CounterMetricFamily("tracetochain_alerts", "Alerts raised (each once), by kind, group and status",

@@ -15,10 +15,11 @@ A rules file::
 Expressions: ``METRIC OP NUMBER [over SPAN]``. Metrics: ``R∞`` (also ``R_inf``, ``r_inf``), ``R(d)`` (success within
 d steps), ``P(a -> b)`` (one-step probability from state ``a`` to state ``b``, ``success`` or ``failure``; quote
 names with spaces: ``P("final answer" -> failure)``), ``attribution(a)`` (share of failures leaving from ``a``),
-``pass_rate`` (observed share of successes), ``mean_steps``, ``traces`` (episodes counted; e.g. ``traces < 10 over
-1h`` for "the agent went quiet"). OP is ``<``, ``<=``, ``>``, ``>=``. SPAN is a duration that is a whole number of
-time windows (``1h``), a number of traces that is a whole number of count windows (``1000 traces``), ``N windows``,
-or ``all`` (everything since the store began); without it, the current window.
+``pass_rate`` (observed share of successes), ``traces`` (episodes counted; e.g. ``traces < 10 over 1h`` for "the agent
+went quiet"), and every alertable scalar of the quantity registry by key or alias (:mod:`tracetochain.quantities`:
+``mean_steps``, ``failure_probability``, ``steps_std``, …). OP is ``<``, ``<=``, ``>``, ``>=``. SPAN is a duration
+that is a whole number of time windows (``1h``), a number of traces that is a whole number of count windows
+(``1000 traces``), ``N windows``, or ``all`` (everything since the store began); without it, the current window.
 
 Chain metrics are point estimates of the chain fitted to the span's counts (library default prior). A rule fires
 when its condition holds on at least ``min_traces`` usable traces, and resolves when it stops holding; both edges
@@ -38,6 +39,7 @@ from typing import Any
 from tracetochain._config_files import file_error, load_document, locate_line
 from tracetochain._limits import max_horizon
 from tracetochain.exceptions import TraceToChainError
+from tracetochain.quantities import QUANTITIES, iter_quantities, lookup
 from tracetochain.serve._live import FAILURE, SUCCESS, LiveAnalysis, RunningCounts, WindowSpec, parse_duration
 
 log = logging.getLogger("tracetochain.serve")
@@ -72,7 +74,7 @@ class Rule:
 
     name: str
     expression: str
-    metric: str  # r_inf | reliability | transition | attribution | pass_rate | mean_steps | traces
+    metric: str  # reliability | transition | attribution | pass_rate | traces | an alertable registry key (r_inf, …)
     args: tuple[Any, ...]
     op: str
     threshold: float
@@ -92,12 +94,10 @@ class Rule:
         chain = live.chain_of(counts)
         if chain is None:
             return None
-        if self.metric == "r_inf":
-            return chain.r_inf
+        if self.metric in QUANTITIES:  # a scalar of the quantity registry (None where undefined)
+            return QUANTITIES[self.metric].point(chain)[0]
         if self.metric == "reliability":
             return float(chain.reliability(int(self.args[0]))[-1])
-        if self.metric == "mean_steps":
-            return chain.mean_steps()
         names = chain.state_names
         a = self.args[0]
         if a not in names:
@@ -145,9 +145,12 @@ def parse_metric(text: str) -> tuple[str, tuple[Any, ...]]:
     """
     t = text.strip()
     low = t.lower()
-    if t in ("R∞", "R_∞") or low in ("r_inf", "rinf", "r_infinity"):
+    if t == "R_∞":
         return "r_inf", ()
-    if low in ("pass_rate", "mean_steps", "traces"):
+    spec = lookup(t)
+    if spec is not None and spec.alertable and spec.kind == "scalar":  # R∞, mean_steps, … (the registry)
+        return spec.key, ()
+    if low in ("pass_rate", "traces"):
         return low, ()
     m = re.fullmatch(r"R\(\s*(\d+)\s*\)", t)
     if m:
@@ -171,8 +174,9 @@ def parse_metric(text: str) -> tuple[str, tuple[Any, ...]]:
         if len(parts) == 2 and parts[0].strip() and parts[1].strip():
             return "transition", (_unquote(parts[0]), _unquote(parts[1]))
         raise ValueError(f"cannot read the transition {t!r}: write P(from -> to), e.g. P(sql_exec -> failure)")
-    raise ValueError(f"unknown metric {t!r}: use R∞, R(d), P(a -> b), attribution(a), pass_rate, mean_steps or "
-                     "traces")
+    scalars = ", ".join(q.key for q in iter_quantities(alertable=True) if q.kind == "scalar" and q.key != "r_inf")
+    raise ValueError(f"unknown metric {t!r}: use R∞, R(d), P(a -> b), attribution(a), pass_rate, traces or one of "
+                     f"{scalars}")
 
 
 def parse_span(text: str | None, window: WindowSpec) -> tuple[int | None, str]:
@@ -226,7 +230,8 @@ def parse_rule_expression(expression: str, window: WindowSpec) -> tuple[str, tup
     metric, args = parse_metric(m.group("metric"))
     n_windows, over = parse_span(m.group("over"), window)
     threshold = float(m.group("value"))
-    if metric not in ("traces", "mean_steps") and not 0 <= threshold <= 1:
+    probability = metric not in ("traces", *QUANTITIES) or QUANTITIES[metric].unit == "probability"
+    if probability and not 0 <= threshold <= 1:
         raise ValueError(f"{m.group('metric').strip()} is a probability; the threshold {threshold:g} is outside [0, 1]")
     return metric, args, m.group("op"), threshold, n_windows, over
 

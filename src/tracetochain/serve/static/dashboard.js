@@ -307,6 +307,22 @@ function drawStates(doc) {
   }
 }
 
+// Every reported scalar of the quantity registry (doc.total.quantities), each with its own digits.
+function drawQuantities(doc) {
+  const body = document.querySelector("#quantities tbody");
+  if (!body) return;
+  clear(body);
+  const tot = doc.total;
+  for (const q of (tot && tot.quantities) || []) {
+    const tr = el("tr", {"data-key": q.key});
+    tr.appendChild(el("td", {}, q.label));
+    tr.appendChild(el("td", {}, fmt(q.point, q.digits)));
+    tr.appendChild(el("td", {}, q.lower === null ? "" : "[" + fmt(q.lower, q.digits) + ", " + fmt(q.upper, q.digits) + "]"));
+    tr.appendChild(el("td", {}, q.status));
+    body.appendChild(tr);
+  }
+}
+
 function draw(doc) {
   drawGroups(doc);
   drawLabels(doc);
@@ -316,6 +332,7 @@ function draw(doc) {
   drawRules(doc);
   drawGraph(doc);
   drawStates(doc);
+  drawQuantities(doc);
   document.body.setAttribute("data-episodes", String(doc.n_episodes));
 }
 
