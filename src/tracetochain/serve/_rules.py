@@ -94,10 +94,10 @@ class Rule:
         chain = live.chain_of(counts)
         if chain is None:
             return None
-        if self.metric in QUANTITIES:  # a scalar of the quantity registry (None where undefined)
-            return QUANTITIES[self.metric].point(chain)[0]
         if self.metric == "reliability":
             return float(chain.reliability(int(self.args[0]))[-1])
+        if self.metric in QUANTITIES:  # a scalar of the quantity registry (None where undefined)
+            return QUANTITIES[self.metric].point(chain)[0]
         names = chain.state_names
         a = self.args[0]
         if a not in names:
