@@ -248,6 +248,39 @@ def _kappa(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDAr
     return kappa, ok, "κ∞(V) undefined (Q numerically not diagonalizable)"
 
 
+def _median_success(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.bool_], str]:
+    """M = min{d : R(d) ≥ R∞/2}, the median number of steps of the runs that succeed (the median of the success-time
+    law, Pr[τ⊕ ≤ d | success] ≥ 1/2; Tran-Truong & Le 2026, the RDC of Prop. 6 normalized by R∞).
+
+    R∞ − R(d) = π_d·h with π_d = π0 Q^d (the exact tail of :meth:`ChainBatch.sweep`), so M is the first d with
+    π_d·h ≤ R∞/2: one forward sweep of the draws not yet below their own half (R(0) = s, the success before any step,
+    so M = 0 when s ≥ R∞/2). Undefined where R∞ = 0, or where the sweep reaches ``max_horizon`` first."""
+    max_horizon = int(kw["max_horizon"])
+    if max_horizon < 0:
+        raise ValueError(f"max_horizon must be >= 0, got {max_horizon}")
+    r = b.r_inf()
+    out = np.zeros(b.size)
+    reached = np.zeros(b.size, dtype=bool)
+    active = np.flatnonzero(b.valid & (r > 0.0))
+    pi = np.array(b.pi0[active], dtype=np.float64)
+    Qa, ha = b.Q[active], b.h[active]
+    # A tie R(d) = R∞/2 exactly (a median at a jump) must count as reached despite rounding in the sweep.
+    half = r[active] / 2.0 * (1.0 + 1e-12)
+    d = 0
+    while active.size:
+        hit = np.einsum("bi,bi->b", pi, ha) <= half
+        if hit.any():
+            out[active[hit]] = d
+            reached[active[hit]] = True
+            keep = ~hit
+            active, pi, Qa, ha, half = active[keep], pi[keep], Qa[keep], ha[keep], half[keep]
+        if d >= max_horizon or not active.size:
+            break
+        pi = np.einsum("bi,bij->bj", pi, Qa)
+        d += 1
+    return out, reached, f"success unreachable (R∞ = 0), or R(d) < R∞/2 at max_horizon = {max_horizon}"
+
+
 _H = {"horizon": ...}
 _K = {"k": ...}
 _NOT_DIAG = "Q is numerically not diagonalizable (or ρ ∉ (0, 1), or h = 0), so Prop. 8's bound is undefined"
@@ -311,6 +344,10 @@ QUANTITIES: dict[str, Quantity] = {q.key: q for q in (
     _q("mean_steps_given_failure", "E[T | failure] = π0 N² R⊖ / (1 − R∞)", _cond_mean("failure"),
        lambda c, kw: c.mean_steps_given_failure(), label="mean steps | failure", output="mean_steps",
        rests_on=_TIMED, unit="steps", digits=2, reported=True, headline=True, gateable=True, alertable=True),
+    _q("median_steps_to_success", "median steps of the runs that succeed: min{d : R(d) ≥ R∞/2}", _median_success,
+       _on_single(_median_success), {"max_horizon": 100_000}, label="median steps | success",
+       aliases=("median_steps",), output="median_steps_to_success", rests_on=_TIMED, unit="steps", digits=0,
+       reported=True, gateable=True, alertable=True, better="lower"),
     _q("success_probabilities", "h = N R⊕ per state", lambda b, kw: _all(b.h),
        lambda c, kw: c.success_probabilities, kind="per_state", label="success probability", output="attribution",
        rests_on=("r_inf",), unit="probability"),
