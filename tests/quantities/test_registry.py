@@ -61,7 +61,8 @@ def test_reported_scalar_point_is_the_ensemble_point(key):
 
 def test_unavailable_reads_the_models_own_table():
     class Family:
-        unavailable_quantities = {"mean_steps": "no step count in this family"}
+        def unavailable_quantities(self) -> dict[str, str]:
+            return {"mean_steps": "no step count in this family"}
 
     assert QUANTITIES["mean_steps"].unavailable(Family()) == "no step count in this family"
     assert QUANTITIES["r_inf"].unavailable(Family()) is None
