@@ -19,9 +19,10 @@ without ``--engine`` (tested on every reader format).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -433,6 +434,22 @@ class SummarizedInput(NamedTuple):
     engine: str = "memory"
 
 
+@contextlib.contextmanager
+def opened_engine(engine: Any) -> Iterator[Any]:
+    """The engine a call runs on: ``engine`` itself when it is an :class:`~tracetochain.engines.Engine` (its caller
+    owns and closes it), else the one :func:`~tracetochain.engines.get_engine` opens from the name for this call and
+    closes after it; None runs in memory."""
+    from tracetochain.engines import Engine, get_engine
+
+    owns = engine is not None and not isinstance(engine, Engine)
+    eng = get_engine(engine) if owns else engine
+    try:
+        yield eng
+    finally:
+        if owns and eng is not None:
+            eng.close()
+
+
 def summarize_input(source: Any, spec: SummarySpec, *, reader: str | None = None,
                     reader_options: dict[str, Any] | None = None, on_error: str = "raise", engine: Any = None,
                     states: Any = "label", state_options: dict[str, Any] | None = None,
@@ -445,11 +462,7 @@ def summarize_input(source: Any, spec: SummarySpec, *, reader: str | None = None
     ``in_memory_only``: what needs the traces in memory (refused for a partitioned corpus)."""
     step = phase_reporter(progress)
     step("reading")
-    from tracetochain.engines import Engine, get_engine
-
-    owns = engine is not None and not isinstance(engine, Engine)
-    eng = get_engine(engine) if owns else engine
-    try:
+    with opened_engine(engine) as eng:
         parts, src, reader_name = plan_input(source, engine=eng, reader=reader, on_error=on_error,
                                              reader_options=dict(reader_options or {}),
                                              partition_options=dict(partition_options or {}))
@@ -466,9 +479,6 @@ def summarize_input(source: Any, spec: SummarySpec, *, reader: str | None = None
         t_states = time.perf_counter()
         step("counting")
         acc = summarize_parts(parts, eng, on_error=on_error, model=state_model, spec=spec, check_traces=check_traces)
-    finally:
-        if owns and eng is not None:
-            eng.close()
     if vocab is not None:
         check_known_states(acc.state_names, set(vocab), src)
         acc = reindex_summary(acc, tuple(vocab))

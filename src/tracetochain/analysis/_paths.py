@@ -17,6 +17,7 @@ from tracetochain.analysis._analyze import (
     DEFAULT_STATE_SAMPLE,
     UNSEEN_STATE,
     label_steps,
+    opened_engine,
     plan_input,
     resolve_states,
 )
@@ -46,13 +47,9 @@ def path_sequences(source: Any, *, reader: str | None = None, reader_options: di
                    ) -> tuple[PathSequences, dict[str, Any]]:
     """(the corpus's state paths in canonical order, where they came from). ``state_model``: a fitted state model to
     label with (e.g. ``AnalysisResult.state_model``), instead of resolving ``states`` again."""
-    from tracetochain.engines import Engine, get_engine
-
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    owns = engine is not None and not isinstance(engine, Engine)
-    eng = get_engine(engine) if owns else engine
-    try:
+    with opened_engine(engine) as eng:
         parts, src, reader_name = plan_input(source, engine=eng, reader=reader, on_error=on_error,
                                              reader_options=dict(reader_options or {}),
                                              partition_options=dict(partition_options or {}))
@@ -70,9 +67,6 @@ def path_sequences(source: Any, *, reader: str | None = None, reader_options: di
                 acc = merge_sequences(acc, fn(p))
         else:
             acc = eng.map_reduce(fn, parts, merge_sequences)
-    finally:
-        if owns and eng is not None:
-            eng.close()
     method = "label" if model is None else getattr(model, "method", type(model).__name__)
     unseen = UNSEEN_STATE in acc.state_names
     return acc.canonical(), {"path": src, "format": reader_name, "n_partitions": len(parts),
