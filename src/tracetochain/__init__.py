@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         uncertainty,
         whatif,
     )
-    from tracetochain.analysis import AnalysisResult, analyze, audit
+    from tracetochain.analysis import AnalysisResult, analyze, audit, fit_chain
     from tracetochain.analysis._partitioned import audit_partitioned, fit_partitioned
     from tracetochain.audit import Certificate
     from tracetochain.chain import (
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     )
     from tracetochain.featurize import RuleFeaturizer, TextFeaturizer
     from tracetochain.metrics import ReliabilitySummary, summarize
-    from tracetochain.pipeline import FitResult, fit_chain
+    from tracetochain.pipeline import FitResult
     from tracetochain.readers import read_traces, register_reader
     from tracetochain.states import CategoricalStates, InformativeStates, MilestoneStates, WardStates
     from tracetochain.traces import IngestReport, Outcome, StepKind, TraceTable
@@ -87,7 +87,7 @@ _ATTRIBUTES: dict[str, str] = {
     "bottlenecks": "tracetochain.whatif",
     "count_transitions": "tracetochain.chain",
     "estimate_chain": "tracetochain.chain",
-    "fit_chain": "tracetochain.pipeline",
+    "fit_chain": "tracetochain.analysis",
     "fit_partitioned": "tracetochain.partitioned",
     "interval_summary": "tracetochain.uncertainty",
     "read_traces": "tracetochain.readers",

@@ -211,10 +211,13 @@ def test_states_can_be_an_estimator_a_fitted_model_or_a_callable() -> None:
 def test_fitted_or_callable_states_give_fit_chains_chain(seqs: list[tuple[list[str], str]],
                                                          pseudocount: float | None) -> None:
     """One "states → chain": a fitted state model or a callable handed to fit_states_and_chain gives, bit for bit,
-    the chain (rows, start, metadata) and labelled traces tt.fit_chain gives for the estimator behind it."""
+    the chain (rows, start, metadata) and labelled traces the pipeline's fit_chain (states learned on all the traces
+    given, as the audit's training halves) gives for the estimator behind it."""
+    from tracetochain.pipeline import fit_chain
+
     traces = tt.TraceTable.from_records([{"trace_id": f"t{i}", "step_idx": j, "state": s, "outcome": out}
                                          for i, (states, out) in enumerate(seqs) for j, s in enumerate(states)])
-    reference = tt.fit_chain(traces, states=CategoricalStates(), pseudocount=pseudocount)
+    reference = fit_chain(traces, states=CategoricalStates(), pseudocount=pseudocount)
     fitted = CategoricalStates().fit(traces).fetch_model()
     for states in (fitted, lambda train: CategoricalStates().fit(train).fetch_model()):
         chain, model, labelled = fit_states_and_chain(traces, states, pseudocount=pseudocount)
