@@ -89,6 +89,12 @@ def test_gates(key: str, report_doc: dict) -> None:
         assert not result.passed and "withheld" in result.message
     else:
         assert result.value is not None and result.passed
+    q = QUANTITIES[key]
+    entry = report_doc["intervals"]["metrics"][key]
+    conservative = evaluate_gate(f"{key} >= 0", report_doc, use="lower")
+    if result.value is not None and entry["lower"] is not None and q.better is not None:
+        # The conservative end: the lower bound of what should be high, the upper bound of what should be low.
+        assert conservative.value == entry["upper" if q.better == "lower" else "lower"]
     for alias in QUANTITIES[key].aliases:
         assert evaluate_gate(f"{alias} >= 0", report_doc).expression == f"{alias} >= 0"
 

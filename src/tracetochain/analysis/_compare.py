@@ -19,7 +19,15 @@ from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
-from tracetochain.analysis._analyze import UNSEEN_STATE, MemoryPartition, plan_input, resolve_states, summarize_parts
+from tracetochain.analysis._analyze import (
+    DEFAULT_STATE_SAMPLE,
+    UNSEEN_STATE,
+    MemoryPartition,
+    opened_engine,
+    plan_input,
+    resolve_states,
+    summarize_parts,
+)
 from tracetochain.analysis._intervals import summary_ensemble
 from tracetochain.analysis._summary import SummarySpec, reindex_summary
 from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts
@@ -268,15 +276,11 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
         raise ValueError(f"samples must be >= 2, got {samples}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    from tracetochain.engines import Engine, get_engine
-
-    owns = engine is not None and not isinstance(engine, Engine)
-    eng = get_engine(engine) if owns else engine
     prior_obj = ChainPrior.from_settings(pseudocount, prior)
     policy = prior_obj.resolve_unvisited("auto")
     opts = dict(reader_options or {})
     popts = dict(partition_options or {})
-    try:
+    with opened_engine(engine) as eng:  # the analysis's reading and counting driver, on both corpora
         parts_a, src_a, _ = plan_input(a, engine=eng, reader=reader, on_error=on_error, reader_options=opts,
                                        partition_options=popts)
         parts_b, src_b, _ = plan_input(b, engine=eng, reader=reader, on_error=on_error, reader_options=opts,
@@ -284,7 +288,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
         # One state model for both: learned on a seeded sample of both corpora (no held-out split here).
         learn_spec = SummarySpec(seed=seed, n_splits=0)
         state_model, vocab = resolve_states(states, dict(state_options or {}), [*parts_a, *parts_b], learn_spec,
-                                            on_error, 50_000)
+                                            on_error, DEFAULT_STATE_SAMPLE)
         summaries = []
         for k, parts in enumerate((parts_a, parts_b)):
             # Replicates are drawn with the posterior too: the per-state homogeneity test needs them for its
@@ -294,9 +298,6 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
                                n_replicates=samples if method == "bootstrap" else min(samples, HOMOGENEITY_REPLICATES),
                                resample_by="task")
             summaries.append(summarize_parts(parts, eng, on_error=on_error, model=state_model, spec=spec))
-    finally:
-        if owns and eng is not None:
-            eng.close()
     sa, sb = summaries
     if vocab is not None:
         union = tuple(vocab)

@@ -116,6 +116,8 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
         value = f"[bold]{value}[/]" if row["key"] == "r_inf" else value
         tag = f"  [dim]{row['status']}[/]" if statuses is not None else ""
         _console.print(f"  {_safe(row['label']):<26} {value}{' ' + interval if interval else ''}{tag}")
+    if statuses is None:
+        _console.print("  [dim]not audited: `tracetochain audit` or `report` certifies each number[/]")
     budget = (f"{s.step_budget_exact}" if s.step_budget_exact is not None else "not reached")
     bound = f", Prop. 8 bound {s.step_budget_bound} (κ∞ = {s.step_budget_kappa:.3g})" \
         if s.step_budget_bound is not None and s.step_budget_kappa is not None else ""

@@ -102,10 +102,12 @@ def report(
         "--on-error", help="Bad records: stop with an error, or skip their traces and report the count.")] = (
         OnErrorChoice.raise_),
     fail_under: Annotated[list[str] | None, typer.Option(
-        "--fail-under", help='Gate such as "pass^3>=0.6", "R(20)>=0.5" or "cost_per_success(cost_usd)<=0.8" '
-                             "(repeatable); exit 3 if one fails.")] = None,
+        "--fail-under", help='Gate such as "pass^3>=0.6", "R(20)>=0.5", "mean_steps<=15" (any gateable quantity: '
+                             'docs/quantities.md) or "cost_per_success(cost_usd)<=0.8" (repeatable); exit 3 if one '
+                             "fails.")] = None,
     gate_on: Annotated[str, typer.Option(help="Compare gates with the point estimate or the interval's conservative "
-                                              "end (lower bound of a probability, upper bound of a cost).")
+                                              "end (lower bound of a probability, upper bound of a cost or of a "
+                                              "step count).")
                        ] = "point",
     fail_on_reject: Annotated[bool, typer.Option("--fail-on-reject", help="Exit 4 when the audit rejects.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, only errors and gate results.")] = False,
