@@ -74,3 +74,34 @@ def test_point_never_returns_nan():
     value, why = QUANTITIES["mean_steps_given_success"].point(chain)
     assert value is None and why
     assert np.isfinite(QUANTITIES["r_inf"].point(chain)[0])
+
+
+def test_a_family_marks_a_quantity_unavailable_in_its_refit_intervals():
+    """A chosen model's intervals iterate the registry; a family's ``unavailable_quantities`` turns a number into
+    None with the family's reason, with no branch on the family in the consumer."""
+    from tracetochain.analysis._models import model_intervals
+
+    class Compiled:
+        family = "fake"
+
+        def __init__(self, chain):
+            self.chain = chain
+
+        def pass_hat_k(self, ks):
+            return [self.chain.r_inf ** k for k in ks]
+
+        def pass_at_k(self, ks):
+            return [1 - (1 - self.chain.r_inf) ** k for k in ks]
+
+        def unavailable_quantities(self):
+            return {"median_steps_to_success": "this family does not model step times"}
+
+    chain = tt.datasets.notation_chain()
+    draws = [Compiled(tt.ChainEstimator().fit(tt.datasets.simulate_traces(chain, 200, seed=s)).fetch_model())
+             for s in range(5)]
+    doc = model_intervals(Compiled(chain), draws, horizon=10, ks=(1, 2), delta=0.01, settings={"confidence": 0.9})
+    m = doc["metrics"]
+    assert m["median_steps_to_success"]["point"] is None
+    assert m["median_steps_to_success"]["point_undefined"] == "this family does not model step times"
+    assert m["r_inf"]["point"] == pytest.approx(chain.r_inf) and m["r_inf"]["lower"] is not None
+    assert set(m) >= {q.key for q in reported_scalars()}
