@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
     # datasets simulate traces from chains (notation_chain, simulate_traces), so they sit above chain; nothing in
     # the library below the entry points uses them — they serve examples, tests and studies.
     (("datasets", "pipeline"), "one step above the chain: traces simulated from it; states → chain in one call"),
-    (("audit", "costs", "metrics", "models", "paths", "uncertainty", "whatif"),
+    (("audit", "costs", "families", "metrics", "models", "paths", "uncertainty", "whatif"),
      "statistics of a fitted chain and of its sufficient statistics (paths: of the traces' state paths)"),
     (("partitioned",), "a corpus larger than memory: planning, reading and counting partitions"),
     (("engines",), "where partitions are processed (local, Dask)"),

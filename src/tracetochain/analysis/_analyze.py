@@ -526,7 +526,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         Told each phase as it starts (reading, states, counting, chain, audit layers, intervals, model choice):
         ``progress(phase)``, or ``progress(phase, done, total)`` when it accepts three arguments (``done`` of
         ``total`` for counted phases, else None) — :mod:`tracetochain._progress`.
-    model : {"markov", "auto", "mixture", "lifted", "hmm", "duration"}, default "markov"
+    model : "markov", "auto" or a registered family (mixture, lifted, hmm, duration, …), default "markov"
         The model of the traces. ``"markov"``: the first-order chain on the states. ``"auto"``: the model family
         (and size) with the best held-out log-likelihood over the analysis's own splits, kept only when it beats the
         first-order chain by enough standard errors; a family name: that family at its best size. The certificate,
@@ -549,11 +549,11 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     ('certified', True)
     """
     step = phase_reporter(progress)
-    from tracetochain.analysis._models import MODEL_CHOICES
+    from tracetochain.families import is_first_order, model_choices
 
-    if model not in MODEL_CHOICES:
-        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {model!r}")
-    if model == "markov" and model_options:
+    if model not in model_choices():
+        raise ValueError(f"model must be one of {', '.join(model_choices())}, got {model!r}")
+    if is_first_order(model) and model_options:
         raise TypeError("model_options apply to a model other than 'markov' (auto or a family)")
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -581,7 +581,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                              engine=engine, states=states, state_options=state_options, state_sample=state_sample,
                              check_traces=check_traces, partition_options=partition_options, progress=step,
                              n_draws=n_draws if intervals is not None else None,
-                             in_memory_only=f"model={model!r}" if model != "markov" else None)
+                             in_memory_only=None if is_first_order(model) else f"model={model!r}")
     acc, parts, src, reader_name, state_model = (corpus.summary, corpus.parts, corpus.source, corpus.reader,
                                                  corpus.state_model)
     in_memory = parts[0].traces if len(parts) == 1 and isinstance(parts[0], MemoryPartition) else None
@@ -624,7 +624,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                                     n_samples=n_draws, seed=seed, confidence=confidence)
     t4 = time.perf_counter()
     selection = None
-    if model != "markov":
+    if not is_first_order(model):
         assert in_memory is not None
         chain, certificate, ensemble, selection = _model_path(
             in_memory, model, acc=acc, chain=chain, certificate=certificate, ensemble=ensemble, state_model=state_model,

@@ -260,10 +260,10 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
     ΔR(d) are then that model's, with intervals from ``samples`` refits over each set's units
     (:func:`~tracetochain.analysis._models.compare_models`). Needs both sets in memory.
     """
-    from tracetochain.analysis._models import MODEL_CHOICES
+    from tracetochain.families import is_first_order, model_choices
 
-    if model not in MODEL_CHOICES:
-        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {model!r}")
+    if model not in model_choices():
+        raise ValueError(f"model must be one of {', '.join(model_choices())}, got {model!r}")
     if samples < 2:
         raise ValueError(f"samples must be >= 2, got {samples}")
     if not 0.0 < confidence < 1.0:
@@ -336,7 +336,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
                                     else None, seed=seed)
     (ra, ca, da), (rb, cb, db) = draws
     chosen = None
-    if model != "markov":
+    if not is_first_order(model):
         chosen = _compare_models(model, parts_a, parts_b, state_model=state_model, union=union, seed=seed,
                                  samples=samples, horizon=horizon, options=model_options)
         (ra, rb), (ca, cb) = chosen.r_inf_draws, chosen.reliability_draws

@@ -57,11 +57,17 @@ from tracetochain.audit._holdout import l_inf_distance, r_inf_check_counts
 from tracetochain.audit._trials import MIN_REPEATED_TRACES
 from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import TraceToChainError, UndefinedMetricError
+from tracetochain.families import family_of, first_order_family, is_first_order, model_choices
 from tracetochain.traces import TraceTable
 from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
 
-#: What ``model=`` / ``--model`` accepts.
-MODEL_CHOICES = ("markov", "auto", "mixture", "lifted", "hmm", "duration")
+
+def __getattr__(name: str) -> Any:
+    if name == "MODEL_CHOICES":  # what ``model=`` / ``--model`` accepts: a view of the family registry
+        return model_choices()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: Refits behind a compiled model's intervals unless ``intervals="bootstrap"`` asks for another number.
 DEFAULT_MODEL_REFITS = 200
 #: Monte Carlo replicates of the timing check for the candidates that are not chosen (a screen beside the
@@ -571,8 +577,8 @@ def _ks_tested(results: list[Any]) -> list[int]:
 
 def order_not_applicable(name: str, family: str) -> LayerResult:
     """The order layer of a family that models more than the current observed state."""
-    what = {"lifted": "the last few states", "duration": "the step count", "hmm": "hidden states",
-            "mixture": "latent classes of tasks", "task-classes": "task classes"}.get(family, "more than the state")
+    fam = family_of(family)
+    what = "task classes" if family == "task-classes" else fam.conditions_on if fam else "more than the state"
     return LayerResult("order", "not_applicable", None, "model_has_memory",
                        f"the {name} model conditions on {what}, so the first-order test does not apply; what-ifs and "
                        "sensitivities on its expanded states are not checked by any layer")
@@ -589,10 +595,10 @@ def _loglik_se(unit_ll: list[float], n_traces: int) -> float | None:
 def _reason(requested: str, choice: Any) -> str:
     chosen = choice.chosen
     if requested == "auto":
-        if chosen == "markov":
+        if is_first_order(chosen):
             return f"the first-order chain is kept: {choice.reason}"
         return f"{chosen} is chosen: {choice.reason}"
-    markov = next((c for c in choice.candidates if c.name == "markov"), None)
+    markov = next((c for c in choice.candidates if is_first_order(c.name)), None)
     own = next((c for c in choice.candidates if c.name == chosen), None)
     text = f"the {requested} family was asked for, and {chosen} is its size with the best held-out log-likelihood"
     if own is not None and markov is not None and own.gain_vs_baseline is not None and own.z_vs_baseline is not None:
@@ -638,8 +644,8 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
     from tracetochain.models.selection import MIN_UNITS
 
     step = progress or (lambda stage: None)
-    if requested not in MODEL_CHOICES or requested == "markov":
-        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {requested!r}")
+    if requested not in model_choices() or is_first_order(requested):
+        raise ValueError(f"model must be one of {', '.join(model_choices())}, got {requested!r}")
     if n_splits < 1:
         raise ValueError(f"model={requested!r} chooses by held-out log-likelihood, so it needs held-out splits "
                          "(n_splits >= 1, and not --in-sample)")
@@ -684,11 +690,11 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
         ll = c.heldout_loglik_per_trace
         if ll is not None and (c.family not in best_of or ll > best_of[c.family][0]):
             best_of[c.family] = (ll, c.name)
-    to_check = {"markov", chosen, *(nm for _, nm in best_of.values())}
+    to_check = {first_order_family().name, chosen, *(nm for _, nm in best_of.values())}
     checks: dict[str, _Checks] = {}
     if audit is not None:
         for c in table:
-            if c.verdict != "failed" and c.name in to_check and c.name != "markov":
+            if c.verdict != "failed" and c.name in to_check and not is_first_order(c.name):
                 step(f"checking {c.name}")
                 checks[c.name] = heldout_checks(
                     c.name, make_candidate(c.name, seed=seed, group=group).make, enc, held_traces, audit, seed=seed,
@@ -703,7 +709,7 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
         null: str | None = None
         reps: int | None = None
         note = ""
-        if c.name == "markov" and first_order is not None:
+        if is_first_order(c.name) and first_order is not None:
             layers = dict(first_order.layers)
             l_inf = _first_order_l_inf(enc, held_traces, first_order_split_chain, horizon)
             timing = first_order.layers.get("timing")
@@ -716,7 +722,7 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
                               audit.level if audit is not None else 0.05)
             layers = {n: held[n] for n in LAYERS if n in held}  # the certificate's order of layers
             l_inf, null, reps, note = ch.l_inf, ch.timing_null, ch.replicates, ch.note
-        verdict = ("chosen" if c.name == chosen else "baseline" if c.name == "markov" else
+        verdict = ("chosen" if c.name == chosen else "baseline" if is_first_order(c.name) else
                    "not chosen" if c.verdict == "chosen" else c.verdict)
         if c.name != chosen and c.name in checks:
             note = "; ".join(x for x in (note, f"screening check ({reps} timing replicates)") if x)
@@ -731,11 +737,11 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
                       "units (tasks when task ids repeat, else traces), the checks the certificate's halves (by "
                       f"{split_by})",
               "choice_by": group, "n_units": enc.n_units, "n_test_traces": [int(m.sum()) for m in held_traces]}
-    family = next((c.family for c in table if c.name == chosen), "markov")
+    family = next((c.family for c in table if c.name == chosen), first_order_family().name)
     selection = ModelSelection(requested, chosen, family, _reason(requested, choice), tuple(rows), enc.grouped_by,
                                enc.n_units, enc.n_traces, splits, choice, notes=tuple(notes),
                                length_histogram=_length_histogram(enc))
-    if chosen == "markov":
+    if is_first_order(chosen):
         return selection, None
     model = choice.model
     assert model is not None
@@ -793,7 +799,7 @@ def _forecast_hint(rows: list[CandidateResult], chosen: str) -> list[str]:
     if not ok:
         return ["no checked candidate passes the held-out timing layer either: R(d) and step budgets stay withheld"]
     best = max(ok, key=lambda r: r.heldout_loglik_per_trace or -math.inf)
-    how = (f"run with --model {best.family}" if best.family in MODEL_CHOICES else
+    how = (f"run with --model {best.family}" if best.family in model_choices() else
            f"fit it with tracetochain.models.make_candidate({best.name!r})")
     return [f"{chosen} fails the held-out timing layer; {best.name} passes it (p {fmt(best.layers['timing'].p_value)}, "
             f"a screening check) at a held-out log-likelihood of {fmt(best.heldout_loglik_per_trace)} per trace "
@@ -894,8 +900,8 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
     from tracetochain.models.passk import resample_units
     from tracetochain.models.selection import MIN_UNITS
 
-    if requested not in MODEL_CHOICES or requested == "markov":
-        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {requested!r}")
+    if requested not in model_choices() or is_first_order(requested):
+        raise ValueError(f"model must be one of {', '.join(model_choices())}, got {requested!r}")
     sides = []
     for k, t in enumerate(labelled):
         arrow = t.to_arrow()
@@ -927,7 +933,7 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
         assert fitted.choice is not None
         choice = fitted.choice
     chosen = choice.chosen
-    family = next((c.family for c in choice.candidates if c.name == chosen), "markov")
+    family = next((c.family for c in choice.candidates if c.name == chosen), first_order_family().name)
     compiled = []
     r_draws: list[NDArray[np.float64]] = []
     rel_draws: list[NDArray[np.float64]] = []

@@ -21,6 +21,7 @@ from tracetochain.cli._input import (
     reader_name,
 )
 from tracetochain.cli._output import echo_text
+from tracetochain.families import first_order_family, is_first_order, model_choices, model_help
 
 FIT_EXAMPLE = (
     "Example: tracetochain fit runs.jsonl -o chain.json --horizon 30   "
@@ -45,23 +46,22 @@ class InitialChoice(StrEnum):
     modal = "modal"
 
 
-class ModelChoice(StrEnum):
-    markov = "markov"
-    auto = "auto"
-    mixture = "mixture"
-    lifted = "lifted"
-    hmm = "hmm"
-    duration = "duration"
+def _check_model(value: str) -> str:
+    # Checked against the registry when the command line is parsed, so a family registered after this module was
+    # imported is a choice too (the help lists those registered at import).
+    if value not in model_choices():
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(model_choices())}")
+    return value
 
 
-ModelOpt = Annotated[ModelChoice, typer.Option(
-    "--model",
-    help="The model of the traces. markov: the first-order chain on the states (default). auto: every family — "
-         "mixture (latent task classes), lifted (memory of the last k states), hmm (hidden states), duration "
-         "(a step clock), and task classes on the best of them — fitted on the held-out splits; the one with the "
-         "best held-out log-likelihood is kept only if it beats the first-order chain by enough standard errors, "
-         "and the certificate then checks the choice. A family name: that family, its size chosen the same way. "
-         "Needs the traces in memory (not --engine).")]
+class ModelChoice:
+    """The default of ``--model`` (the first-order chain), named as the options name it."""
+
+    markov = first_order_family().name
+
+
+ModelOpt = Annotated[str, typer.Option("--model", callback=_check_model, help=model_help(),
+                                        metavar="[" + "|".join(model_choices()) + "]")]
 
 
 def _parse_ks(text: str) -> tuple[int, ...]:
@@ -350,7 +350,7 @@ def model_arguments(model: Any) -> dict[str, Any]:
     """``--model`` as :func:`~tracetochain.analysis.analyze` arguments (nothing for the default, so that a plain run
     is the call it always was)."""
     value = str(getattr(model, "value", model))
-    return {} if value == "markov" else {"model": value}
+    return {} if is_first_order(value) else {"model": value}
 
 
 def _model_costs(result: Any) -> dict[str, Any]:

@@ -25,6 +25,9 @@ Common interface (:class:`TraceModel`): ``fit(traces)``, ``trace_loglik(traces)`
 ``pass_hat_k(k)`` / ``pass_at_k(k)`` (Σ_c w_c R_c^k when trials of a task share a class; R∞^k otherwise) and
 ``sample(n)``.
 
+Families are registered (:func:`register_family`, :mod:`~tracetochain.families`): ``--model``, ``auto``'s
+candidates and the docs table read the registry, so a new family is its module plus one registration.
+
 Model choice: :func:`choose_model` fits every candidate on repeated held-out splits and picks by held-out
 log-likelihood against the first-order baseline (:mod:`~tracetochain.models.selection`). pass^k when tasks differ:
 :mod:`~tracetochain.models.passk` (per-task estimates, beta-binomial over tasks, a model's own value with intervals).
@@ -38,6 +41,7 @@ Held-out checks of a fitted family: :mod:`~tracetochain.models.evaluation`.
 'markov'
 """
 
+from tracetochain.families import Candidate, Family, families, register_family
 from tracetochain.models._base import CompiledModel, LastStep, TraceModel, sample_compiled, simulate_runs
 from tracetochain.models._encoded import EncodedTraces, encode_traces
 from tracetochain.models.duration import DurationModel
@@ -59,8 +63,6 @@ from tracetochain.models.passk import (
     task_trials,
 )
 from tracetochain.models.selection import (
-    MODEL_CHOICES,
-    Candidate,
     CandidateScore,
     ModelChoice,
     ModelFit,
@@ -72,6 +74,15 @@ from tracetochain.models.selection import (
 )
 from tracetochain.models.tasks import TaskClassModel
 
+
+def __getattr__(name: str) -> object:
+    if name == "MODEL_CHOICES":  # a view of the family registry, read when asked (families registered later count)
+        from tracetochain.families import model_choices
+
+        return model_choices()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "MODEL_CHOICES",
     "BetaBinomial",
@@ -80,6 +91,7 @@ __all__ = [
     "CompiledModel",
     "DurationModel",
     "EncodedTraces",
+    "Family",
     "HeldoutEvaluation",
     "HiddenMarkovModel",
     "LastStep",
@@ -99,11 +111,13 @@ __all__ = [
     "empirical_pass_k",
     "encode_traces",
     "evaluate_heldout",
+    "families",
     "fit_model",
     "make_candidate",
     "model_pass_k",
     "pass_k_check",
     "pass_k_test",
+    "register_family",
     "sample_compiled",
     "simulate_runs",
     "task_trials",

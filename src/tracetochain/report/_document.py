@@ -16,6 +16,7 @@ from tracetochain._progress import phase_reporter
 from tracetochain._version import __version__
 from tracetochain.audit._common import json_dict
 from tracetochain.chain import AbsorbingChain
+from tracetochain.families import is_first_order
 from tracetochain.metrics import ReliabilitySummary, summarize
 from tracetochain.whatif import bottlenecks
 
@@ -202,7 +203,7 @@ def _trials_detail(cert: Any, selection: Any) -> Any:
         return found
     if selection is not None:
         for c in selection.candidates:
-            layer = c.layers.get("trials") if c.name == "markov" else None
+            layer = c.layers.get("trials") if is_first_order(c.name) else None
             if layer is not None and isinstance(layer.detail, TrialsResult):
                 return layer.detail
     return None
