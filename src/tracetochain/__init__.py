@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from tracetochain.pipeline import FitResult, fit_chain
     from tracetochain.readers import read_traces, register_reader
     from tracetochain.states import CategoricalStates, InformativeStates, MilestoneStates, WardStates
-    from tracetochain.traces import IngestReport, Outcome, StepKind, TraceTable
+    from tracetochain.traces import IngestReport, Outcome, OutcomeCode, StepKind, TraceTable
     from tracetochain.uncertainty import (
         ChainEnsemble,
         DirichletPosterior,
@@ -73,6 +73,7 @@ _ATTRIBUTES: dict[str, str] = {
     "IngestReport": "tracetochain.traces",
     "MilestoneStates": "tracetochain.states",
     "Outcome": "tracetochain.traces",
+    "OutcomeCode": "tracetochain.traces",
     "QuantityStats": "tracetochain.uncertainty",
     "ReliabilitySummary": "tracetochain.metrics",
     "RuleFeaturizer": "tracetochain.featurize",
@@ -113,6 +114,7 @@ __all__ = [
     "IngestReport",
     "MilestoneStates",
     "Outcome",
+    "OutcomeCode",
     "QuantityStats",
     "ReliabilitySummary",
     "RuleFeaturizer",

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from tracetochain._compat import renamed_parameters
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
 from tracetochain._progress import phase_reporter
@@ -52,12 +53,12 @@ from tracetochain.traces import IngestReport, TraceTable
 if TYPE_CHECKING:
     from tracetochain.analysis._models import ModelSelection
     from tracetochain.metrics import ReliabilitySummary
+from tracetochain._outcome import INVALID as _INVALID
 from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, unit_hashes
 
 UNSEEN_STATE = "(unseen)"
 #: Largest fit-half sample the states are learned on in a partitioned corpus.
 DEFAULT_STATE_SAMPLE = 50_000
-_INVALID = 3
 
 Intervals = Literal["posterior", "bootstrap"]
 
@@ -480,12 +481,13 @@ def summarize_input(source: Any, spec: SummarySpec, *, reader: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------------- driver
+@renamed_parameters(n_samples="samples")
 def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str, Any] | None = None,
             on_error: str = "raise", engine: Any = None, states: Any = "label",
             state_options: dict[str, Any] | None = None, pseudocount: float | None = None, prior: str | None = None,
             unvisited: str = "auto", initial: str = "empirical", audit: bool | AuditSettings = True,
             n_splits: int = 5, test_fraction: float = 0.5, split_by: Literal["trace", "task"] = "trace",
-            intervals: Intervals | None = "posterior", n_samples: int | None = None, confidence: float = 0.95,
+            intervals: Intervals | None = "posterior", samples: int | None = None, confidence: float = 0.95,
             horizon: int | None = None, seed: int = 0, state_sample: int = DEFAULT_STATE_SAMPLE,
             check_traces: bool = True, progress: Callable[..., Any] | None = None,
             partition_options: dict[str, Any] | None = None, model: str = "markov",
@@ -512,9 +514,10 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     n_splits, test_fraction, split_by
         The repeated held-out splits (random halves by trace id, or by task id).
     intervals : {"posterior", "bootstrap"} or None, default "posterior"
-        The ensemble behind the intervals; ``n_samples`` draws (default 2000 posterior, 200 bootstrap). For a chosen
+        The ensemble behind the intervals; ``samples`` draws (default 2000 posterior, 200 bootstrap). For a chosen
         model other than the first-order chain: refits of the model over units resampled by their id hash
-        (``n_samples`` of them with ``"bootstrap"``, at most 200 with ``"posterior"``, which the families lack).
+        (``samples`` of them with ``"bootstrap"``, at most 200 with ``"posterior"``, which the families lack).
+        ``n_samples=`` is the deprecated spelling of ``samples=`` (one release).
     confidence : float, default 0.95
     horizon : int, optional
         D of the descriptive model-vs-empirical RDC comparison in the certificate (default: the longest trace).
@@ -544,7 +547,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     --------
     >>> import tracetochain as tt
     >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=2)
-    >>> res = analyze(traces, n_bootstrap=49, n_permutations=49, n_samples=200)
+    >>> res = analyze(traces, n_bootstrap=49, n_permutations=49, samples=200)
     >>> res.certificate.status("R_inf"), round(res.chain.r_inf, 2) == round(res.pass_rate, 2)
     ('certified', True)
     """
@@ -565,9 +568,9 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     run_audit = audit is not False
     prior_obj = ChainPrior.from_settings(pseudocount, prior)
     policy = prior_obj.resolve_unvisited(unvisited)
-    n_draws = n_samples if n_samples is not None else (2000 if intervals == "posterior" else 200)
+    n_draws = samples if samples is not None else (2000 if intervals == "posterior" else 200)
     if intervals is not None and n_draws < 1:
-        raise ValueError(f"n_samples must be >= 1, got {n_draws}")
+        raise ValueError(f"samples must be >= 1, got {n_draws}")
     t0 = time.perf_counter()
     held_out = (run_audit and settings_audit.holdout) or (not run_audit and discrimination)
     spec = SummarySpec(seed=seed, n_splits=n_splits if held_out else 0,

@@ -25,9 +25,10 @@ from typing import Any, Literal
 import numpy as np
 
 from tracetochain._display import fmt_number
+from tracetochain._outcome import CENSORED, SUCCESS
 from tracetochain._progress import counted, phase_reporter
 from tracetochain.analysis._intervals import design_effect
-from tracetochain.analysis._summary import CENSORED, FIT, SUCCESS, TEST, CorpusSummary
+from tracetochain.analysis._summary import FIT, TEST, CorpusSummary
 from tracetochain.audit._censoring import cap_survival, censoring_survival, observed_success_pmf
 from tracetochain.audit._certificate import Certificate, LayerResult, build_certificate
 from tracetochain.audit._combine import cauchy_combination

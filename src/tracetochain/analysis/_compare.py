@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._compat import renamed_parameters
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
 from tracetochain.analysis._analyze import UNSEEN_STATE, MemoryPartition, plan_input, resolve_states, summarize_parts
@@ -241,11 +242,12 @@ def _rows(chain: AbsorbingChain) -> NDArray[np.float64]:
     return out
 
 
+@renamed_parameters(method="intervals")
 def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str | None = None,
             reader_options: dict[str, Any] | None = None, on_error: str = "raise", engine: Any = None,
             states: Any = "label", state_options: dict[str, Any] | None = None, pseudocount: float | None = None,
             prior: str | None = None, horizon: int = 50, samples: int = 200,
-            method: Literal["bootstrap", "posterior"] = "bootstrap", confidence: float = 0.95, seed: int = 0,
+            intervals: Literal["bootstrap", "posterior"] = "bootstrap", confidence: float = 0.95, seed: int = 0,
             level: float = 0.05, min_row_count: int = 5, top: int = 5, min_traces: int = MIN_TRACES_PER_SIDE,
             partition_options: dict[str, Any] | None = None, model: str = "markov",
             model_options: dict[str, Any] | None = None) -> Comparison:
@@ -291,7 +293,8 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
             # Rao–Scott correction (steps of one trace are not independent; the plain χ² it fell back to called a
             # state changed between two samples of one agent in 13.5 % of corpora).
             spec = SummarySpec(seed=seed + k, n_splits=0,
-                               n_replicates=samples if method == "bootstrap" else min(samples, HOMOGENEITY_REPLICATES),
+                               n_replicates=(samples if intervals == "bootstrap" else
+                                             min(samples, HOMOGENEITY_REPLICATES)),
                                resample_by="task")
             summaries.append(summarize_parts(parts, eng, on_error=on_error, model=state_model, spec=spec))
     finally:
@@ -319,7 +322,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
     draws = []
     ensembles = []
     for k, (s, chain) in enumerate(((sa, chain_a), (sb, chain_b))):
-        ens = summary_ensemble(s, chain, method=method, prior=prior_obj, unvisited=policy, initial="empirical",
+        ens = summary_ensemble(s, chain, method=intervals, prior=prior_obj, unvisited=policy, initial="empirical",
                                n_samples=samples, seed=seed + k, confidence=confidence)
         ensembles.append(ens)
         r = ens.stats("r_inf", return_samples=True).samples
@@ -364,7 +367,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
                       [float(x) for x in rel_b - rel_a],
                       [float(x) for x in np.quantile(curve_diff, alpha, axis=0)],
                       [float(x) for x in np.quantile(curve_diff, 1 - alpha, axis=0)], homog, tuple(moves[:top]),
-                      confidence, samples, seed, method if chosen is None else "bootstrap (model refits)",
+                      confidence, samples, seed, intervals if chosen is None else "bootstrap (model refits)",
                       (sa.n_usable, sb.n_usable),
                       (sa.n_success / max(1, sa.n_usable), sb.n_success / max(1, sb.n_usable)), (float(da), float(db)),
                       int(min_traces), costs, chosen)

@@ -35,7 +35,7 @@ def summary_ensemble(summary: CorpusSummary, chain: AbsorbingChain, *, method: M
     deff = design_effect(summary)
     if method == "posterior":
         post = DirichletPosterior(prior=prior.kind, pseudocount=prior.strength, confidence=confidence,
-                                  n_samples=n_samples, seed=seed, unvisited=unvisited,  # type: ignore[arg-type]
+                                  samples=n_samples, seed=seed, unvisited=unvisited,  # type: ignore[arg-type]
                                   design_effect=deff).fit(chain).fetch_model()
         ens = post.ensemble
         ens.info["design_effect"] = deff

@@ -42,6 +42,9 @@ from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._display import fmt_number as fmt
+from tracetochain._outcome import FAILURE as _FAILURE
+from tracetochain._outcome import SUCCESS as _SUCCESS
+from tracetochain._outcome import OutcomeCode
 from tracetochain.analysis._audit import (
     MIN_HALF,
     MIN_TIMES,
@@ -81,7 +84,6 @@ def screen_replicates(level: float, n_layers: int = 3) -> int:
     with the three layers a non-first-order candidate has), so the screen can reject — with 49 it could not (0.02
     against 0.0167), and "passes the timing screen" meant nothing. At least :data:`SCREEN_BOOTSTRAP`."""
     return max(SCREEN_BOOTSTRAP, math.ceil(1.5 * n_layers / level) - 1)
-_SUCCESS, _FAILURE, _CENSORED = 0, 1, 2
 _FIT_ERRORS = (TraceToChainError, ValueError, ArithmeticError, np.linalg.LinAlgError)
 
 
@@ -652,7 +654,7 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
     labelled = traces.with_states(codes, list(names))
     enc = encode_traces(labelled, alphabet, group="auto")  # units are tasks when task ids repeat
     group: Literal["task", "trace"] = enc.grouped_by
-    usable = traces.select_traces(traces.outcomes() != 3)
+    usable = traces.select_traces(traces.outcomes() != OutcomeCode.INVALID)
     if tuple(usable.trace_ids) != tuple(enc.trace_ids):
         raise AssertionError("internal: the encoded traces are not the usable traces in table order")
     # The choice holds units out whole (a held-out task is a new task): split s holds out the units whose id hash
@@ -917,7 +919,7 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
     repeats = "task_id" in union.columns and _repeats(union)
     group: Literal["task", "trace"] = "task" if repeats else "trace"
     enc = encode_traces(union, alphabet, group=group)
-    usable = union.select_traces(union.outcomes() != 3)
+    usable = union.select_traces(union.outcomes() != OutcomeCode.INVALID)
     hashes = split_hashes(usable, group)
     held = [np.unique(enc.unit[holdout_mask(hashes, test_fraction, seed, s)]) for s in range(n_splits)]
     common: dict[str, Any] = {"seed": seed, "splits": held, "test_fraction": test_fraction, "checks": False,
@@ -942,7 +944,7 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
         side_enc = encode_traces(side, alphabet, group=group)
         model = make_candidate(chosen, seed=seed, group=group).make().fit(side_enc)
         compiled.append(model.to_chain())
-        side_usable = side.select_traces(side.outcomes() != 3)
+        side_usable = side.select_traces(side.outcomes() != OutcomeCode.INVALID)
         h = split_hashes(side_usable, group)
         first = np.unique(side_enc.unit, return_index=True)[1]
         w = replicate_weights(h[first], seed + k, range(samples), "poisson").astype(np.int64)
@@ -969,5 +971,5 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
 def _repeats(traces: TraceTable) -> bool:
     import pyarrow.compute as pc
 
-    task = traces.select_traces(traces.outcomes() != 3).trace_column("task_id").drop_null()
+    task = traces.select_traces(traces.outcomes() != OutcomeCode.INVALID).trace_column("task_id").drop_null()
     return len(task) > len(pc.unique(task))

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from tracetochain._outcome import CENSORED, FAILURE, INVALID, SUCCESS
 from tracetochain.audit._discrimination import TracePoints
 from tracetochain.audit._order import order_observations_from_codes, order_triplets
 from tracetochain.audit._trials import TaskTable
@@ -41,7 +42,6 @@ from tracetochain.partitioned._counts import _merge, _pad_counts, _Partial, part
 from tracetochain.traces import Problem, TraceTable
 from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
 
-SUCCESS, FAILURE, CENSORED, INVALID = 0, 1, 2, 3
 FIT, TEST = 0, 1
 _WEIGHT_BLOCK = 32  # replicates per weight block (bounds the n_traces × block weight matrix)
 _MAX_PROBLEMS = 50

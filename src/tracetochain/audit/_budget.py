@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from tracetochain._display import Display, ResultDisplay, Table
-from tracetochain.audit._common import INVALID, SUCCESS, json_dict, trace_lengths
+from tracetochain._outcome import INVALID, SUCCESS
+from tracetochain.audit._common import json_dict, trace_lengths
 from tracetochain.audit._holdout import wilson_interval
 from tracetochain.traces import TraceTable
 

@@ -31,14 +31,8 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table, fmt_interval, fmt_number
-from tracetochain.audit._common import (
-    INVALID,
-    SUCCESS,
-    Seed,
-    as_seed_sequence,
-    json_dict,
-    seed_record,
-)
+from tracetochain._outcome import INVALID, SUCCESS
+from tracetochain.audit._common import Seed, as_seed_sequence, json_dict, seed_record
 from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces import TraceTable

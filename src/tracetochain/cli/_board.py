@@ -58,7 +58,7 @@ def run_board(traces: list[Path], *, by: str, where: list[str] | None, reader: s
             typer.echo(stage, err=True)
 
     kwargs: dict[str, Any] = {"by": by, "states": spec or "label", "state_options": opts, "audit": audit,
-                              "n_samples": samples, "confidence": ci, "level": level, "ks": ks, "width": width,
+                              "samples": samples, "confidence": ci, "level": level, "ks": ks, "width": width,
                               "seed": seed, "on_error": on_error, "progress": progress, **(audit_options or {})}
     try:
         if engine is None:

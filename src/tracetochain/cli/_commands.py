@@ -146,7 +146,7 @@ def _intervals(source: Any, method: str, ci: float, samples: int, seed: int, hor
         raise typer.BadParameter(f"--uncertainty must be posterior, bootstrap, bootstrap-full or none, got {method!r}")
     from tracetochain.uncertainty import interval_summary
 
-    return interval_summary(source, method=method, confidence=ci, samples=samples, seed=seed,  # type: ignore[arg-type]
+    return interval_summary(source, intervals=method, confidence=ci, samples=samples, seed=seed,  # type: ignore[arg-type]
                             horizon=horizon, ks=ks, states=states)
 
 
@@ -278,7 +278,7 @@ def fit(
         result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                               options=state_options(states, features, vocabulary, k_min, k_max, seed),
                               pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value, audit=False,
-                              intervals=method, n_samples=samples, confidence=ci, seed=seed, progress=progress,
+                              intervals=method, samples=samples, confidence=ci, seed=seed, progress=progress,
                               **model_arguments(model))
         chain = result.chain
         if output is not None:

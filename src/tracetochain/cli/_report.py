@@ -161,7 +161,7 @@ def report(
         result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                               options=state_options(states, features, vocabulary, k_min, k_max, seed),
                               pseudocount=pseudocount, audit=not no_audit, holdout=not in_sample, n_splits=splits,
-                              level=level, intervals=method, n_samples=samples, confidence=ci, seed=seed,
+                              level=level, intervals=method, samples=samples, confidence=ci, seed=seed,
                               progress=progress, **model_arguments(model))
         progress("paths")
         from tracetochain.cli._paths import report_paths
@@ -309,7 +309,7 @@ def audit(
                               options=state_options(states, features, vocabulary, k_min, k_max, seed),
                               pseudocount=pseudocount, holdout=not in_sample, n_splits=splits, level=level,
                               n_bootstrap=bootstrap, order_criterion=order_criterion,
-                              intervals=method if resamples else None, n_samples=max(resamples, 1), seed=seed,
+                              intervals=method if resamples else None, samples=max(resamples, 1), seed=seed,
                               progress=progress, **model_arguments(model))
     cert = result.certificate
     if as_json:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from tracetochain.cli._commands import ForceOpt
-from tracetochain.cli._input import ReaderOptionOpt, parse_reader_options
+from tracetochain.cli._input import ReaderOptionOpt, parse_reader_options, pick_alias
 
 SERVE_EXAMPLE = ("Example: tracetochain serve --store live.db --window 5m --rules rules.toml   then point the agent's "
                  "exporter at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318")
@@ -54,8 +54,10 @@ def serve(
              "alerts per value.")] = "service.name",
     max_groups: Annotated[int, typer.Option(
         min=1, help="Distinct agents at most; further ones are counted together as '(other)'.")] = 50,
-    alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="False-alarm rate of drift alerts over the stream.")
+    level: Annotated[float, typer.Option(min=1e-6, max=0.5, help="False-alarm rate of drift alerts over the stream.")
                      ] = 0.05,
+    legacy_alpha: Annotated[float | None, typer.Option(
+        "--alpha", min=1e-6, max=0.5, hidden=True, help="Deprecated spelling of --level.")] = None,
     min_traces: Annotated[int, typer.Option(
         min=1, help="Usable traces a window needs before it is tested for drift (the χ² reference needs ~100).")
                           ] = 100,
@@ -123,7 +125,8 @@ def serve(
             read_token=read_token or os.environ.get("TRACETOCHAIN_READ_TOKEN") or None,
             max_request_bytes=int(max_request_mb * 1024 * 1024),
             max_decompressed_bytes=4 * int(max_request_mb * 1024 * 1024), window=live.WindowSpec.parse(window),
-            alpha=alpha, min_traces=min_traces, rules=rules, webhook=webhook, alerts_to_stdout=not quiet_alerts,
+            level=pick_alias("--level", level, 0.05, "--alpha", legacy_alpha), min_traces=min_traces, rules=rules,
+            webhook=webhook, alerts_to_stdout=not quiet_alerts,
             reader_options=reader_options,
             ingest=live.IngestSettings(settle=settle, trace_timeout=trace_timeout, verdict_timeout=verdict_timeout,
                                        max_open_traces=max_open_traces, max_verdicts=max_verdicts,

@@ -31,12 +31,12 @@ from numpy.typing import NDArray
 from scipy.special import betaln, digamma, gammaln
 
 from tracetochain._display import fmt_number
+from tracetochain._outcome import INVALID, SUCCESS
 from tracetochain.audit._trials import per_task_pass_at_k, per_task_pass_hat_k
 from tracetochain.models._base import TraceModel
-from tracetochain.models._encoded import SUCCESS, EncodedTraces
+from tracetochain.models._encoded import EncodedTraces
 from tracetochain.traces import TraceTable
 
-INVALID = 3
 Interval = tuple[float | None, float | None]
 
 
