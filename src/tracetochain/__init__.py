@@ -13,8 +13,6 @@ IDEs see the eager imports under ``TYPE_CHECKING``.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from tracetochain._version import __version__
@@ -97,7 +95,7 @@ _ATTRIBUTES: dict[str, str] = {
     "what_if": "tracetochain.whatif",
 }
 # public subpackages, imported on first attribute access.
-_SUBMODULES = frozenset({"costs", "datasets", "engines", "exceptions", "featurize", "models", "report", "states",
+_SUBMODULES = frozenset({"audit", "costs", "datasets", "engines", "exceptions", "featurize", "models", "report", "states",
                          "uncertainty", "whatif"})
 
 __all__ = [
@@ -164,25 +162,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-class _Package(types.ModuleType):
-    """``tracetochain.audit`` is both a subpackage and the name of its main function.
-
-    Importing the subpackage makes the import system set ``tracetochain.audit`` to the module object; eagerly, the
-    package's own ``from tracetochain.audit import audit`` ran afterwards and won. Lazily the order is up to the
-    user, so the attribute is a property: it always means the function, as it did before.
-    """
-
-    @property
-    def audit(self) -> Any:
-        return importlib.import_module("tracetochain.analysis").audit
-
-    @audit.setter
-    def audit(self, value: Any) -> None:
-        # the import system binding the subpackage is the only expected setter; the property answers for it.
-        if not isinstance(value, types.ModuleType):
-            raise AttributeError("tracetochain.audit is the audit function; patch tracetochain.audit.audit instead")
-
-
-sys.modules[__name__].__class__ = _Package
