@@ -95,8 +95,9 @@ _ATTRIBUTES: dict[str, str] = {
     "what_if": "tracetochain.whatif",
 }
 # public subpackages, imported on first attribute access.
-_SUBMODULES = frozenset({"audit", "costs", "datasets", "engines", "exceptions", "featurize", "models", "report", "states",
-                         "uncertainty", "whatif"})
+# ``audit`` is a package that runs the audit when called (tracetochain.audit).
+_SUBMODULES = frozenset({"audit", "costs", "datasets", "engines", "exceptions", "featurize", "models", "report",
+                         "states", "uncertainty", "whatif"})
 
 __all__ = [
     "AbsorbingChain",
