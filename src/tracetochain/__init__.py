@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         whatif,
     )
     from tracetochain.analysis import AnalysisResult, analyze, audit
-    from tracetochain.analysis._partitioned import audit_partitioned, fit_partitioned
+    from tracetochain.analysis.shared import audit_partitioned, fit_partitioned
     from tracetochain.audit import Certificate
     from tracetochain.chain import (
         AbsorbingChain,

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tracetochain.models._base import TraceModel
-    from tracetochain.models._encoded import Grouping
+    from tracetochain.models import TraceModel
+    from tracetochain.models.shared import Grouping
 
 #: ``factory(size, seed=..., group=...)`` → an unfitted model (``size`` is 0 for a family without a size).
 Factory = Callable[..., "TraceModel"]

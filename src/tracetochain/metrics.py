@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._outcome import OutcomeCode
 from tracetochain._version import __version__
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import UndefinedMetricError
 
 METRICS_SCHEMA_VERSION = 1

@@ -23,10 +23,10 @@ import numpy as np
 from tracetochain._compat import renamed_attribute, renamed_parameters
 from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain._outcome import OutcomeCode
-from tracetochain.analysis._entry_points import homogeneity_test
-from tracetochain.chain._estimator import ChainEstimator
-from tracetochain.states._spec import states_from_spec
-from tracetochain.traces._table import TraceTable
+from tracetochain.analysis import homogeneity_test
+from tracetochain.chain import ChainEstimator
+from tracetochain.states import states_from_spec
+from tracetochain.traces import TraceTable
 
 
 @dataclass(frozen=True)

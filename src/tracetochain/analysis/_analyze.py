@@ -44,9 +44,9 @@ from tracetochain.analysis._summary import (
     reindex_summary,
     summarize_traces,
 )
-from tracetochain.audit._certificate import Certificate
+from tracetochain.audit import Certificate
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
-from tracetochain.chain._counts import check_known_states
+from tracetochain.chain.shared import check_known_states
 from tracetochain.exceptions import ChainValidationError, EmptyTraceSetError
 from tracetochain.traces import IngestReport, TraceTable
 
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from tracetochain.analysis._models import ModelSelection
     from tracetochain.metrics import ReliabilitySummary
 from tracetochain._outcome import INVALID as _INVALID
-from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, unit_hashes
+from tracetochain.traces.shared import fnv1a_hashes, holdout_mask, unit_hashes
 
 UNSEEN_STATE = "(unseen)"
 #: Largest fit-half sample the states are learned on in a partitioned corpus.
@@ -118,8 +118,8 @@ def plan_input(source: Any, *, engine: Any, reader: str | None, on_error: str, r
     if isinstance(source, TraceTable):
         return [MemoryPartition(0, source, source.report.source)], source.report.source, source.report.format
     if engine is not None and _is_canonical_corpus(source, reader) and not reader_options:
-        from tracetochain.partitioned._counts import source_name
-        from tracetochain.partitioned._ingest import plan_partitions
+        from tracetochain.partitioned import plan_partitions
+        from tracetochain.partitioned.shared import source_name
 
         fmt = reader if reader in ("parquet", "jsonl") else None
         parts = plan_partitions(source, format=fmt, **partition_options)
@@ -262,7 +262,7 @@ def summarize_parts(parts: list[Any], engine: Any, *, on_error: str, model: Any,
     else:
         acc = engine.map_reduce(fn, parts, merge_summaries)
     # A trace with missing steps is reported only now: its other steps may lie in another partition (a split trace).
-    from tracetochain.partitioned._counts import _check_unique_traces
+    from tracetochain.partitioned.shared import _check_unique_traces
 
     _check_unique_traces(acc.base, parts, on_error, check_split=check_traces and len(parts) > 1)  # type: ignore[arg-type]
     return acc
@@ -644,7 +644,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                                          initial=initial, confidence=confidence, seed=seed, split_by=split_by,
                                          test_fraction=test_fraction)
         if certificate is not None:
-            from tracetochain.audit._certificate import with_discrimination
+            from tracetochain.audit.shared import with_discrimination
 
             certificate = with_discrimination(certificate, disc)
     t5 = time.perf_counter()
@@ -757,7 +757,7 @@ def _model_path(traces: TraceTable, model: str, *, acc: CorpusSummary, chain: Ab
 
 
 def ingest_report_of(acc: CorpusSummary, source: str, fmt: str) -> IngestReport:
-    from tracetochain.partitioned._counts import ingest_report
+    from tracetochain.partitioned.shared import ingest_report
 
     return ingest_report(acc.base, acc.counts, source, fmt)
 

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from tracetochain._compat import renamed_parameters
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 __all__ = ["BOARD_SCHEMA_VERSION", "Board", "BoardRow", "PairwiseDifference", "board", "pairwise_and_ranks",
            "trace_table_sha256"]
@@ -106,7 +106,7 @@ def pairwise_and_ranks(names: Sequence[str], points: Sequence[float], sds: Seque
     >>> ranks, [d.significant for d in diffs]
     ([(1, 1), (2, 3), (2, 3)], [True, True, False])
     """
-    from tracetochain.audit._combine import holm_adjust
+    from tracetochain.audit.shared import holm_adjust
 
     G = len(names)
     if not (len(points) == len(sds) == G):
@@ -276,7 +276,7 @@ def _task_counts(table: TraceTable) -> tuple[np.ndarray[Any, Any], np.ndarray[An
 def _group_row(name: str, table: TraceTable, *, analyze_kwargs: dict[str, Any], ks: tuple[int, ...],
                horizon: int, width: float, confidence: float, n_bootstrap: int, seed: int) -> BoardRow:
     from tracetochain.analysis._analyze import analyze
-    from tracetochain.audit._holdout import wilson_interval
+    from tracetochain.audit.shared import wilson_interval
     from tracetochain.models.passk import empirical_pass_k
     from tracetochain.models.planning import plan_trials
 
@@ -358,7 +358,7 @@ def board(source: Any, *, by: str, where: Sequence[str] = (), reader: str | None
     if isinstance(source, TraceTable):
         table = source
     else:
-        from tracetochain.readers._many import read_corpus
+        from tracetochain.readers.shared import read_corpus
 
         table = read_corpus(source, reader, on_error=on_error, **(reader_options or {}))
     if where:

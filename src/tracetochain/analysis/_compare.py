@@ -23,7 +23,8 @@ from tracetochain._limits import check_ensemble_size
 from tracetochain.analysis._analyze import UNSEEN_STATE, MemoryPartition, plan_input, resolve_states, summarize_parts
 from tracetochain.analysis._intervals import summary_ensemble
 from tracetochain.analysis._summary import SummarySpec, reindex_summary
-from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts
+from tracetochain.audit import HomogeneityResult
+from tracetochain.audit.shared import homogeneity_from_counts
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
 from tracetochain.exceptions import EmptyTraceSetError
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from tracetochain._outcome import FAILURE, SUCCESS, OutcomeCode
 from tracetochain.analysis._summary import FIT, CorpusSummary
-from tracetochain.audit._discrimination import (
+from tracetochain.audit.shared import (
     DEFAULT_DISCRIMINATION_BOOTSTRAP,
     Discrimination,
     filtered_success,
@@ -82,7 +82,7 @@ def model_discrimination(traces: TraceTable, codes: Any, names: tuple[str, ...],
     """Held-out discrimination of a chosen expanded model (module docstring)."""
     from tracetochain.analysis._models import split_hashes
     from tracetochain.models import encode_traces
-    from tracetochain.traces._hashing import holdout_mask
+    from tracetochain.traces.shared import holdout_mask
 
     name = selection.chosen
     model = getattr(selection, "model", None)

@@ -13,10 +13,10 @@ from typing import Any
 from tracetochain._compat import renamed_parameters
 from tracetochain.analysis._analyze import analyze, label_steps
 from tracetochain.analysis._summary import SummarySpec, reindex_summary, summarize_traces
-from tracetochain.audit._certificate import Certificate
-from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts
-from tracetochain.traces._table import TraceTable
-from tracetochain.uncertainty._bootstrap import tasks_repeat
+from tracetochain.audit import Certificate, HomogeneityResult
+from tracetochain.audit.shared import homogeneity_from_counts
+from tracetochain.traces import TraceTable
+from tracetochain.uncertainty.shared import tasks_repeat
 
 
 def audit(traces: Any, **options: Any) -> Certificate:

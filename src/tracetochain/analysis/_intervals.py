@@ -19,7 +19,7 @@ from tracetochain.analysis._summary import CorpusSummary
 from tracetochain.chain import AbsorbingChain, ChainPrior
 from tracetochain.exceptions import EmptyTraceSetError
 from tracetochain.uncertainty import ChainEnsemble, DirichletPosterior
-from tracetochain.uncertainty._bootstrap import estimate_batch, prior_draws_for
+from tracetochain.uncertainty.shared import estimate_batch, prior_draws_for
 
 Method = Literal["posterior", "bootstrap"]
 

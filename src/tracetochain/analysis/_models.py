@@ -54,15 +54,20 @@ from tracetochain.analysis._audit import (
     _survival,
     _too_few_times,
 )
-from tracetochain.audit._certificate import LAYERS, Certificate, LayerResult, apply_family, build_certificate
-from tracetochain.audit._common import json_dict
-from tracetochain.audit._holdout import l_inf_distance, r_inf_check_counts
-from tracetochain.audit._trials import MIN_REPEATED_TRACES
+from tracetochain.audit import LAYERS, Certificate, LayerResult
+from tracetochain.audit.shared import (
+    MIN_REPEATED_TRACES,
+    apply_family,
+    build_certificate,
+    json_dict,
+    l_inf_distance,
+    r_inf_check_counts,
+)
 from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import TraceToChainError, UndefinedMetricError
 from tracetochain.families import family_of, first_order_family, is_first_order, model_choices
 from tracetochain.traces import TraceTable
-from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
+from tracetochain.traces.shared import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
 
 
 def __getattr__(name: str) -> Any:
@@ -328,7 +333,7 @@ def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Se
     gave R∞ [0.99998, 0.999995]. The intervals of the proportions are then widened to contain the Jeffreys interval
     of the observed outcomes (:func:`_binomial_floor`)."""
     from tracetochain._version import __version__
-    from tracetochain.uncertainty._summary import INTERVALS_SCHEMA_VERSION
+    from tracetochain.uncertainty import INTERVALS_SCHEMA_VERSION
 
     ks_list = [int(k) for k in ks]
     confidence = float(settings.get("confidence", 0.95))
@@ -376,7 +381,7 @@ def _binomial_floor(metrics: dict[str, Any], outcomes: tuple[int, int], ks: list
     ∈ [1 − u, 1 − l], pass^k ∈ [l^k, u^k], pass@k ∈ [1 − (1 − l)^k, 1 − (1 − u)^k], R(d) ∈ [l, u] · R̂(d)/R̂∞ (the
     model's own law of the success time). An interval of a proportion is then never narrower than the binomial
     interval of the outcomes it was estimated from (Brown, Cai & DasGupta 2001). Returns what was done."""
-    from tracetochain.audit._holdout import jeffreys_interval
+    from tracetochain.audit.shared import jeffreys_interval
 
     x, f = outcomes
     lo, hi = jeffreys_interval(x, x + f, confidence)

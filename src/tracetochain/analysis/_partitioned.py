@@ -19,7 +19,7 @@ from tracetochain.analysis._analyze import AnalysisResult, analyze, ingest_repor
 from tracetochain.analysis._compare import Comparison, compare
 from tracetochain.analysis._summary import SummarySpec
 from tracetochain.chain import AbsorbingChain
-from tracetochain.partitioned._counts import PartitionedCounts
+from tracetochain.partitioned import PartitionedCounts
 from tracetochain.uncertainty import ChainEnsemble
 
 #: What :func:`audit_partitioned` returns (the analysis result).

@@ -97,7 +97,7 @@ def budget_cap_check(traces: TraceTable, field: str, *, confidence: float = 0.95
                          "that holds each run's step cap")
     import pyarrow as pa
 
-    from tracetochain.traces._schema import TRACE_LEVEL
+    from tracetochain.traces.shared import TRACE_LEVEL
 
     if field in TRACE_LEVEL:
         col = traces.trace_column(field)

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain.chain import AbsorbingChain, ChainPrior
-from tracetochain.chain._counts import state_codes
+from tracetochain.chain.shared import state_codes
 from tracetochain.traces import TraceTable
 
 #: Replicates simulated together (one vectorised simulation per block). Block j draws from

@@ -36,7 +36,7 @@ from tracetochain.audit._common import Seed, as_seed_sequence, json_dict, seed_r
 from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces import TraceTable
-from tracetochain.traces._hashing import fnv1a_hashes
+from tracetochain.traces.shared import fnv1a_hashes
 
 #: Fewer repeated-trial traces than this and the layer reports insufficient evidence.
 MIN_REPEATED_TRACES = 20

@@ -27,8 +27,8 @@ from tracetochain._outcome import INVALID as _INVALID
 from tracetochain._outcome import SUCCESS as _SUCCESS
 from tracetochain.chain._prior import outcome_matrix
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.traces._schema import OUTCOME_VALUES, Outcome
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import Outcome, TraceTable
+from tracetochain.traces.shared import OUTCOME_VALUES
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -170,7 +170,7 @@ def analysis_input(path: Path | list[Path], reader: str | None, option: list[str
     """What `analyze` reads: the canonical file or folder itself when an engine can cut it into partitions (one
     input, no reader, no reader options, no --where, not stdin), else the traces read here by any reader — several
     inputs into one corpus — (they then travel as one partition, so --engine accepts every format)."""
-    from tracetochain.analysis._analyze import _is_canonical_corpus
+    from tracetochain.analysis.shared import _is_canonical_corpus
 
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if engine is not None and reader is None and not option and not where and len(paths) == 1 \
@@ -294,8 +294,8 @@ def fit(
         costs = _model_costs(result) if expanded else _costs(chain, "posterior" if method else None, ci, samples,
                                                               seed, traces=result.traces, ensemble=result.ensemble,
                                                               display=not as_json)
-    from tracetochain.analysis._headline import headline
-    from tracetochain.audit._discrimination import uninformative_sentence
+    from tracetochain.analysis.shared import headline
+    from tracetochain.audit.shared import uninformative_sentence
 
     disc = result.discrimination
     lead = headline(result)
@@ -354,7 +354,7 @@ def model_arguments(model: Any) -> dict[str, Any]:
 
 
 def _model_costs(result: Any) -> dict[str, Any]:
-    from tracetochain.analysis._models import model_costs
+    from tracetochain.analysis.shared import model_costs
 
     return model_costs(result.chain, result.certificate, result.model_choice)
 
@@ -362,7 +362,7 @@ def _model_costs(result: Any) -> dict[str, Any]:
 def _trials_label(result: Any) -> dict[str, Any]:
     """What can be said of the chain's i.i.d. pass^k without the full audit: the trials check (cheap: per-task
     counts) when tasks repeat, else that the assumption is untested."""
-    from tracetochain.audit._trials import trials_check_table
+    from tracetochain.audit.shared import trials_check_table
 
     mc = result.model_choice
     if mc is not None and not mc.first_order:

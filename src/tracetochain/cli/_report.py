@@ -125,8 +125,8 @@ def report(
 
     from tracetochain._progress import console_progress
     from tracetochain.report import build_report, render_html
-    from tracetochain.report._markdown import render_markdown
     from tracetochain.report.gates import GATE_FAILED_EXIT_CODE, check_gate, evaluate_gate
+    from tracetochain.report.shared import render_markdown
 
     for expression in fail_under or []:
         check_gate(expression)  # a typo in a gate is reported before the work, not after it

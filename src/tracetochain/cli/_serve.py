@@ -106,7 +106,7 @@ def serve(
     except ImportError as exc:
         raise typer.BadParameter(f"{_INSTALL_HINT} (missing {exc.name})") from None
     if export_parquet is not None:
-        from tracetochain.serve._store import export_store
+        from tracetochain.serve.shared import export_store
 
         n = export_store(store, export_parquet, overwrite=force)
         typer.echo(f"{n} episodes written to {export_parquet}")
@@ -139,7 +139,7 @@ def serve(
         )
         config.check()
         if webhook is not None:
-            from tracetochain.serve._alerts import check_webhook_url
+            from tracetochain.serve.shared import check_webhook_url
 
             check_webhook_url(webhook)
         if rules is not None:

@@ -55,7 +55,7 @@ def whatif(
     the bottleneck states."""
     from tracetochain.chain import AbsorbingChain
     from tracetochain.whatif import bottlenecks, load_edits, parse_edge_cost, what_if
-    from tracetochain.whatif._parse import edits_from_options
+    from tracetochain.whatif.shared import edits_from_options
 
     chain = AbsorbingChain.from_json(chain_file)
     todo = (load_edits(edits) if edits else []) + edits_from_options(
@@ -174,7 +174,7 @@ def compare(
         if as_json:
             typer.echo(json.dumps(board.to_dict(), indent=2, allow_nan=False))
         else:
-            from tracetochain.report._board import render_board_markdown
+            from tracetochain.report.shared import render_board_markdown
 
             echo_text(render_board_markdown(board.to_dict()) if markdown else str(board), nl=not markdown)
         return
@@ -290,7 +290,7 @@ def monitor(
         echo_text(str(result))
     if html_out is not None:
         from tracetochain._files import write_output
-        from tracetochain.report._monitor_html import render_monitor_html
+        from tracetochain.report.shared import render_monitor_html
 
         write_output(html_out, render_monitor_html(result.to_dict()), overwrite=force, inputs=inputs,
                      what="monitor page")

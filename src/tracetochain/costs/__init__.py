@@ -20,7 +20,7 @@
 """
 
 from tracetochain._display import fmt_amount
-from tracetochain.chain._costs import (
+from tracetochain.chain.shared import (
     COST_MODEL_SCHEMA_VERSION,
     METRICS,
     CostModel,

@@ -17,8 +17,8 @@ from numpy.typing import NDArray
 from tracetochain import numerics as nx
 from tracetochain._display import Display, ResultDisplay, Table, fmt_amount
 from tracetochain._outcome import OutcomeCode
-from tracetochain.chain._costs import METRICS, CostModel, PerVisitCost
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain import AbsorbingChain
+from tracetochain.chain.shared import METRICS, CostModel, PerVisitCost
 
 FloatArray = NDArray[np.float64]
 
@@ -393,7 +393,7 @@ def observed_costs(traces: Any, costs: CostModel, metric: str, *, confidence: fl
     #successes (censored and failed episodes count as spend without success), and its percentile interval from
     a bootstrap over episodes (seeded). Episodes with no value for the metric are left out; episodes that ended
     before any agent step (``traces.report.zero_step``) count as trials that spent nothing on steps."""
-    from tracetochain.chain._costs import STEPS, trace_totals, usage_arrays
+    from tracetochain.chain.shared import STEPS, trace_totals, usage_arrays
 
     usable = traces.select_traces(traces.outcomes() != OutcomeCode.INVALID)
     table = usable.to_arrow()

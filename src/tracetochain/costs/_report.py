@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from tracetochain._version import __version__
-from tracetochain.chain._costs import METRICS, CostModel
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain import AbsorbingChain
+from tracetochain.chain.shared import METRICS, CostModel
 from tracetochain.costs._analysis import (
     COST_LAYERS,
     cost_budget_curve,

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from tracetochain._outcome import CENSORED, FAILURE, INVALID, SUCCESS
-from tracetochain.chain._counts import state_codes
+from tracetochain.chain.shared import state_codes
 from tracetochain.exceptions import EmptyTraceSetError
 from tracetochain.traces import TraceTable
 

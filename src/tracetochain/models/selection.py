@@ -120,7 +120,7 @@ class CandidateScore:
     timing_null: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        from tracetochain.audit._common import json_dict
+        from tracetochain.audit.shared import json_dict
 
         return json_dict(dict(self.__dict__))
 
@@ -156,7 +156,7 @@ class ModelChoice(ResultDisplay):
         raise KeyError(f"no candidate {name!r}; candidates are {[c.name for c in self.candidates]}")
 
     def to_dict(self) -> dict[str, Any]:
-        from tracetochain.audit._common import json_dict
+        from tracetochain.audit.shared import json_dict
 
         return json_dict({
             "kind": "tracetochain.model_choice", "chosen": self.chosen, "reason": self.reason,
@@ -295,7 +295,7 @@ def _evaluate(cand: Candidate, enc: EncodedTraces, splits: list[NDArray[np.int64
     """Fit on every split's fit part and score its held-out units; with ``checks`` also run the held-out checks
     (timing with a refitting null where the family is cheap to refit, else against the fixed model with twice the
     replicates; R∞ against the held-out pass rate; pass^k against the held-out tasks)."""
-    from tracetochain.audit._holdout import r_inf_check_counts
+    from tracetochain.audit.shared import r_inf_check_counts
     from tracetochain.models.evaluation import timing_check
 
     out = _Scores(np.zeros(enc.n_units), [], [])
@@ -600,7 +600,7 @@ class ModelFit:
 
     def to_dict(self, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5, 8)) -> dict[str, Any]:
         """JSON-ready: the choice table (when there was a choice) and the compiled chain's summary."""
-        from tracetochain.audit._common import json_dict
+        from tracetochain.audit.shared import json_dict
 
         return json_dict({"kind": "tracetochain.model_fit", "model": self.name, "family": self.model.family,
                           "n_parameters": self.model.n_parameters,

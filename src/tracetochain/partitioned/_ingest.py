@@ -21,10 +21,7 @@ from numpy.typing import NDArray
 from tracetochain._files import check_input_file
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces import TraceTable
-from tracetochain.traces._build import build_table, records_to_arrow
-from tracetochain.traces._canonical import parse_jsonl_lines
-from tracetochain.traces._hashing import fnv1a_hashes
-from tracetochain.traces._json import json_loads
+from tracetochain.traces.shared import build_table, fnv1a_hashes, json_loads, parse_jsonl_lines, records_to_arrow
 
 PartitionBy = Literal["range", "file"]
 OnError = Literal["raise", "skip"]

@@ -38,9 +38,7 @@ import numpy as np
 
 from tracetochain._compat import renamed_attribute, renamed_parameters
 from tracetochain._limits import _BYTES_PER_DRAW_ENTRY, memory_budget, time_problem
-from tracetochain.chain._counts import TransitionCounts
-from tracetochain.chain._estimator import estimate_chain
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain import AbsorbingChain, TransitionCounts, estimate_chain
 from tracetochain.exceptions import TraceToChainError
 from tracetochain.serve._store import EpisodeRow
 
@@ -307,7 +305,7 @@ class RunningCounts:
         if n_l < min_each or n_u < min_each:
             doc["reason"] = f"fewer than {min_each} labelled or unlabelled episodes"
             return doc
-        from tracetochain.audit._homogeneity import homogeneity_from_counts
+        from tracetochain.audit.shared import homogeneity_from_counts
 
         vocab = sorted(self.states() | set(self.u_ends) | {s for t in self.u_transitions for s in t})
         pos = {s: i for i, s in enumerate(vocab)}
@@ -501,7 +499,7 @@ class LiveAnalysis:
             self._drift(w)
 
     def _drift(self, w: _Window) -> None:
-        from tracetochain.audit._homogeneity import homogeneity_from_counts
+        from tracetochain.audit.shared import homogeneity_from_counts
 
         if not self.drift_enabled:
             w.drift = {"tested": False, "reason": "drift is tested per group"}

@@ -12,7 +12,7 @@ from typing import Any
 
 from tracetochain._limits import time_problem
 from tracetochain.readers.otlp import UNLABELLED
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 _TRACE_TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Episode {{ ep.episode_id }} — tracetochain</title>

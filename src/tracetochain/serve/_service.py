@@ -188,8 +188,8 @@ class LiveService:
         # drift test cost ~1 s of CPU while the live lock was held (ingest waited for it).
         import scipy.stats  # noqa: F401
 
-        import tracetochain.audit._homogeneity
         import tracetochain.uncertainty  # noqa: F401
+        from tracetochain.audit.shared import homogeneity_from_counts  # noqa: F401
 
         self._rule_states = self.store.rule_states()
         for rows in self.store.iter_episodes():  # rebuild the running counts once, at start

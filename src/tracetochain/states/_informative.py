@@ -61,8 +61,8 @@ from tracetochain.featurize.history import (
 )
 from tracetochain.featurize.vocab import get_vocabulary
 from tracetochain.states._model import StateInfo, StateModel
-from tracetochain.traces._hashing import fnv1a_hashes, hash_uniforms
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
+from tracetochain.traces.shared import fnv1a_hashes, hash_uniforms
 
 #: The hash stream of the selection / confirmation halves (independent of the analysis's split stream).
 _AB_STREAM = np.uint64(0x5EC7_C0F1_A7E5_0025)

@@ -45,24 +45,22 @@ from numpy.typing import NDArray
 from tracetochain._compat import renamed_attribute, renamed_parameters
 from tracetochain._display import EstimatorDisplay
 from tracetochain._outcome import INVALID as _INVALID
-from tracetochain.chain._counts import (
-    TransitionCounts,
-    per_trace_counts,
-    state_codes,
-    zero_step_counts,
-    zero_step_outcome_codes,
-)
-from tracetochain.chain._model import AbsorbingChain
-from tracetochain.chain._prior import (
+from tracetochain.chain import (
+    AbsorbingChain,
     ChainPrior,
+    TransitionCounts,
     estimate_rows,
     initial_distribution,
     outcome_matrix,
+    per_trace_counts,
     start_distribution,
+    zero_step_counts,
+    zero_step_outcome_codes,
 )
+from tracetochain.chain.shared import state_codes
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
-from tracetochain.traces._hashing import WeightKind, replicate_weights, unit_hashes
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
+from tracetochain.traces.shared import WeightKind, replicate_weights, unit_hashes
 from tracetochain.uncertainty._align import match_by_centroids, match_by_exit_profile, match_by_names
 from tracetochain.uncertainty._ensemble import ChainEnsemble
 from tracetochain.uncertainty._stats import check_confidence
@@ -611,7 +609,7 @@ class TraceBootstrap(EstimatorDisplay):
             total[0, m * m + m: m * m + 2 * m].astype(np.int64), total[0, m * m + 2 * m: K].astype(np.int64),
             {"success": int(n_by[0]), "failure": int(n_by[1]), "censored": int(n_by[2]), "invalid": int(n_by[3])},
             total[0, K:].astype(np.int64) if Z is not None else np.zeros(2, np.int64))
-        from tracetochain.chain._estimator import estimate_chain
+        from tracetochain.chain import estimate_chain
 
         reference = estimate_chain(counts, prior=prior, unvisited=policy, initial=self.initial)
         if "state_model" in extra:

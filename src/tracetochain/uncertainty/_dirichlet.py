@@ -36,10 +36,7 @@ from numpy.typing import NDArray
 
 from tracetochain._compat import renamed_attribute, renamed_parameters
 from tracetochain._display import Display, EstimatorDisplay, ResultDisplay
-from tracetochain.chain._counts import TransitionCounts
-from tracetochain.chain._estimator import estimate_chain
-from tracetochain.chain._model import AbsorbingChain
-from tracetochain.chain._prior import ChainPrior
+from tracetochain.chain import AbsorbingChain, ChainPrior, TransitionCounts, estimate_chain
 from tracetochain.exceptions import NotFittedError
 from tracetochain.uncertainty._ensemble import ChainEnsemble
 from tracetochain.uncertainty._stats import EntryIntervals, check_confidence, equal_tailed

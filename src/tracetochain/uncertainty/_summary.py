@@ -12,11 +12,8 @@ from typing import Any, Literal
 from tracetochain._compat import renamed_parameters
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._version import __version__
-from tracetochain.chain._counts import TransitionCounts
-from tracetochain.chain._estimator import ChainEstimator
-from tracetochain.chain._model import AbsorbingChain
-from tracetochain.chain._prior import ChainPrior
-from tracetochain.traces._table import TraceTable
+from tracetochain.chain import AbsorbingChain, ChainEstimator, ChainPrior, TransitionCounts
+from tracetochain.traces import TraceTable
 from tracetochain.uncertainty._bootstrap import TraceBootstrap
 from tracetochain.uncertainty._dirichlet import DirichletPosterior
 from tracetochain.uncertainty._ensemble import ChainEnsemble
