@@ -10,6 +10,9 @@
 Mechanical and idempotent: after other branches add private imports, re-run it and ``ruff check --fix src``.
 ``tests/test_private_imports.py`` fails until no private import across packages is left.
 
+Outside the library (tests, studies, benchmarks), an import of a name a package stopped exporting is pointed at the
+module that defines it.
+
 Usage (repository root): ``python scripts/public_imports.py``
 """
 
@@ -58,6 +61,17 @@ def public_names(pkg: str) -> set[str]:
     return {n for n in getattr(mod, "__all__", ()) if n in vars(mod)}
 
 
+def init_sources(pkg: str) -> dict[str, str]:
+    """name → the module ``tracetochain.<pkg>/__init__`` imports it from (its top-level imports)."""
+    path = PACKAGE / pkg / "__init__.py"
+    out: dict[str, str] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for a in node.names:
+                out[a.asname or a.name] = node.module
+    return out
+
+
 def read_shared(pkg: str) -> dict[str, str]:
     """name → defining module, from an existing shared.py."""
     path = PACKAGE / pkg / "shared.py"
@@ -102,6 +116,10 @@ def write_shared(pkg: str, names: dict[str, str]) -> None:
     (PACKAGE / pkg / "shared.py").write_text("\n".join(lines), encoding="utf-8")
 
 
+def spell(a: ast.alias) -> str:
+    return a.name if a.asname is None else f"{a.name} as {a.asname}"
+
+
 def main() -> None:
     shared: dict[str, dict[str, str]] = defaultdict(dict)
     for pkg_dir in PACKAGE.iterdir():
@@ -120,6 +138,29 @@ def main() -> None:
         for node in ast.walk(tree):
             if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
                 continue
+            bits = node.module.split(".")
+            if len(bits) == 2 and bits[0] == "tracetochain" and bits[1] in public and bits[1] != own:
+                # ``from tracetochain.<pkg> import name`` of a name the package does not export to users: from where
+                # the package itself gets it (a public submodule, another package, or its shared module).
+                pkg = bits[1]
+                sources = init_sources(pkg)
+                inner = [a for a in node.names if a.name not in public[pkg] and a.name in sources
+                         and not (PACKAGE / pkg / a.name).is_dir() and not (PACKAGE / pkg / f"{a.name}.py").exists()]
+                if not inner:
+                    continue
+                indent = lines[node.lineno - 1][: node.col_offset]
+                keep = [a for a in node.names if a not in inner]
+                groups: dict[str, list[ast.alias]] = defaultdict(list)
+                for a in inner:
+                    module = sources[a.name]
+                    if private_target(module) is not None and private_target(module)[0] == pkg:  # type: ignore[index]
+                        shared[pkg][a.name] = module
+                        module = f"tracetochain.{pkg}.shared"
+                    groups[module].append(a)
+                new = [f"{indent}from {node.module} import {', '.join(spell(a) for a in keep)}"] if keep else []
+                new += [f"{indent}from {m} import {', '.join(spell(a) for a in al)}" for m, al in groups.items()]
+                edits.append((node.lineno - 1, node.end_lineno or node.lineno, new))
+                continue
             target = private_target(node.module)
             if target is None or target[0] == own:
                 continue
@@ -129,10 +170,6 @@ def main() -> None:
             for a in rest:
                 shared[pkg][a.name] = module
             indent = lines[node.lineno - 1][: node.col_offset]
-
-            def spell(a: ast.alias) -> str:
-                return a.name if a.asname is None else f"{a.name} as {a.asname}"
-
             new = []
             if pub:
                 new.append(f"{indent}from tracetochain.{pkg} import {', '.join(spell(a) for a in pub)}")
@@ -150,5 +187,49 @@ def main() -> None:
     print("\n".join(changed))
 
 
+
+
+def outside(roots: list[Path]) -> None:
+    """Tests, studies, benchmarks: ``from tracetochain.<pkg> import name`` of a name the package no longer exports
+    (in its ``_MOVED``) → from the module that defines it (outside the library a private module is fine)."""
+    moved: dict[str, dict[str, str]] = {}
+    for d in sorted(PACKAGE.iterdir()):
+        if (d / "__init__.py").exists():
+            mod = importlib.import_module(f"tracetochain.{d.name}")
+            table = vars(mod).get("_MOVED") or {}
+            moved[d.name] = {k: v if v.startswith("tracetochain.") else f"tracetochain.{d.name}.{v}"
+                             for k, v in table.items()}
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            tree = ast.parse(text)
+            lines = text.split("\n")
+            edits: list[tuple[int, int, list[str]]] = []
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+                    continue
+                bits = node.module.split(".")
+                if not (len(bits) == 2 and bits[0] == "tracetochain" and moved.get(bits[1])):
+                    continue
+                table = moved[bits[1]]
+                inner = [a for a in node.names if a.name in table]
+                if not inner:
+                    continue
+                indent = lines[node.lineno - 1][: node.col_offset]
+                keep = [a for a in node.names if a not in inner]
+                groups: dict[str, list[ast.alias]] = defaultdict(list)
+                for a in inner:
+                    groups[table[a.name]].append(a)
+                new = [f"{indent}from {node.module} import {', '.join(spell(a) for a in keep)}"] if keep else []
+                new += [f"{indent}from {m} import {', '.join(spell(a) for a in al)}" for m, al in groups.items()]
+                edits.append((node.lineno - 1, node.end_lineno or node.lineno, new))
+            if edits:
+                for start, end, new in sorted(edits, reverse=True):
+                    lines[start:end] = new
+                path.write_text("\n".join(lines), encoding="utf-8")
+                print(path)
+
+
 if __name__ == "__main__":
     main()
+    outside([Path(d) for d in ("tests", "studies", "benchmarks") if Path(d).is_dir()])

@@ -186,7 +186,8 @@ def test_monitor_alpha(traces: tt.TraceTable) -> None:
 
 
 def test_live_analysis_alpha() -> None:
-    from tracetochain.serve import LiveAnalysis, WindowSpec
+    from tracetochain.serve import WindowSpec
+    from tracetochain.serve._live import LiveAnalysis
 
     with _warns("level="):
         live = LiveAnalysis(WindowSpec("count", 100.0), alpha=0.01)

@@ -21,9 +21,10 @@ def moved_attribute(package: str, name: str, moved: Mapping[str, str]) -> Any:
     module = moved.get(name)
     if module is None:
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
-    warnings.warn(f"{package}.{name} is an internal building block; import it from {package}.{module}",
+    where = module if module.startswith("tracetochain.") else f"{package}.{module}"  # absolute, or in the package
+    warnings.warn(f"{package}.{name} is an internal building block; import it from {where}",
                   DeprecationWarning, stacklevel=3)
-    return getattr(importlib.import_module(f"{package}.{module}"), name)
+    return getattr(importlib.import_module(where), name)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

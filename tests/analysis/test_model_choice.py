@@ -18,7 +18,7 @@ import pytest
 import tracetochain as tt
 from tracetochain.analysis import AnalysisResult, analyze
 from tracetochain.audit._timing import TimingResult
-from tracetochain.models import PassKTest
+from tracetochain.models.passk import PassKTest
 from tracetochain.report import build_report, render_html
 from tracetochain.report._markdown import render_markdown
 

@@ -14,12 +14,12 @@ import tracetochain as tt
 from tracetochain.costs import (
     CostModel,
     cost_budget_curve,
-    cost_certification,
     cost_report,
     observed_costs,
     step_cap_costs,
     summarize_costs,
 )
+from tracetochain.costs._report import cost_certification
 from tracetochain.exceptions import SchemaVersionError
 
 MINI_RUN = Path("swebench-verified-mini-swe-agent-gemini-3-pro/swebench_results/20251118_gemini-3-pro-74pct")
@@ -297,8 +297,8 @@ def test_mini_swe_agent_observed_cost_per_success_inside_the_chain_interval(shar
     run = shared_data / MINI_RUN
     if not run.exists():
         pytest.skip("the mini-swe-agent sample is not in ../shared/data")
+    from tracetochain._display import fmt_amount
     from tracetochain.analysis import analyze
-    from tracetochain.costs import fmt_amount
     from tracetochain.report import build_report, render_html
 
     traces = tt.read_traces(run)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracetochain.serve import LiveAnalysis, WindowSpec, alpha_spent
+from tracetochain.serve import WindowSpec
+from tracetochain.serve._live import LiveAnalysis, alpha_spent
 from tracetochain.serve._store import EpisodeRow
 
 # A three-state agent: plan → act (retry act) → success / failure; `broken` raises act's failure probability.

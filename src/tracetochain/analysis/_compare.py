@@ -155,7 +155,7 @@ class Comparison(ResultDisplay):
                 lo_d, hi_d = self.delta_reliability_lower[d], self.delta_reliability_upper[d]
                 lines.append(f"| R({d}) | | | {self.delta_reliability[d]:+.3f} [{lo_d:+.3f}, {hi_d:+.3f}] |")
         for c in self.costs:
-            from tracetochain.costs import fmt_amount
+            from tracetochain._display import fmt_amount
 
             u = c["unit"]
             ci = c.get("delta_interval") or [None, None]
@@ -187,7 +187,7 @@ class Comparison(ResultDisplay):
 
 
 def _cost_line(c: dict[str, Any], names: tuple[str, str]) -> str:
-    from tracetochain.costs import fmt_amount
+    from tracetochain._display import fmt_amount
 
     u = c["unit"]
     ci = c.get("delta_interval") or [None, None]
@@ -209,7 +209,9 @@ def cost_deltas(sides: tuple[tuple[AbsorbingChain, Any], tuple[AbsorbingChain, A
     are independent, as for ΔR∞). With the ``traces`` of a side (in memory), its observed spend per success is given
     beside.
     """
-    from tracetochain.costs import METRICS, CostModel, cost_per_success_draws, observed_costs, summarize_costs
+    from tracetochain.chain.shared import METRICS
+    from tracetochain.costs import CostModel, observed_costs, summarize_costs
+    from tracetochain.costs.shared import cost_per_success_draws
 
     (ca, ea), (cb, eb) = sides
     ma, mb = CostModel.of_chain(ca), CostModel.of_chain(cb)

@@ -81,7 +81,7 @@ def model_discrimination(traces: TraceTable, codes: Any, names: tuple[str, ...],
                          n_bootstrap: int = DEFAULT_DISCRIMINATION_BOOTSTRAP) -> Discrimination:
     """Held-out discrimination of a chosen expanded model (module docstring)."""
     from tracetochain.analysis._models import split_hashes
-    from tracetochain.models import encode_traces
+    from tracetochain.models.shared import encode_traces
     from tracetochain.traces.shared import holdout_mask
 
     name = selection.chosen

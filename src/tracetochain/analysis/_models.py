@@ -646,9 +646,10 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
     """
     from tracetochain._limits import check_ensemble_size
     from tracetochain.exceptions import ResourceLimitError
-    from tracetochain.models import choose_model, encode_traces, fit_model, make_candidate
+    from tracetochain.models import choose_model, fit_model, make_candidate
     from tracetochain.models.passk import resample_units
     from tracetochain.models.selection import MIN_UNITS
+    from tracetochain.models.shared import encode_traces
 
     step = progress or (lambda stage: None)
     if requested not in model_choices() or is_first_order(requested):
@@ -903,9 +904,10 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
     hash (seed for A, seed + 1 for B, as the first-order comparison)."""
     import pyarrow as pa
 
-    from tracetochain.models import choose_model, encode_traces, fit_model, make_candidate
+    from tracetochain.models import choose_model, fit_model, make_candidate
     from tracetochain.models.passk import resample_units
     from tracetochain.models.selection import MIN_UNITS
+    from tracetochain.models.shared import encode_traces
 
     if requested not in model_choices() or is_first_order(requested):
         raise ValueError(f"model must be one of {', '.join(model_choices())}, got {requested!r}")

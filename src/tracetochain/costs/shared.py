@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tracetochain.costs._intervals import posterior_mean_draws as posterior_mean_draws
+    from tracetochain.costs._report import cost_per_success_draws as cost_per_success_draws
 
 #: shared name → the private module that defines it.
 _MODULES: dict[str, str] = {
+    "cost_per_success_draws": "tracetochain.costs._report",
     "posterior_mean_draws": "tracetochain.costs._intervals",
 }
 

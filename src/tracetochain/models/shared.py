@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tracetochain.models._encoded import Grouping as Grouping
+    from tracetochain.models._encoded import encode_traces as encode_traces
 
 #: shared name → the private module that defines it.
 _MODULES: dict[str, str] = {
     "Grouping": "tracetochain.models._encoded",
+    "encode_traces": "tracetochain.models._encoded",
 }
 
 
