@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 from tracetochain._compat import renamed_parameters
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
+from tracetochain._outcome import INVALID as _INVALID
 from tracetochain._progress import phase_reporter
 from tracetochain.analysis._audit import AuditSettings, audit_summary
 from tracetochain.analysis._intervals import design_effect, summary_ensemble
@@ -53,7 +54,6 @@ from tracetochain.traces import IngestReport, TraceTable
 if TYPE_CHECKING:
     from tracetochain.analysis._models import ModelSelection
     from tracetochain.metrics import ReliabilitySummary
-from tracetochain._outcome import INVALID as _INVALID
 from tracetochain.traces.shared import fnv1a_hashes, holdout_mask, unit_hashes
 
 UNSEEN_STATE = "(unseen)"
