@@ -205,9 +205,9 @@ def cost_deltas(sides: tuple[tuple[AbsorbingChain, Any], tuple[AbsorbingChain, A
 
     ``sides`` = ((chain, ensemble) of A, (chain, ensemble) of B); each chain carries its cost model. On every draw
     of a side's ensemble the cost per success E[C]/R∞ is computed with per-visit cost means drawn from their sampling
-    law (:func:`tracetochain.costs.cost_per_success_draws`); draw i of A is subtracted from draw i of B (the two sides
-    are independent, as for ΔR∞). With the ``traces`` of a side (in memory), its observed spend per success is given
-    beside.
+    law (:func:`tracetochain.costs.shared.cost_per_success_draws`); draw i of A is subtracted from draw i of B (the
+    two sides are independent, as for ΔR∞). With the ``traces`` of a side (in memory), its observed spend per success
+    is given beside.
     """
     from tracetochain.chain.shared import METRICS
     from tracetochain.costs import CostModel, observed_costs, summarize_costs

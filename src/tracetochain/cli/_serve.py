@@ -97,6 +97,7 @@ def serve(
     """Receive OTLP spans from running agents and keep their chain, dashboard, alerts and metrics up to date."""
     try:
         from tracetochain import serve as live
+        from tracetochain.serve.shared import parse_duration
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise typer.BadParameter(f"{_INSTALL_HINT} ({exc})") from None
     try:
@@ -130,7 +131,7 @@ def serve(
             reader_options=reader_options,
             ingest=live.IngestSettings(settle=settle, trace_timeout=trace_timeout, verdict_timeout=verdict_timeout,
                                        max_open_traces=max_open_traces, max_verdicts=max_verdicts,
-                                       span_retention=live.parse_duration(keep_spans) if keep_spans else None,
+                                       span_retention=parse_duration(keep_spans) if keep_spans else None,
                                        group_by=group_by, max_groups=max_groups,
                                        verdict_retention=_retention(keep_unclaimed_verdicts)),
             durability=durability,  # type: ignore[arg-type]

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tracetochain.serve._alerts import check_webhook_url as check_webhook_url
+    from tracetochain.serve._live import parse_duration as parse_duration
     from tracetochain.serve._store import export_store as export_store
 
 #: shared name → the private module that defines it.
 _MODULES: dict[str, str] = {
     "check_webhook_url": "tracetochain.serve._alerts",
     "export_store": "tracetochain.serve._store",
+    "parse_duration": "tracetochain.serve._live",
 }
 
 
