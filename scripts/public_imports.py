@@ -69,6 +69,9 @@ def init_sources(pkg: str) -> dict[str, str]:
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for a in node.names:
                 out[a.asname or a.name] = node.module
+    # names the package stopped exporting (deprecated there): from their defining module
+    for name, module in (vars(importlib.import_module(f"tracetochain.{pkg}")).get("_MOVED") or {}).items():
+        out.setdefault(name, module if module.startswith("tracetochain.") else f"tracetochain.{pkg}.{module}")
     return out
 
 

@@ -161,6 +161,6 @@ def _retention(text: str | None) -> float | None:
     """``--keep-unclaimed-verdicts``: a duration in seconds, or None for 'forever'."""
     if text is None or text.strip().lower() in ("forever", "never", "none"):
         return None
-    from tracetochain.serve import parse_duration
+    from tracetochain.serve.shared import parse_duration
 
     return parse_duration(text)
