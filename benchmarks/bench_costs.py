@@ -62,7 +62,7 @@ def measure(name: str, fit: Any, repeats: int) -> dict[str, Any]:
     assert costs is not None
     metric = costs.available[0]
     summary = summarize_costs(chain, costs, metric)
-    ens = DirichletPosterior(n_samples=1000, seed=0).fit(chain).fetch_model().ensemble
+    ens = DirichletPosterior(samples=1000, seed=0).fit(chain).fetch_model().ensemble
     pv = costs.per_visit(metric, chain.state_names)
     draws = posterior_mean_draws(pv, ens.n_samples, 0)
     curve = cost_budget_curve(chain, costs, metric)

@@ -13,7 +13,7 @@ Tasks:
 
 * ``fit`` = ingest + fit: ``fit_partitioned(path, engine=...)``;
 * ``audit`` = ingest + fit + audit + uncertainty: ``audit_partitioned(path, engine=..., n_bootstrap=199,
-  n_permutations=199, n_resamples=200)``: one pass over the partitions, then the held-out certificate (KS with 199
+  n_permutations=199, samples=200)``: one pass over the partitions, then the held-out certificate (KS with 199
   parametric-bootstrap refits, the order test with 199 permutation tables, R∞ and L∞ checks) and 200 Poisson
   bootstrap replicates behind the intervals. ``pass s`` (read, label, count every partition), ``layers s`` (the
   certificate) and ``intervals s`` (the ensemble) split its ``total s``.
@@ -21,7 +21,7 @@ Tasks:
 Engines (each run in a fresh subprocess, medians over ``--repeats``):
 
 * ``in-memory``: the single-process path, for reference: ``ChainEstimator().fit(TraceTable.read(path))`` (fit)
-  or ``audit(table)`` + ``TraceBootstrap(n_resamples=200)`` (audit; default sizes ≤ 100k);
+  or ``audit(table)`` + ``TraceBootstrap(samples=200)`` (audit; default sizes ≤ 100k);
 * ``local``: the partitioned functions on the local engine (partitions one after the other, in process);
 * ``dask-2``: the same on ``DaskEngine(n_workers=2, threads_per_worker=1)``: a ``LocalCluster`` with two worker
   processes; ``start s`` is the cluster start-up, not included in the task time.
@@ -179,7 +179,7 @@ def child(path: str, engine_name: str, task: str = "fit") -> None:
         elif engine is None:  # in-memory reference: the same analysis on the table read whole
             table = tracetochain.TraceTable.read(path)
             res = tracetochain.analyze(table, n_bootstrap=AUDIT["n_bootstrap"], n_permutations=AUDIT["n_permutations"],
-                                       intervals="bootstrap", n_samples=AUDIT["n_resamples"], seed=0)
+                                       intervals="bootstrap", samples=AUDIT["n_resamples"], seed=0)
             chain, n_traces = res.chain, table.n_traces
             extra = _audit_figures(res)
             del table

@@ -3,10 +3,10 @@
 Targets (issue 5), on 2 cores:
 
 * B = 1000 bootstrap replicates on 10,000 traces, fast path: **< 5 s**
-  (``TraceBootstrap(n_resamples=1000).fit(traces)``: labels, per-trace sparse count matrix, 1000 weight vectors
+  (``TraceBootstrap(samples=1000).fit(traces)``: labels, per-trace sparse count matrix, 1000 weight vectors
   from spawned seeds, W @ P, vectorised Laplace estimate, ensemble construction);
 * 2,000 posterior draws with the R(d) band to d = 200 on a 50-state chain: **< 2 s**
-  (``DirichletPosterior(n_samples=2000).fit(chain).fetch_model().ensemble.stats("reliability", horizon=200)``:
+  (``DirichletPosterior(samples=2000).fit(chain).fetch_model().ensemble.stats("reliability", horizon=200)``:
   Beta marginals, gamma-normalised draws, the batched forward sweep; R(d) needs no solve).
 
 Also timed: R∞ and the R(50) band over the 1000 bootstrap chains (on a freshly built ensemble, nothing cached),
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     traces = tt.datasets.simulate_traces(chain20, args.traces, seed=args.seed, max_steps=250)
     print(f"# bootstrap corpus: {traces.n_traces:,} traces, {traces.n_steps:,} steps, {chain20.n_states} states",
           file=sys.stderr, flush=True)
-    t_boot, runs, boot = timed(lambda: TraceBootstrap(n_resamples=args.resamples, seed=1).fit(traces).fetch_model(),
+    t_boot, runs, boot = timed(lambda: TraceBootstrap(samples=args.resamples, seed=1).fit(traces).fetch_model(),
                                args.repeats)
     rows.append({"what": f"bootstrap fast, B={args.resamples}, {args.traces:,} traces", "median_s": t_boot,
                  "runs_s": runs, "target_s": 5.0})
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.append({"what": "  bootstrap fit + those stats", "median_s": t_boot + t_stats, "runs_s": [],
                  "target_s": None})
     boot_r = s[0]
-    t_pois, runs, _ = timed(lambda: TraceBootstrap(n_resamples=args.resamples, weights="poisson", seed=1).fit(
+    t_pois, runs, _ = timed(lambda: TraceBootstrap(samples=args.resamples, weights="poisson", seed=1).fit(
         traces).fetch_model(), args.repeats)
     rows.append({"what": f"bootstrap fast, Poisson weights, B={args.resamples}", "median_s": t_pois,
                  "runs_s": runs, "target_s": None})
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     fitted = tt.ChainEstimator(states=big.state_names).fit(big_traces).fetch_model()
 
     def posterior_band() -> Any:
-        ens = DirichletPosterior(n_samples=args.draws, seed=0).fit(fitted).fetch_model().ensemble
+        ens = DirichletPosterior(samples=args.draws, seed=0).fit(fitted).fetch_model().ensemble
         return ens.stats("reliability", horizon=args.horizon)
 
     t_post, runs, band = timed(posterior_band, args.repeats)

@@ -85,10 +85,10 @@ def run_coverage(reps: int, sizes: list[int], draws: int, resamples: int) -> dic
                 traces = tt.datasets.simulate_traces(chain, n, seed=rng)
                 fitted = tt.ChainEstimator(states=chain.state_names).fit(traces).fetch_model()
                 ens: dict[str, ChainEnsemble] = {
-                    "posterior": DirichletPosterior(n_samples=draws, seed=r).fit(fitted).fetch_model().ensemble,
-                    "posterior, pi0 drawn": DirichletPosterior(n_samples=draws, seed=r, initial="sample").fit(
+                    "posterior": DirichletPosterior(samples=draws, seed=r).fit(fitted).fetch_model().ensemble,
+                    "posterior, pi0 drawn": DirichletPosterior(samples=draws, seed=r, initial="sample").fit(
                         fitted).fetch_model().ensemble,
-                    "bootstrap": TraceBootstrap(n_resamples=resamples, seed=r, state_names=chain.state_names).fit(
+                    "bootstrap": TraceBootstrap(samples=resamples, seed=r, state_names=chain.state_names).fit(
                         traces).fetch_model(),
                 }
                 for m, e in ens.items():
@@ -126,7 +126,7 @@ def run_ss8(resamples: int) -> dict[str, Any]:
         traces = ss8_traces(f)
         chain = tt.ChainEstimator().fit(traces).fetch_model()
         post = DirichletPosterior().fit(chain).fetch_model().intervals.width_summary("Q")
-        boot = TraceBootstrap(n_resamples=resamples, seed=SS8_FRAMEWORKS.index(SS8_FRAMEWORKS[f]) + 1).fit(
+        boot = TraceBootstrap(samples=resamples, seed=SS8_FRAMEWORKS.index(SS8_FRAMEWORKS[f]) + 1).fit(
             traces).fetch_model().entry_intervals().width_summary("Q")
         p = PAPER_SS8[name]
         rows_out.append({"framework": name, "n_steps": traces.n_steps, "paper_n_steps": PAPER_SS8_STEPS[name],
@@ -160,11 +160,11 @@ def _one_hot(traces: tt.TraceTable) -> tt.TraceTable:
 def _paths(traces: tt.TraceTable, est: Any, resamples: int, aligns: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     t0 = time.perf_counter()
-    fast = TraceBootstrap(n_resamples=resamples, states=est, seed=1).fit(traces).fetch_model()
+    fast = TraceBootstrap(samples=resamples, states=est, seed=1).fit(traces).fetch_model()
     out["fast"] = _describe(fast, time.perf_counter() - t0)
     for align in aligns:
         t0 = time.perf_counter()
-        full = TraceBootstrap(n_resamples=resamples, states=est, path="full", align=align,  # type: ignore[arg-type]
+        full = TraceBootstrap(samples=resamples, states=est, path="full", align=align,  # type: ignore[arg-type]
                               seed=1).fit(traces).fetch_model()
         d = _describe(full, time.perf_counter() - t0)
         d["n_states_found"] = full.info.get("n_states_found")

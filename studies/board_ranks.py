@@ -77,7 +77,7 @@ def corpus(means: list[float], seed: int) -> Any:
 def run_board(table: Any, seed: int) -> Any:
     from tracetochain.analysis._board import board
 
-    return board(table, by="config", audit=False, n_samples=400, n_bootstrap=50, ks=(1,), horizon=5, seed=seed)
+    return board(table, by="config", audit=False, samples=400, n_bootstrap=50, ks=(1,), horizon=5, seed=seed)
 
 
 def scenario_known(reps: int, seed0: int) -> dict[str, Any]:

@@ -107,7 +107,7 @@ def _job(job: tuple[str, int, int, int]) -> dict[str, Any]:
     rng = np.random.default_rng(np.random.SeedSequence([seed, n, rep, CELLS.index(cell)]))
     traces = corpus(cell, n, rng)
     t = truth(cell)
-    res = analyze(traces, intervals="posterior", n_samples=400, seed=rep, **AUDIT)
+    res = analyze(traces, intervals="posterior", samples=400, seed=rep, **AUDIT)
     cert = res.certificate
     assert cert is not None
     ens = res.ensemble

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 import tracetochain as tt
+from tracetochain._outcome import OutcomeCode
 from tracetochain.audit._holdout import label_traces
 from tracetochain.datasets import planted_history_traces
 from tracetochain.pipeline import fit_chain_over_states
@@ -74,7 +75,7 @@ def heldout_auc(traces: tt.TraceTable, estimator: Any, seed: int = 0, split: int
     _, keep = label_traces(model, test)
     kept = test.select_traces(keep)
     last = np.asarray(model.predict(kept))[np.asarray(kept.offsets)[1:] - 1]
-    y = kept.outcomes() == 0
+    y = kept.outcomes() == OutcomeCode.SUCCESS
     if y.all() or not y.any():
         return float("nan"), model
     return float(roc_auc_score(y, chain.success_probabilities[last])), model
@@ -133,7 +134,7 @@ def _real(name: str, relpath: str, reader: str | None) -> dict[str, Any] | None:
     codes = base.assign.base_codes(traces)  # type: ignore[attr-defined]
     feats = history_features(traces, codes, base.settings["base_states"])
     last = np.asarray(traces.offsets)[1:] - 1
-    y = traces.outcomes() == 0
+    y = traces.outcomes() == OutcomeCode.SUCCESS
     feature_auc = {f: float(roc_auc_score(y, -feats[f][last])) for f in HISTORY_FEATURES}
     return {"corpus": name, "n_traces": traces.n_traces, "n_steps": traces.n_steps,
             "outcomes": traces.outcome_counts(), "splits": rows,

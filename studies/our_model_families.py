@@ -51,8 +51,8 @@ from tracetochain.models import (
     empirical_pass_k,
     evaluate_heldout,
     model_pass_k,
-    sample_compiled,
 )
+from tracetochain.models._base import sample_compiled
 
 DATA = REPO.parent / "shared" / "data"
 TAU_FILE = DATA / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json"

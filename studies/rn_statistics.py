@@ -174,7 +174,7 @@ def _coverage_job(job: tuple[str, int, int, int]) -> dict[str, Any]:
     t = truth(cell)
     out: dict[str, Any] = {"cell": cell, "n": n}
     for method, draws in (("posterior", 1000), ("bootstrap", 200)):
-        res = analyze(traces, audit=False, intervals=method, n_samples=draws, seed=rep)
+        res = analyze(traces, audit=False, intervals=method, samples=draws, seed=rep)
         ens = res.ensemble
         hits: dict[str, bool | None] = {}
         s = ens.stats("r_inf")

@@ -26,7 +26,7 @@ from scipy.stats import norm
 
 import tracetochain as tt
 from studies._common import Figure, StudyResult, artifact_json, chain_seeds
-from tracetochain.numerics.simulate import CENSORED, SUCCESS
+from tracetochain._outcome import CENSORED, SUCCESS
 
 SIZES = (5, 10, 50, 100, 500)
 FULL_CHAINS = {5: 500, 10: 500, 50: 500, 100: 500, 500: 250}

@@ -60,7 +60,7 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
         chain = tt.ChainEstimator(pseudocount=1.0).fit(traces).fetch_model()
         post = DirichletPosterior(seed=seed + i).fit(chain).fetch_model()
         pw = post.intervals.width_summary("Q")
-        ens = TraceBootstrap(n_resamples=n_boot, seed=seed + i, state_names=chain.state_names,
+        ens = TraceBootstrap(samples=n_boot, seed=seed + i, state_names=chain.state_names,
                              **PAPER_BOOTSTRAP).fit(traces).fetch_model()
         bw = ens.entry_intervals().width_summary("Q")
         rows[name] = {"m": chain.n_states, "n_steps": traces.n_steps, "post": [pw["min"], pw["median"], pw["max"]],

@@ -50,10 +50,10 @@ def run(quick: bool, seed: int) -> dict[str, Any]:
     traces = one_hot_traces(seed)
     states = WardStates(featurizer=RuleFeaturizer(kind=False, error=False), k_min=2, k_max=6)
     res: dict[str, dict[str, Any]] = {}
-    boots = {"fast": TraceBootstrap(n_resamples=B, path="fast", states=states, seed=seed + 1, **PAPER_BOOTSTRAP),
-             "full": TraceBootstrap(n_resamples=B, path="full", states=states, align="centroids", seed=seed + 1,
+    boots = {"fast": TraceBootstrap(samples=B, path="fast", states=states, seed=seed + 1, **PAPER_BOOTSTRAP),
+             "full": TraceBootstrap(samples=B, path="full", states=states, align="centroids", seed=seed + 1,
                                     **PAPER_BOOTSTRAP),
-             "full_exit_profile": TraceBootstrap(n_resamples=B, path="full", states=states, align="exit-profile",
+             "full_exit_profile": TraceBootstrap(samples=B, path="full", states=states, align="exit-profile",
                                                  seed=seed + 1, **PAPER_BOOTSTRAP)}
     for name, boot in boots.items():
         ens = boot.fit(traces).fetch_model()

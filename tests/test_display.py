@@ -21,6 +21,7 @@ from tracetochain._display import (
     fmt_number,
     params_repr,
 )
+from tracetochain._outcome import OutcomeCode
 from tracetochain.exceptions import TraceToChainError
 
 HOSTILE = '<script>alert("x")</script>'
@@ -57,7 +58,7 @@ def _estimators() -> list[Any]:
     from tracetochain import models
 
     out: list[Any] = [tt.ChainEstimator(), tt.ChainEstimator(pseudocount=1.0, states=["a", "b"]),
-                      tt.DirichletPosterior(n_samples=50), tt.TraceBootstrap(n_resamples=20, seed=3),
+                      tt.DirichletPosterior(samples=50), tt.TraceBootstrap(samples=20, seed=3),
                       tt.WardStates(featurizer=tt.RuleFeaturizer(tool=False)), tt.CategoricalStates(),
                       tt.RuleFeaturizer(), tt.TextFeaturizer(), models.MarkovModel(), models.LiftedModel(order=3),
                       models.HiddenMarkovModel(n_states=2), models.MixtureModel(n_classes=3),
@@ -83,8 +84,8 @@ def test_estimator_repr_evaluates_back_to_the_same_parameters() -> None:
     from tracetochain import ChainEstimator, DirichletPosterior, TraceBootstrap  # noqa: F401 (names for eval)
 
     for est in (tt.ChainEstimator(pseudocount=0.5, unvisited="failure", states=["plan", "act"]),
-                tt.DirichletPosterior(confidence=0.9, n_samples=10, seed=4),
-                tt.TraceBootstrap(n_resamples=30, by="task", seed=None)):
+                tt.DirichletPosterior(confidence=0.9, samples=10, seed=4),
+                tt.TraceBootstrap(samples=30, by="task", seed=None)):
         again = eval(repr(est))
         assert again.get_params() == est.get_params()
 
@@ -93,7 +94,8 @@ def test_set_params_changes_the_fit_and_refuses_unknown_names() -> None:
     traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=0)
     est = tt.ChainEstimator()
     assert est.set_params(pseudocount=0) is est and repr(est).startswith("ChainEstimator(pseudocount=0,")
-    assert est.fit(traces).fetch_model().r_inf == pytest.approx(float(np.mean(traces.outcomes() == 0)))
+    fitted = est.fit(traces).fetch_model()
+    assert fitted.r_inf == pytest.approx(float(np.mean(traces.outcomes() == OutcomeCode.SUCCESS)))
     with pytest.raises(ValueError, match=r"no parameter 'alpha'.*pseudocount"):
         est.set_params(alpha=1)
 
@@ -115,7 +117,7 @@ def hostile() -> dict[str, Any]:
     chain = tt.AbsorbingChain(chain.Q, chain.R_success, chain.R_failure, chain.pi0, state_names=names)
     traces = tt.datasets.simulate_traces(chain, 300, seed=1)
     other = tt.datasets.simulate_traces(chain, 300, seed=2)
-    result = tt.analyze(traces, n_bootstrap=39, n_permutations=39, n_samples=100)
+    result = tt.analyze(traces, n_bootstrap=39, n_permutations=39, samples=100)
     fitted = result.chain
     from tracetochain.compare import compare
     from tracetochain.whatif import Reroute
@@ -129,7 +131,7 @@ def hostile() -> dict[str, Any]:
         "ensemble": result.ensemble,
         "quantity": result.ensemble.stats("expected_visits"),
         "counts": tt.count_transitions(traces),
-        "posterior": tt.DirichletPosterior(n_samples=100).fit(fitted).fetch_model(),
+        "posterior": tt.DirichletPosterior(samples=100).fit(fitted).fetch_model(),
         "comparison": compare(traces, other, samples=50),
         "whatif": tt.what_if(fitted, [Reroute(HOSTILE, 0.1)]),
         "bottlenecks": tt.bottlenecks(fitted),

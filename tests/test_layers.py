@@ -22,8 +22,8 @@ PACKAGE = Path(tracetochain.__file__).resolve().parent
 #: The layers, lowest first: (top-level modules and subpackages of tracetochain, why they sit there). A module may
 #: import from its own layer and the layers before it, never from a later one.
 LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("_compat", "_config_files", "_display", "_files", "_limits", "_optional", "_progress", "_text", "_version",
-      "exceptions", "numerics"),
+    (("_compat", "_config_files", "_display", "_files", "_limits", "_optional", "_outcome", "_progress", "_text",
+      "_version", "exceptions", "numerics"),
      "foundation: errors, display, file and resource guards, moved names, absorbing-chain numerics on plain arrays"),
     (("traces",), "the canonical trace table: schema, validation, canonical files (JSONL, CSV, Parquet)"),
     (("featurize", "readers"), "other sources' formats → traces; step features for state discovery"),
@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
     # datasets simulate traces from chains (notation_chain, simulate_traces), so they sit above chain; nothing in
     # the library below the entry points uses them — they serve examples, tests and studies.
     (("datasets", "pipeline"), "one step above the chain: traces simulated from it; states → chain in one call"),
-    (("audit", "costs", "metrics", "models", "paths", "quantities", "uncertainty", "whatif"),
+    (("audit", "costs", "families", "metrics", "models", "paths", "quantities", "uncertainty", "whatif"),
      "statistics of a fitted chain and of its sufficient statistics (paths: of the traces' state paths; quantities: "
      "the registry of every reported number)"),
     (("partitioned",), "a corpus larger than memory: planning, reading and counting partitions"),

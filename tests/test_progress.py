@@ -39,7 +39,7 @@ def test_analyze_reports_its_phases_with_counts() -> None:
     """The phases of the analysis in order, the audit's layers counted (done of 4), through the public progress=."""
     seen: list[tuple[str, Any, Any]] = []
     traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=1)
-    tt.analyze(traces, n_bootstrap=19, n_permutations=19, n_samples=50,
+    tt.analyze(traces, n_bootstrap=19, n_permutations=19, samples=50,
                progress=lambda phase, done=None, total=None: seen.append((phase, done, total)))
     phases = [p for p, _, _ in seen]
     order = list(dict.fromkeys(phases))
@@ -49,7 +49,7 @@ def test_analyze_reports_its_phases_with_counts() -> None:
     assert order.index("audit: trials layer") < order.index("intervals (posterior)")
     assert ("audit: split chains", 5, 5) in seen and ("audit: order layer", 2, 4) in seen
     legacy: list[str] = []
-    tt.analyze(traces, audit=False, n_samples=50, progress=legacy.append)  # the original one-argument callback
+    tt.analyze(traces, audit=False, samples=50, progress=legacy.append)  # the original one-argument callback
     assert legacy[:5] == ["reading", "states", "counting", "chain", "intervals (posterior)"]
     assert len(legacy) == len(set(legacy))  # each phase once, however many counted steps it had
 

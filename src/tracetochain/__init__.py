@@ -13,8 +13,6 @@ IDEs see the eager imports under ``TYPE_CHECKING``.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from tracetochain._version import __version__
@@ -33,7 +31,7 @@ if TYPE_CHECKING:
         whatif,
     )
     from tracetochain.analysis import AnalysisResult, analyze, audit, fit_chain
-    from tracetochain.analysis._partitioned import audit_partitioned, fit_partitioned
+    from tracetochain.analysis.shared import audit_partitioned, fit_partitioned
     from tracetochain.audit import Certificate
     from tracetochain.chain import (
         AbsorbingChain,
@@ -48,7 +46,7 @@ if TYPE_CHECKING:
     from tracetochain.pipeline import FitResult
     from tracetochain.readers import read_traces, register_reader
     from tracetochain.states import CategoricalStates, InformativeStates, MilestoneStates, WardStates
-    from tracetochain.traces import IngestReport, Outcome, StepKind, TraceTable
+    from tracetochain.traces import IngestReport, Outcome, OutcomeCode, StepKind, TraceTable
     from tracetochain.uncertainty import (
         ChainEnsemble,
         DirichletPosterior,
@@ -73,6 +71,7 @@ _ATTRIBUTES: dict[str, str] = {
     "IngestReport": "tracetochain.traces",
     "MilestoneStates": "tracetochain.states",
     "Outcome": "tracetochain.traces",
+    "OutcomeCode": "tracetochain.traces",
     "QuantityStats": "tracetochain.uncertainty",
     "ReliabilitySummary": "tracetochain.metrics",
     "RuleFeaturizer": "tracetochain.featurize",
@@ -96,8 +95,9 @@ _ATTRIBUTES: dict[str, str] = {
     "what_if": "tracetochain.whatif",
 }
 # public subpackages, imported on first attribute access.
-_SUBMODULES = frozenset({"costs", "datasets", "engines", "exceptions", "featurize", "models", "report", "states",
-                         "uncertainty", "whatif"})
+# ``audit`` is a package that runs the audit when called (tracetochain.audit).
+_SUBMODULES = frozenset({"audit", "costs", "datasets", "engines", "exceptions", "featurize", "models", "report",
+                         "states", "uncertainty", "whatif"})
 
 __all__ = [
     "AbsorbingChain",
@@ -113,6 +113,7 @@ __all__ = [
     "IngestReport",
     "MilestoneStates",
     "Outcome",
+    "OutcomeCode",
     "QuantityStats",
     "ReliabilitySummary",
     "RuleFeaturizer",
@@ -162,25 +163,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-class _Package(types.ModuleType):
-    """``tracetochain.audit`` is both a subpackage and the name of its main function.
-
-    Importing the subpackage makes the import system set ``tracetochain.audit`` to the module object; eagerly, the
-    package's own ``from tracetochain.audit import audit`` ran afterwards and won. Lazily the order is up to the
-    user, so the attribute is a property: it always means the function, as it did before.
-    """
-
-    @property
-    def audit(self) -> Any:
-        return importlib.import_module("tracetochain.analysis").audit
-
-    @audit.setter
-    def audit(self, value: Any) -> None:
-        # the import system binding the subpackage is the only expected setter; the property answers for it.
-        if not isinstance(value, types.ModuleType):
-            raise AttributeError("tracetochain.audit is the audit function; patch tracetochain.audit.audit instead")
-
-
-sys.modules[__name__].__class__ = _Package

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from tracetochain.analysis._compare import MIN_TRACES_PER_SIDE, Comparison, compare
-from tracetochain.traces._table import TraceTable
+from tracetochain.analysis.shared import MIN_TRACES_PER_SIDE, Comparison, compare
+from tracetochain.traces import TraceTable
 
 
 def concat_traces(a: TraceTable, b: TraceTable, prefixes: tuple[str, str] = ("A/", "B/")) -> TraceTable:

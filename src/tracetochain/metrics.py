@@ -14,8 +14,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
+from tracetochain._outcome import OutcomeCode
 from tracetochain._version import __version__
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain import AbsorbingChain
 from tracetochain.quantities import reported, reported_scalars
 
 METRICS_SCHEMA_VERSION = 1
@@ -213,7 +214,7 @@ def success_lengths(traces: Any) -> NDArray[np.int64]:
     """Number of steps of every successful trace (its success first-passage time; the step that enters success counts).
     """
     lengths = np.diff(traces.offsets)
-    return np.asarray(lengths[traces.outcomes() == 0], dtype=np.int64)
+    return np.asarray(lengths[traces.outcomes() == OutcomeCode.SUCCESS], dtype=np.int64)
 
 
 def empirical_rdc(traces: Any, horizon: int) -> list[float]:
@@ -223,6 +224,6 @@ def empirical_rdc(traces: Any, horizon: int) -> list[float]:
     """
     from tracetochain.numerics.empirical import empirical_rdc_from_counts
 
-    n = int(np.sum(traces.outcomes() != 3))
+    n = int(np.sum(traces.outcomes() != OutcomeCode.INVALID))
     counts = np.bincount(success_lengths(traces), minlength=1)
     return [float(x) for x in empirical_rdc_from_counts(counts, n, horizon)]

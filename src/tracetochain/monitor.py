@@ -7,8 +7,8 @@ every window is counted on the same states. For each window: R∞ with a Dirichl
 transition probabilities, and the homogeneity test against the baseline (per-state G² with the Rao–Scott design-effect
 correction from bootstrap replicates of whole traces, χ² p-value; ``audit._homogeneity``).
 
-Alert rule: a window alerts when its homogeneity p-value is ≤ ``alpha / (number of windows compared)``
-(Bonferroni), so a stationary stream raises any alert with probability ≤ ``alpha`` (default 0.05) — and the
+Alert rule: a window alerts when its homogeneity p-value is ≤ ``level / (number of windows compared)``
+(Bonferroni), so a stationary stream raises any alert with probability ≤ ``level`` (default 0.05) — and the
 reason names the states whose rows changed.
 """
 
@@ -20,11 +20,13 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tracetochain._compat import renamed_attribute, renamed_parameters
 from tracetochain._display import Display, ResultDisplay, Table, fmt_number
-from tracetochain.analysis._entry_points import homogeneity_test
-from tracetochain.chain._estimator import ChainEstimator
-from tracetochain.states._spec import states_from_spec
-from tracetochain.traces._table import TraceTable
+from tracetochain._outcome import OutcomeCode
+from tracetochain.analysis import homogeneity_test
+from tracetochain.chain import ChainEstimator
+from tracetochain.states import states_from_spec
+from tracetochain.traces import TraceTable
 
 
 @dataclass(frozen=True)
@@ -47,18 +49,21 @@ class WindowStat:
 @dataclass(frozen=True, repr=False)
 class MonitorResult(ResultDisplay):
     windows: tuple[WindowStat, ...]
-    alpha: float
+    level: float
     threshold: float
     by: str
     window: float
     baseline: str
+
+    alpha = renamed_attribute("alpha", "level")
 
     @property
     def alerts(self) -> tuple[WindowStat, ...]:
         return tuple(w for w in self.windows if w.alert)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "tracetochain.monitor", "schema_version": 1, "alpha": self.alpha,
+        # "alpha" is the published key of schema 1 (kept); "level" is the library's name for it (added).
+        return {"kind": "tracetochain.monitor", "schema_version": 1, "level": self.level, "alpha": self.level,
                 "per_window_threshold": self.threshold, "by": self.by, "window": self.window,
                 "baseline": self.baseline, "alerts": [w.index for w in self.alerts],
                 "windows": [w.to_dict() for w in self.windows]}
@@ -71,7 +76,7 @@ class MonitorResult(ResultDisplay):
 
     def __str__(self) -> str:
         lines = [f"{len(self.windows)} windows ({self.by}, {self.window:g} per window); alert when p ≤ "
-                 f"{self.threshold:.2g} (α = {self.alpha:g}, Bonferroni)"]
+                 f"{self.threshold:.2g} (level {self.level:g}, Bonferroni)"]
         for w in self.windows:
             flag = "ALERT" if w.alert else "     "
             p = "baseline" if w.p_homogeneity is None else f"p = {fmt_number(w.p_homogeneity, 4)}"
@@ -119,23 +124,25 @@ def _windows(traces: TraceTable, by: str, window: float) -> list[tuple[str, np.n
     return out
 
 
+@renamed_parameters(alpha="level")
 def monitor(traces: TraceTable, *, window: float = 100, by: Literal["order", "time"] = "order",
             baseline: TraceTable | None = None, states: Any = "label", state_options: dict[str, Any] | None = None,
-            pseudocount: float | None = None, alpha: float = 0.05, confidence: float = 0.95,
+            pseudocount: float | None = None, level: float = 0.05, confidence: float = 0.95,
             seed: int = 0) -> MonitorResult:
-    """Fit per window and alert on departures from the baseline (see the module docstring for the rule)."""
+    """Fit per window and alert on departures from the baseline (see the module docstring for the rule): ``level``
+    is the family-wise false-alarm rate over the windows (``alpha=`` is its deprecated spelling, one release)."""
     from tracetochain.uncertainty import DirichletPosterior
 
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
     wins = _windows(traces, by, window)
     if not wins:
         raise ValueError("no traces to monitor")
     base = baseline if baseline is not None else traces.select_traces(wins[0][1])
     compared = len(wins) - (0 if baseline is not None else 1)
-    threshold = alpha / max(compared, 1)
+    threshold = level / max(compared, 1)
     estimator = states_from_spec(states, **(state_options or {})) if isinstance(states, str) else states
-    model = estimator.fit(base.select_traces(base.outcomes() != 3)).fetch_model()
+    model = estimator.fit(base.select_traces(base.outcomes() != OutcomeCode.INVALID)).fetch_model()
     vocab = model.state_names
     base_labelled = model.label(base)
     seeds = np.random.SeedSequence(seed).spawn(len(wins))
@@ -144,7 +151,7 @@ def monitor(traces: TraceTable, *, window: float = 100, by: Literal["order", "ti
         part = traces.select_traces(idx)
         labelled = model.label(part)
         chain = ChainEstimator(pseudocount=pseudocount, states=vocab).fit(labelled).fetch_model()
-        post = DirichletPosterior(confidence=confidence, n_samples=500,
+        post = DirichletPosterior(confidence=confidence, samples=500,
                                   seed=int(seeds[i].generate_state(1)[0])).fit(chain).fetch_model()
         r = post.ensemble.stats("r_inf")
         oc = part.outcome_counts()
@@ -160,5 +167,5 @@ def monitor(traces: TraceTable, *, window: float = 100, by: Literal["order", "ti
         lower, upper = float(r.lower), float(r.upper)  # type: ignore[arg-type]  # scalar quantity
         out.append(WindowStat(i, label, part.n_traces, chain.r_inf, lower, upper,
                               oc["success"] / usable, p, alert, differing if alert else ()))
-    return MonitorResult(tuple(out), alpha, threshold, by, float(window),
+    return MonitorResult(tuple(out), level, threshold, by, float(window),
                          "first window" if baseline is None else baseline.report.source)

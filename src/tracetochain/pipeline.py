@@ -9,14 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tracetochain.chain._estimator import ChainEstimator
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain._outcome import INVALID as _INVALID
+from tracetochain.chain import AbsorbingChain, ChainEstimator
 from tracetochain.exceptions import EmptyTraceSetError
-from tracetochain.states._model import StateModel
-from tracetochain.states._spec import states_from_spec
-from tracetochain.traces._table import TraceTable
-
-_INVALID = 3
+from tracetochain.states import StateModel, states_from_spec
+from tracetochain.traces import TraceTable
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,7 +21,7 @@ CORPORA: dict[str, tuple[str, dict[str, Any]]] = {
     "swe-artifact": ("tracetochain-artifact/swebench_real/corpus.json",
                      {"states": "categorical", "state_options": {"vocabulary": "shell"}}),
 }
-FAST = {"n_bootstrap": 49, "n_permutations": 99, "n_samples": 500}
+FAST = {"n_bootstrap": 49, "n_permutations": 99, "samples": 500}
 
 
 def _read(shared_data: Path, name: str) -> tt.TraceTable:
@@ -69,7 +69,7 @@ def test_tau_bench_task_clusters_widen_the_interval(shared_data: Path) -> None:
     res = analyze(traces, **FAST)
     assert 2.0 < res.design_effect < 2.5
     s = res.ensemble.stats("r_inf")
-    plain = tt.DirichletPosterior(n_samples=2000).fit(res.chain).fetch_model().ensemble.stats("r_inf")
+    plain = tt.DirichletPosterior(samples=2000).fit(res.chain).fetch_model().ensemble.stats("r_inf")
     ratio = (s.upper - s.lower) / (plain.upper - plain.lower)
     assert 1.3 < ratio < 1.7, ratio
     assert res.certificate.layers["trials"].status == "reject"

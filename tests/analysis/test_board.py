@@ -24,7 +24,7 @@ from tracetochain.report._board import (
 )
 
 SECURITY = Path(__file__).resolve().parents[1] / "data" / "board" / "security"
-FAST = {"n_samples": 200, "n_bootstrap": 50, "audit": False}
+FAST = {"samples": 200, "n_bootstrap": 50, "audit": False}
 
 
 def test_pairwise_and_ranks_properties() -> None:
@@ -47,7 +47,7 @@ def test_each_row_is_the_analysis_of_its_group_alone() -> None:
     assert b.filters == ["metadata.attack_type=none"] and len(b.rows) == 3
     for row in b.rows:
         alone = corpus.where(["metadata.attack_type=none", f"meta.defense={row.group}"])
-        res = tt.analyze(alone, audit=False, n_samples=200, seed=3)
+        res = tt.analyze(alone, audit=False, samples=200, seed=3)
         assert row.r_inf == pytest.approx(res.chain.r_inf, abs=1e-12)
         assert row.n_episodes == res.summary.n_usable and row.pass_rate == pytest.approx(res.pass_rate)
         iv = res.intervals(horizon=10, ks=(1, 3))["metrics"]["r_inf"]

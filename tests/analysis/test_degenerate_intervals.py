@@ -22,7 +22,7 @@ def _corpus(outcome: str, n: int = 40) -> tt.TraceTable:
 
 @pytest.mark.parametrize("model", ["duration", "mixture"])
 def test_all_success_corpus_gets_at_least_the_jeffreys_interval(model: str) -> None:
-    res = analyze(_corpus("success"), model=model, n_samples=20, intervals="bootstrap", **QUICK)
+    res = analyze(_corpus("success"), model=model, samples=20, intervals="bootstrap", **QUICK)
     iv = res.intervals(horizon=10, ks=(1, 3, 5))
     assert iv is not None and iv["method"] == "bootstrap (model refits)"
     lo, _ = jeffreys_interval(40, 40)
@@ -37,7 +37,7 @@ def test_all_success_corpus_gets_at_least_the_jeffreys_interval(model: str) -> N
 
 
 def test_all_failure_corpus_mirror_image() -> None:
-    res = analyze(_corpus("failure"), model="mixture", n_samples=20, intervals="bootstrap", **QUICK)
+    res = analyze(_corpus("failure"), model="mixture", samples=20, intervals="bootstrap", **QUICK)
     iv = res.intervals(horizon=10, ks=(1, 3))
     assert iv is not None
     r = iv["metrics"]["r_inf"]
@@ -61,7 +61,7 @@ def test_an_ensemble_over_the_memory_budget_still_gets_intervals(monkeypatch: py
 
     monkeypatch.setattr(limits, "check_ensemble_size", refuse)  # imported where it is used
     traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 120, seed=3)
-    res = analyze(traces, model="duration", n_samples=12, intervals="bootstrap", **QUICK)
+    res = analyze(traces, model="duration", samples=12, intervals="bootstrap", **QUICK)
     sel = res.model_choice
     assert sel is not None and sel.intervals_unavailable is None and "memory" in sel.interval_settings
     assert all(not hasattr(d, "chain") for d in sel.draws)  # fitted refits, compiled when used
@@ -77,9 +77,9 @@ def test_few_repeated_tasks_warn_that_intervals_may_be_narrow() -> None:
     ids = traces.column("trace_id").to_pylist()
     order = {t: i for i, t in enumerate(dict.fromkeys(ids))}
     traces = traces.append_column("task_id", pa.array([f"task{order[t] % 6}" for t in ids]))  # 6 tasks × 5 trials
-    res = analyze(tt.TraceTable.from_arrow(traces), audit=False, intervals="posterior", n_samples=50)
+    res = analyze(tt.TraceTable.from_arrow(traces), audit=False, intervals="posterior", samples=50)
     iv = res.intervals(horizon=10, ks=(1, 2))
     assert iv is not None and any("only 6 tasks repeat" in w for w in iv["warnings"])
     many = analyze(tt.datasets.simulate_traces(tt.datasets.notation_chain(), 30, seed=4), audit=False,
-                   intervals="posterior", n_samples=50).intervals(horizon=10, ks=(1, 2))
+                   intervals="posterior", samples=50).intervals(horizon=10, ks=(1, 2))
     assert many is not None and "warnings" not in many  # no task ids: nothing to warn about

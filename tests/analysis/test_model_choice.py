@@ -18,7 +18,7 @@ import pytest
 import tracetochain as tt
 from tracetochain.analysis import AnalysisResult, analyze
 from tracetochain.audit._timing import TimingResult
-from tracetochain.models import PassKTest
+from tracetochain.models.passk import PassKTest
 from tracetochain.report import build_report, render_html
 from tracetochain.report._markdown import render_markdown
 
@@ -68,13 +68,13 @@ def mixture_data() -> tt.TraceTable:
 
 @pytest.fixture(scope="module")
 def mixture_result(mixture_data: tt.TraceTable) -> AnalysisResult:
-    return analyze(mixture_data, model="auto", model_options=SIZES, n_samples=40, intervals="bootstrap", **QUICK)
+    return analyze(mixture_data, model="auto", model_options=SIZES, samples=40, intervals="bootstrap", **QUICK)
 
 
 # ------------------------------------------------------------------------------------------------ default
 def test_default_is_the_first_order_analysis_unchanged(first_order: tt.TraceTable) -> None:
-    plain = analyze(first_order, n_samples=200, **QUICK)
-    named = analyze(first_order, model="markov", n_samples=200, **QUICK)
+    plain = analyze(first_order, samples=200, **QUICK)
+    named = analyze(first_order, model="markov", samples=200, **QUICK)
     assert plain.model_choice is None and named.model_choice is None
     assert plain.chain.to_dict() == named.chain.to_dict()
     assert plain.certificate is not None and named.certificate is not None

@@ -25,7 +25,7 @@ from tracetochain.audit._discrimination import (
 )
 from tracetochain.chain import AbsorbingChain
 
-FAST = {"n_bootstrap": 19, "n_permutations": 19, "trials_permutations": 49, "n_samples": 50}
+FAST = {"n_bootstrap": 19, "n_permutations": 19, "trials_permutations": 49, "samples": 50}
 
 
 # ---------------------------------------------------------------------------------------------------- corpora
@@ -180,7 +180,7 @@ def test_clustered_by_task_when_tasks_repeat() -> None:
 
 
 def test_fit_without_audit_measures_discrimination_and_reports_render_it() -> None:
-    res = analyze(history_corpus(300, seed=8), audit=False, n_samples=50)
+    res = analyze(history_corpus(300, seed=8), audit=False, samples=50)
     assert res.discrimination.available and res.discrimination.informative is False
     from tracetochain.report import build_report, render_html
     from tracetochain.report._markdown import render_markdown

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracetochain as tt
+from tracetochain._outcome import OutcomeCode
 from tracetochain.audit import ks_calibrated, ks_paper
 from tracetochain.audit._censoring import length_histograms
 from tracetochain.audit._timing import (
@@ -99,7 +100,7 @@ def test_calibrated_is_seeded_and_prefix_consistent(markov_fit: tuple[tt.Absorbi
     a = ks_calibrated(chain, traces, n_bootstrap=40, seed=3)
     b = ks_calibrated(chain, traces, n_bootstrap=40, seed=3)
     assert a.p_value == b.p_value and a.statistic == b.statistic
-    assert a.settings["refit"] == "same" and a.n_times == int((traces.outcomes() == 0).sum())
+    assert a.settings["refit"] == "same" and a.n_times == int((traces.outcomes() == OutcomeCode.SUCCESS).sum())
     # Replicate i does not depend on B: the p-value counts of B = 40 are a prefix of those of B = 64.
     c = ks_calibrated(chain, traces, n_bootstrap=64, seed=3)
     assert a.p_value is not None and c.p_value is not None
@@ -107,7 +108,7 @@ def test_calibrated_is_seeded_and_prefix_consistent(markov_fit: tuple[tt.Absorbi
     exceed_64 = round(c.p_value * 65) - 1
     assert exceed_40 <= exceed_64 <= exceed_40 + 24
     assert 1 / 41 <= a.p_value <= 1.0
-    longest_success = int(np.diff(traces.offsets)[traces.outcomes() == 0].max())
+    longest_success = int(np.diff(traces.offsets)[traces.outcomes() == OutcomeCode.SUCCESS].max())
     assert len(a.empirical_cdf) == len(a.model_cdf) == longest_success + 1
     assert a.empirical_cdf[-1] == pytest.approx(1.0)
 

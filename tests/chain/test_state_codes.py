@@ -60,7 +60,7 @@ def test_a_label_outside_the_vocabulary_is_named_with_the_callers_wording() -> N
     with pytest.raises(TraceValidationError, match="not in the model's alphabet"):
         encode_traces(traces, ["a", "c"])
     with pytest.raises(TraceValidationError, match="not in state_names"):
-        TraceBootstrap(n_resamples=3, state_names=["a"]).fit(traces)
+        TraceBootstrap(samples=3, state_names=["a"]).fit(traces)
 
 
 def test_empty_traces_give_no_codes() -> None:

@@ -16,12 +16,12 @@ from tracetochain.compare import compare
 def test_homogeneity_size_and_power() -> None:
     chain = tt.datasets.notation_chain()
     same = [homogeneity_test(tt.datasets.simulate_traces(chain, 200, 2 * s),
-                             tt.datasets.simulate_traces(chain, 200, 2 * s + 1), n_replicates=99, seed=s).rejects
+                             tt.datasets.simulate_traces(chain, 200, 2 * s + 1), samples=99, seed=s).rejects
             for s in range(20)]
     assert sum(same) <= 3  # 5% nominal: ≤ 3 of 20 is well within binomial noise
     worse = chain.with_changes(Q=[[0.35, 0.3, 0], [0, 0.4, 0.3], [0, 0, 0.6]], R_failure=[0.25, 0.1, 0.1])
     result = homogeneity_test(tt.datasets.simulate_traces(chain, 300, 1),
-                              tt.datasets.simulate_traces(worse, 300, 2), n_replicates=199)
+                              tt.datasets.simulate_traces(worse, 300, 2), samples=199)
     assert result.rejects and result.differing == ("plan",) and result.method == "rao-scott"
     assert result.to_dict()["per_state"][0]["state"] == "plan"
 
@@ -86,5 +86,5 @@ def test_posterior_comparison_corrects_the_homogeneity_test_for_clustered_steps(
     steps of one trace as independent: two samples of one agent had a 'changed' state in 13.5 % of corpora."""
     a = tt.datasets.simulate_traces(tt.datasets.ss7_chain(), 200, seed=1)
     b = tt.datasets.simulate_traces(tt.datasets.ss7_chain(), 200, seed=2)
-    res = compare(a, b, method="posterior", samples=100)
+    res = compare(a, b, intervals="posterior", samples=100)
     assert res.homogeneity.to_dict()["method"] == "rao-scott"

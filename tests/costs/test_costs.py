@@ -14,12 +14,12 @@ import tracetochain as tt
 from tracetochain.costs import (
     CostModel,
     cost_budget_curve,
-    cost_certification,
     cost_report,
     observed_costs,
     step_cap_costs,
     summarize_costs,
 )
+from tracetochain.costs._report import cost_certification
 from tracetochain.exceptions import SchemaVersionError
 
 MINI_RUN = Path("swebench-verified-mini-swe-agent-gemini-3-pro/swebench_results/20251118_gemini-3-pro-74pct")
@@ -297,13 +297,13 @@ def test_mini_swe_agent_observed_cost_per_success_inside_the_chain_interval(shar
     run = shared_data / MINI_RUN
     if not run.exists():
         pytest.skip("the mini-swe-agent sample is not in ../shared/data")
+    from tracetochain._display import fmt_amount
     from tracetochain.analysis import analyze
-    from tracetochain.costs import fmt_amount
     from tracetochain.report import build_report, render_html
 
     traces = tt.read_traces(run)
     result = analyze(traces, states="categorical", state_options={"vocabulary": "shell"}, audit=False,
-                     n_samples=500)
+                     samples=500)
     report = build_report(result)
     doc = report["costs"]
     assert doc["available"] and doc["primary"] == "cost_usd"
@@ -369,7 +369,7 @@ def test_what_if_reports_the_cost_per_success_beside_delta_r_inf() -> None:
     assert free.costs is not None and free.costs["metric"] == "cost_usd"
     # rescuing failures for free makes each success cheaper
     assert free.delta_r_inf > 0 and free.costs["delta_per_success"] < 0
-    ens = DirichletPosterior(n_samples=300, seed=0).fit(chain).fetch_model().ensemble
+    ens = DirichletPosterior(samples=300, seed=0).fit(chain).fetch_model().ensemble
     priced = what_if(chain, [Reroute("act", 0.1)], ensemble=ens, edge_costs=[EdgeCost("act", "success", 1.0)])
     c = priced.costs
     assert c is not None and c["edited"]["per_attempt"] > free.costs["edited"]["per_attempt"]
@@ -417,7 +417,7 @@ def test_report_document_and_html_show_the_costs(matplotlib: bool, monkeypatch: 
         monkeypatch.setattr(plots, "have_matplotlib", lambda: False)
     records = simulated(600, seed=16).to_pandas()
     records.loc[records["state"] == "act", "state"] = "<script>alert(1)</script>"  # trace text is untrusted
-    doc = build_report(analyze(tt.TraceTable.from_dataframe(records), audit=False, n_samples=200))
+    doc = build_report(analyze(tt.TraceTable.from_dataframe(records), audit=False, samples=200))
     costs = doc["costs"]
     assert costs["available"] and costs["certification"]["status"] == "untested"
     page = render_html(doc)
@@ -485,7 +485,7 @@ def test_cost_gate() -> None:
     from tracetochain.report import build_report
     from tracetochain.report.gates import GateError, evaluate_gate
 
-    doc = build_report(analyze(simulated(400, seed=19), n_samples=200, n_bootstrap=19, n_permutations=19))
+    doc = build_report(analyze(simulated(400, seed=19), samples=200, n_bootstrap=19, n_permutations=19))
     costs = doc["costs"]
     per = costs["metrics"]["cost_usd"]["summary"]["per_success"]
     upper = costs["metrics"]["cost_usd"]["intervals"]["per_success"]["upper"]
@@ -517,7 +517,7 @@ def test_batched_figures_equal_the_per_chain_figures() -> None:
     fit = tt.fit_chain(simulated(400, seed=21))
     model = CostModel.of_chain(fit.chain)
     assert model is not None
-    ens = DirichletPosterior(n_samples=20, seed=3).fit(fit.chain).fetch_model().ensemble
+    ens = DirichletPosterior(samples=20, seed=3).fit(fit.chain).fetch_model().ensemble
     pv = model.per_visit("cost_usd", fit.chain.state_names)
     rng = np.random.default_rng(0)
     c = pv.draw_means(20, rng)

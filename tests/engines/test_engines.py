@@ -196,11 +196,11 @@ def test_worker_processes_give_the_same_numbers(tmp_path: Path, corpus: dict[str
     whole = TraceTable.read(corpus["parquet"])
     expected = ChainEstimator().fit(whole).fetch_model()
     uncertainty = pytest.importorskip("tracetochain.uncertainty")
-    boot = uncertainty.TraceBootstrap(n_resamples=20, seed=4).fit(whole).fetch_model()
+    boot = uncertainty.TraceBootstrap(samples=20, seed=4).fit(whole).fetch_model()
     with DaskEngine(n_workers=2, threads_per_worker=1, processes=True) as engine:
         chain = fit_partitioned(corpus["parquet"], engine=engine, rows_per_partition=1000)
         draws = engine.map_seeds(bootstrap_like, 11, 6)
-        boot_mapped = uncertainty.TraceBootstrap(n_resamples=20, seed=4, engine=engine).fit(whole).fetch_model()
+        boot_mapped = uncertainty.TraceBootstrap(samples=20, seed=4, engine=engine).fit(whole).fetch_model()
     assert json.dumps(chain.to_dict()) == json.dumps(expected.to_dict())
     assert np.array_equal(boot_mapped.Q, boot.Q)
     assert boot_mapped.stats("r_inf").upper == boot.stats("r_inf").upper

@@ -18,8 +18,8 @@ def test_informative_states_engine_parity(engine: Engine, tmp_path: Path) -> Non
     traces = planted_history_traces(500, seed=12)
     path = tmp_path / "planted.parquet"
     pq.write_table(traces.to_arrow(), path, row_group_size=400)
-    memory = analyze(traces, states="informative", state_options={"seed": 2}, seed=4, n_samples=100, **FAST)
-    parts = analyze(path, engine=engine, states="informative", state_options={"seed": 2}, seed=4, n_samples=100,
+    memory = analyze(traces, states="informative", state_options={"seed": 2}, seed=4, samples=100, **FAST)
+    parts = analyze(path, engine=engine, states="informative", state_options={"seed": 2}, seed=4, samples=100,
                     partition_options={"rows_per_partition": 800}, **FAST)
     assert parts.source["n_partitions"] > 1
     same(memory, parts)

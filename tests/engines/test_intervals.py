@@ -19,7 +19,7 @@ def traces() -> tt.TraceTable:
 @pytest.mark.parametrize("path", ["fast", "full"])
 def test_bootstrap_intervals_are_identical_on_every_engine(engine: Engine, traces: tt.TraceTable,
                                                           path: str) -> None:
-    kwargs = {"n_resamples": 40, "seed": 9, "path": path}
+    kwargs = {"samples": 40, "seed": 9, "path": path}
     if path == "full":
         kwargs["states"] = tt.states.CategoricalStates()
     reference = uncertainty.TraceBootstrap(**kwargs).fit(traces).fetch_model()  # in-process driver

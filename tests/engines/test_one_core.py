@@ -25,20 +25,20 @@ from tracetochain.report import build_report
 @pytest.mark.parametrize("intervals", ["posterior", "bootstrap"])
 def test_memory_local_and_dask_give_the_same_analysis(engine: Engine, corpus: dict[str, Path], intervals: str) -> None:
     whole = tt.TraceTable.read(corpus["parquet"])
-    mem = analyze(whole, intervals=intervals, n_samples=60, seed=3, **FAST)  # type: ignore[arg-type]
-    part = analyze(corpus["jsonl"], engine=engine, intervals=intervals, n_samples=60, seed=3,  # type: ignore[arg-type]
+    mem = analyze(whole, intervals=intervals, samples=60, seed=3, **FAST)  # type: ignore[arg-type]
+    part = analyze(corpus["jsonl"], engine=engine, intervals=intervals, samples=60, seed=3,  # type: ignore[arg-type]
                    partition_options={"bytes_per_partition": 20_000}, **FAST)
     assert part.source["n_partitions"] > 10
     same(mem, part)
-    pq_part = analyze(corpus["parquet"], engine=engine, intervals=intervals, n_samples=60, seed=3,  # type: ignore[arg-type]
+    pq_part = analyze(corpus["parquet"], engine=engine, intervals=intervals, samples=60, seed=3,  # type: ignore[arg-type]
                       partition_options={"rows_per_partition": 500}, **FAST)
     same(mem, pq_part)
 
 
 def test_the_report_document_is_the_same(corpus: dict[str, Path]) -> None:
     whole = tt.TraceTable.read(corpus["parquet"])
-    a = build_report(analyze(whole, n_samples=100, seed=1, **FAST), horizon=30)
-    b = build_report(analyze(corpus["jsonl"], engine="local", n_samples=100, seed=1,
+    a = build_report(analyze(whole, samples=100, seed=1, **FAST), horizon=30)
+    b = build_report(analyze(corpus["jsonl"], engine="local", samples=100, seed=1,
                              partition_options={"bytes_per_partition": 30_000}, **FAST), horizon=30)
     for key in ("chain", "metrics", "intervals", "certificate", "empirical", "output_status", "bottlenecks",
                 "states", "thin_evidence"):
@@ -75,8 +75,8 @@ def test_compare_is_the_same_in_memory_and_on_engines(engine: Engine, corpus: di
 def test_any_reader_format_goes_through_an_engine(tmp_path: Path) -> None:
     """Formats other than the canonical table are read on the driver and shipped as one partition."""
     src = Path(tt.datasets.example_path())
-    mem = analyze(tt.read_traces(src), intervals="bootstrap", n_samples=40, **FAST)
-    eng = analyze(src, engine="local", intervals="bootstrap", n_samples=40, **FAST)
+    mem = analyze(tt.read_traces(src), intervals="bootstrap", samples=40, **FAST)
+    eng = analyze(src, engine="local", intervals="bootstrap", samples=40, **FAST)
     same(mem, eng)
     rows = tt.read_traces(src).to_arrow()
     csv = tmp_path / "t.csv"
@@ -84,7 +84,7 @@ def test_any_reader_format_goes_through_an_engine(tmp_path: Path) -> None:
 
     pacsv.write_csv(rows.drop_columns([c for c in rows.column_names if rows.schema.field(c).type == pa.null()]),
                     csv)
-    same(mem, analyze(csv, engine="local", intervals="bootstrap", n_samples=40, **FAST))
+    same(mem, analyze(csv, engine="local", intervals="bootstrap", samples=40, **FAST))
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -94,8 +94,8 @@ def test_random_corpora_random_seeds_random_cuts(tmp_path: Path, seed: int, rows
     table = tt.datasets.simulate_traces(chain, 150, seed=seed, max_steps=25)
     path = tmp_path / f"c{seed}-{rows}-{group}.parquet"
     pq.write_table(table.to_arrow(), path, row_group_size=max(7, rows // group))
-    mem = analyze(table, intervals="bootstrap", n_samples=30, seed=seed, **FAST)
-    part = analyze(path, engine=LocalEngine(), intervals="bootstrap", n_samples=30, seed=seed,
+    mem = analyze(table, intervals="bootstrap", samples=30, seed=seed, **FAST)
+    part = analyze(path, engine=LocalEngine(), intervals="bootstrap", samples=30, seed=seed,
                    partition_options={"rows_per_partition": rows}, **FAST)
     same(mem, part)
     np.testing.assert_array_equal(mem.summary.boot, part.summary.boot)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import tracetochain as tt
+from tracetochain._outcome import OutcomeCode
 from tracetochain.analysis import analyze
 from tracetochain.engines import Engine, LocalEngine
 from tracetochain.exceptions import TraceValidationError
@@ -207,7 +208,7 @@ def test_state_estimator_is_learned_on_the_fit_half(engine: Engine, corpus: dict
 
     path = corpus["parquet"]
     whole = tt.TraceTable.read(path)
-    usable = whole.select_traces(whole.outcomes() != 3)
+    usable = whole.select_traces(whole.outcomes() != OutcomeCode.INVALID)
     chain = fit_partitioned(path, engine=engine, states=estimator(), rows_per_partition=2000)
     model = estimator().fit(usable.select_traces(~holdout_mask(fnv1a_hashes(usable.trace_id_array), 0.5, 0, 0))
                             ).fetch_model()
@@ -245,7 +246,7 @@ def test_a_category_the_state_model_never_saw_goes_to_the_unseen_state(engine: E
     the state "(unseen)" — never dropped, never an error — and the analysis says how many there were."""
     path = corpus["parquet"]
     first = next(iter_partitions(path, rows_per_partition=2000))
-    model = CategoricalStates().fit(first.select_traces(first.outcomes() != 3)).fetch_model()
+    model = CategoricalStates().fit(first.select_traces(first.outcomes() != OutcomeCode.INVALID)).fetch_model()
     assert "late_state" not in model.state_names
     whole = tt.TraceTable.read(path)
     expected = tt.count_transitions(_relabel_unknown(whole, model.state_names), (*model.state_names, "(unseen)"))
@@ -253,7 +254,7 @@ def test_a_category_the_state_model_never_saw_goes_to_the_unseen_state(engine: E
     assert_same_counts(got.counts, expected)
     res = analyze(path, engine=engine, states=model, audit=False, intervals=None,
                   partition_options={"rows_per_partition": 2000})
-    usable = whole.select_traces(whole.outcomes() != 3)
+    usable = whole.select_traces(whole.outcomes() != OutcomeCode.INVALID)
     n_late = int(np.count_nonzero(np.asarray(usable.state_labels()[1])[usable.state_labels()[0]] == "late_state"))
     assert n_late > 0 and res.states_document()["unseen_steps"] == n_late
     # The traces' own labels need no fitting: the vocabulary is merged across partitions.

@@ -12,6 +12,7 @@ import pytest
 from cli_runner import CliResult, run_cli
 
 import tracetochain as tt
+from tracetochain._outcome import OutcomeCode
 from tracetochain.analysis import analyze
 from tracetochain.audit import ks_calibrated, order_test
 from tracetochain.audit._combine import cauchy_combination
@@ -30,7 +31,7 @@ from tracetochain.partitioned import (
 from tracetochain.traces._hashing import unit_hashes
 from tracetochain.uncertainty import TraceBootstrap
 
-FAST = {"n_bootstrap": 49, "n_permutations": 49, "trials_permutations": 99, "n_resamples": 40}
+FAST = {"n_bootstrap": 49, "n_permutations": 49, "trials_permutations": 99, "samples": 40}
 
 
 def fingerprint(res: object) -> str:
@@ -46,7 +47,7 @@ def fingerprint(res: object) -> str:
 
 def usable_traces(path: Path) -> tt.TraceTable:
     whole = tt.TraceTable.read(path)
-    return whole.select_traces(whole.outcomes() != 3)
+    return whole.select_traces(whole.outcomes() != OutcomeCode.INVALID)
 
 
 # ---------------------------------------------------------------------------------------------------- layers
@@ -71,7 +72,7 @@ def test_every_layer_equals_the_trace_level_test_on_the_same_splits(corpus: dict
         fit_t, test_t = usable.select_traces(np.flatnonzero(~test)), usable.select_traces(np.flatnonzero(test))
         chain_fit = tt.ChainEstimator(states=list(names)).fit(fit_t).fetch_model()
         chk = checks[s]
-        k = int(np.count_nonzero(test_t.outcomes() == 0))
+        k = int(np.count_nonzero(test_t.outcomes() == OutcomeCode.SUCCESS))
         assert (chk.r_inf, chk.successes, chk.n, chk.n_fit) == (chain_fit.r_inf, k, test_t.n_traces, fit_t.n_traces)
         assert chk.p_value == mover_p_value(chk.compared, fit_t.n_traces, k, test_t.n_traces)
         ks = ks_calibrated(chain_fit, test_t, refit="train", fit_traces=fit_t, n_bootstrap=49, seed=ks_seeds[s])
@@ -109,7 +110,7 @@ def test_bootstrap_replicates_are_poisson_weights_by_trace_id(corpus: dict[str, 
     hash; the partitioned ensemble equals TraceBootstrap's Poisson bootstrap of the same traces, bit for bit."""
     usable = usable_traces(corpus["parquet"])
     res = audit_partitioned(corpus["jsonl"], bytes_per_partition=20_000, seed=3, intervals="bootstrap",
-                            n_resamples=40, audit=False)
+                            samples=40, audit=False)
     codes, names = usable.state_labels()
     assert tuple(names) == res.chain.state_names
     P = per_trace_counts(np.asarray(codes, np.int64), usable.offsets, usable.outcomes(), len(names))
@@ -117,7 +118,7 @@ def test_bootstrap_replicates_are_poisson_weights_by_trace_id(corpus: dict[str, 
     # Columns: the per-trace counts, then the two start exits of zero-step episodes (none in this corpus).
     np.testing.assert_array_equal(res.summary.boot[:, :-2], np.asarray(P.T @ W).T)
     assert not res.summary.boot[:, -2:].any()
-    ref = TraceBootstrap(n_resamples=40, seed=3, state_names=names).fit(usable).fetch_model()
+    ref = TraceBootstrap(samples=40, seed=3, state_names=names).fit(usable).fetch_model()
     assert res.ensemble.method == ref.method == "bootstrap"
     for name in ("Q", "R_success", "R_failure", "pi0"):
         assert np.array_equal(getattr(res.ensemble, name), getattr(ref, name)), name
@@ -129,15 +130,15 @@ def test_bootstrap_interval_matches_the_multinomial_bootstrap_width(tmp_path: Pa
     traces = tt.datasets.simulate_traces(chain, 1500, seed=4)
     path = tmp_path / "t.parquet"
     traces.write(path)
-    res = audit_partitioned(path, n_resamples=400, audit=False)
-    ref = TraceBootstrap(n_resamples=400, weights="multinomial", seed=0).fit(traces).fetch_model()
+    res = audit_partitioned(path, samples=400, audit=False)
+    ref = TraceBootstrap(samples=400, weights="multinomial", seed=0).fit(traces).fetch_model()
     a, b = res.ensemble.stats("r_inf"), ref.stats("r_inf")
     assert a.point == pytest.approx(b.point, abs=1e-12)
     assert (a.upper - a.lower) == pytest.approx(b.upper - b.lower, rel=0.25)
 
 
 def test_posterior_and_no_intervals(corpus: dict[str, Path]) -> None:
-    post = audit_partitioned(corpus["parquet"], intervals="posterior", n_resamples=200, audit=False)
+    post = audit_partitioned(corpus["parquet"], intervals="posterior", samples=200, audit=False)
     assert post.ensemble is not None and post.ensemble.method == "posterior" and post.ensemble.n_samples == 200
     lo, hi = post.intervals()["metrics"]["r_inf"]["lower"], post.intervals()["metrics"]["r_inf"]["upper"]
     assert lo < post.chain.r_inf < hi
@@ -147,14 +148,14 @@ def test_posterior_and_no_intervals(corpus: dict[str, Path]) -> None:
 
 
 def test_bootstrap_partitioned_is_the_audits_ensemble(engine: Engine, corpus: dict[str, Path]) -> None:
-    chain, ens = bootstrap_partitioned(corpus["jsonl"], engine=engine, bytes_per_partition=20_000, n_resamples=40,
+    chain, ens = bootstrap_partitioned(corpus["jsonl"], engine=engine, bytes_per_partition=20_000, samples=40,
                                        seed=3)
-    res = audit_partitioned(corpus["parquet"], seed=3, n_resamples=40, n_bootstrap=19, n_permutations=19,
+    res = audit_partitioned(corpus["parquet"], seed=3, samples=40, n_bootstrap=19, n_permutations=19,
                             trials_permutations=99)
     assert json.dumps(chain.to_dict()) == json.dumps(res.chain.to_dict())
     assert np.array_equal(ens.Q, res.ensemble.Q) and ens.method == "bootstrap"
-    with pytest.raises(ValueError, match="n_samples must be >= 1"):
-        bootstrap_partitioned(corpus["parquet"], n_resamples=0)
+    with pytest.raises(ValueError, match="samples must be >= 1"):
+        bootstrap_partitioned(corpus["parquet"], samples=0)
 
 
 # ---------------------------------------------------------------------------------------------------- settings

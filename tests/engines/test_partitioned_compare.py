@@ -79,7 +79,7 @@ def test_homogeneity_from_counts_matches_the_trace_test_statistic(corpus: dict[s
         g2_total, df_total = g2_total + g2, df_total + dof
     assert got.g2 == pytest.approx(g2_total, rel=1e-9) and got.df == df_total and df_total > 0
     assert got.method == "chi2" and "(χ²)" in str(got) and got.to_dict()["method"] == "chi2"
-    ref = homogeneity_test(a, b, states=vocab, n_replicates=100)
+    ref = homogeneity_test(a, b, states=vocab, samples=100)
     assert ref.method == "rao-scott" and ref.df == got.df
     deltas = np.array([r["design_effect"] for r in ref.per_state])
     assert (deltas >= 1.0).all()

@@ -60,7 +60,7 @@ def test_memory_local_and_dask_give_the_same_analysis_for_every_reader(
     corpus = corpora.get((reader, variant)) or _corpus(reader, variant, tmp_path)
     traces = tt.read_traces(corpus.path, **corpus.options)
     assert traces.report.format == reader  # the corpus is in the format it stands for (detected, not forced)
-    kw: dict[str, Any] = {"intervals": "bootstrap", "n_samples": 25, "seed": 7, **FAST}
+    kw: dict[str, Any] = {"intervals": "bootstrap", "samples": 25, "seed": 7, **FAST}
     mem = analyze(traces, **kw)
     eng = analyze(corpus.path, engine=engine, reader_options=corpus.options, partition_options=corpus.partitions, **kw)
     # the engine read it with the same reader (a JSONL or folder in another format is not taken for canonical rows)
@@ -76,8 +76,8 @@ def test_posterior_intervals_and_learned_states_on_chat_logs(corpora: dict[tuple
     corpus = corpora["tau2-bench", "json"]
     traces = tt.read_traces(corpus.path)
     opts = {"features": "kind,tool", "k_min": 2, "k_max": 3}
-    mem = analyze(traces, states="ward", state_options=opts, n_samples=40, seed=2, **FAST)
-    eng = analyze(corpus.path, engine="local", states="ward", state_options=opts, n_samples=40, seed=2, **FAST)
+    mem = analyze(traces, states="ward", state_options=opts, samples=40, seed=2, **FAST)
+    eng = analyze(corpus.path, engine="local", states="ward", state_options=opts, samples=40, seed=2, **FAST)
     assert mem.state_model is not None
     same(mem, eng)
 
@@ -86,8 +86,8 @@ def test_posterior_intervals_and_learned_states_on_chat_logs(corpora: dict[tuple
                                                  ("langfuse", "export")])
 def test_the_report_document_is_the_same(reader: str, variant: str, corpora: dict[tuple[str, str], Corpus]) -> None:
     corpus = corpora[reader, variant]
-    a = build_report(analyze(tt.read_traces(corpus.path, **corpus.options), n_samples=60, seed=1, **FAST), horizon=20)
-    b = build_report(analyze(corpus.path, engine="local", reader_options=corpus.options, n_samples=60, seed=1, **FAST),
+    a = build_report(analyze(tt.read_traces(corpus.path, **corpus.options), samples=60, seed=1, **FAST), horizon=20)
+    b = build_report(analyze(corpus.path, engine="local", reader_options=corpus.options, samples=60, seed=1, **FAST),
                      horizon=20)
     for key in ("chain", "metrics", "intervals", "certificate", "empirical", "output_status", "bottlenecks",
                 "states", "thin_evidence"):
@@ -131,7 +131,7 @@ def test_random_corpora_random_seeds(reader: str, variant: str, tmp_path: Path, 
     """Random corpus (size and chain), random analysis seed and, for canonical JSONL/Parquet, random partitions."""
     corpus = make_corpus(reader, variant, tmp_path / f"{seed}-{n_traces}-{cut}", n_traces=n_traces, seed=seed)
     partitions = {k: max(1, v // cut) for k, v in corpus.partitions.items()}
-    kw: dict[str, Any] = {"intervals": "bootstrap", "n_samples": 20, "seed": seed, **FAST}
+    kw: dict[str, Any] = {"intervals": "bootstrap", "samples": 20, "seed": seed, **FAST}
     mem = analyze(tt.read_traces(corpus.path, **corpus.options), **kw)
     eng = analyze(corpus.path, engine="local", reader_options=corpus.options, partition_options=partitions, **kw)
     same(mem, eng)

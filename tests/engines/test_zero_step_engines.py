@@ -14,16 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import tracetochain as tt
+from tracetochain._outcome import SUCCESS
 from tracetochain.analysis import analyze
-from tracetochain.analysis._summary import (
-    FIT,
-    SUCCESS,
-    TEST,
-    SummarySpec,
-    merge_summaries,
-    reindex_summary,
-    summarize_traces,
-)
+from tracetochain.analysis._summary import FIT, TEST, SummarySpec, merge_summaries, reindex_summary, summarize_traces
 from tracetochain.engines import Engine
 from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask
 
@@ -98,14 +91,14 @@ def test_the_corpus_reads_with_its_zero_step_episodes(corpus: dict[str, Path]) -
 
 @pytest.mark.parametrize("intervals", ["posterior", "bootstrap"])
 def test_memory_and_engines_give_the_same_analysis(engine: Engine, corpus: dict[str, Path], intervals: str) -> None:
-    mem = analyze(tt.read_traces(corpus["parquet"]), intervals=intervals, n_samples=60, seed=3,  # type: ignore[arg-type]
+    mem = analyze(tt.read_traces(corpus["parquet"]), intervals=intervals, samples=60, seed=3,  # type: ignore[arg-type]
                   **FAST)
     assert mem.chain.start_exits.any() and mem.ingest.n_zero_step > 100
-    by_bytes = analyze(corpus["jsonl"], engine=engine, intervals=intervals, n_samples=60, seed=3,  # type: ignore[arg-type]
+    by_bytes = analyze(corpus["jsonl"], engine=engine, intervals=intervals, samples=60, seed=3,  # type: ignore[arg-type]
                        partition_options={"bytes_per_partition": 6_000}, **FAST)
     assert by_bytes.source["n_partitions"] > 10
     same(mem, by_bytes)
-    by_rows = analyze(corpus["parquet"], engine=engine, intervals=intervals, n_samples=60, seed=3,  # type: ignore[arg-type]
+    by_rows = analyze(corpus["parquet"], engine=engine, intervals=intervals, samples=60, seed=3,  # type: ignore[arg-type]
                       partition_options={"rows_per_partition": 150}, **FAST)
     same(mem, by_rows)
 
@@ -116,14 +109,14 @@ def test_r_inf_without_prior_is_the_pass_rate_and_intervals_contain_it(corpus: d
     n_usable = sum(oc.values()) - oc["invalid"] + sum(zo.values()) - zo["invalid"]
     succ = oc["success"] + zo["success"]
     for method in ("posterior", "bootstrap"):
-        res = analyze(table, pseudocount=0.0, audit=False, intervals=method, n_samples=400, seed=1)  # type: ignore[arg-type]
+        res = analyze(table, pseudocount=0.0, audit=False, intervals=method, samples=400, seed=1)  # type: ignore[arg-type]
         assert res.summary.n_usable == n_usable and res.summary.n_success == succ
         assert res.pass_rate == succ / n_usable
         if oc["censored"] + zo["censored"] == 0:
             assert res.chain.r_inf == pytest.approx(res.pass_rate, abs=1e-12)
         s = res.ensemble.stats("r_inf")
         assert s.lower < res.pass_rate < s.upper
-    res = analyze(table, audit=False, intervals="bootstrap", n_samples=200, seed=2)
+    res = analyze(table, audit=False, intervals="bootstrap", samples=200, seed=2)
     assert res.ensemble.start_exits[:, 0].std() > 0
 
 

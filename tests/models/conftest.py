@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 import tracetochain as tt
-from tracetochain.models import CompiledModel, EncodedTraces
+from tracetochain.models import CompiledModel
+from tracetochain.models._encoded import EncodedTraces
 
 
 def records(traces: list[tuple[list[str], str]], task: list[str] | None = None) -> tt.TraceTable:

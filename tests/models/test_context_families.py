@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import tracetochain as tt
 from tests.models.conftest import compiled_path_loglik, records
 from tracetochain.datasets import simulate_memory_traces, ss7_chain
-from tracetochain.models import DurationModel, LiftedModel, MarkovModel, encode_traces
+from tracetochain.models import DurationModel, LiftedModel, MarkovModel
+from tracetochain.models._encoded import encode_traces
 from tracetochain.models._shrinkage import root_row
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.models.conftest import records
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.models import encode_traces
+from tracetochain.models._encoded import encode_traces
 
 
 def test_codes_offsets_outcomes_and_next_outcome() -> None:

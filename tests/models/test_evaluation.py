@@ -7,7 +7,9 @@ import pyarrow as pa
 
 import tracetochain as tt
 from tests.models.conftest import concat
-from tracetochain.models import MarkovModel, MixtureModel, encode_traces, evaluate_heldout, timing_check
+from tracetochain.models import MarkovModel, MixtureModel, evaluate_heldout
+from tracetochain.models._encoded import encode_traces
+from tracetochain.models.evaluation import timing_check
 
 
 def test_timing_check_accepts_the_true_model_and_rejects_a_wrong_clock() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import tracetochain as tt
 from tests.models.conftest import records
-from tracetochain.models import sample_compiled
+from tracetochain.models._base import sample_compiled
 from tracetochain.models._encoded import encode_traces
 from tracetochain.models.hmm import HiddenMarkovModel, HMMParams, _forward, _layout
 

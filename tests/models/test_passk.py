@@ -8,8 +8,8 @@ from scipy import integrate, stats
 
 import tracetochain as tt
 from tests.models.conftest import records
-from tracetochain.models import BetaBinomial, MarkovModel, beta_binomial_pass_k, empirical_pass_k, model_pass_k
-from tracetochain.models.passk import task_trials
+from tracetochain.models import MarkovModel, beta_binomial_pass_k, empirical_pass_k, model_pass_k
+from tracetochain.models.passk import BetaBinomial, task_trials
 
 TAU_C = np.array([0] * 14 + [1] * 12 + [2] * 10 + [3] * 4 + [4] * 10)
 TAU_N = np.full(50, 4)
@@ -81,7 +81,8 @@ def test_model_pass_k_refits_on_resampled_tasks() -> None:
 
 
 def test_pass_k_check_against_the_tasks() -> None:
-    from tracetochain.models import CompiledModel, pass_k_check
+    from tracetochain.models import CompiledModel
+    from tracetochain.models.passk import pass_k_check
 
     chain = tt.AbsorbingChain([[0.0]], [0.42], [0.58], 0)
     iid = CompiledModel(chain, ("s",), np.ones((1, 1)), np.zeros(1, np.int64), np.ones(1), "iid", "markov")

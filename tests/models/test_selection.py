@@ -9,8 +9,8 @@ import pytest
 
 import tracetochain as tt
 from tests.models.conftest import concat
-from tracetochain.models import MarkovModel, choose_model, unit_splits
-from tracetochain.models.selection import Candidate
+from tracetochain.models import MarkovModel, choose_model
+from tracetochain.models.selection import Candidate, unit_splits
 
 
 def test_unit_splits_are_repeated_k_fold() -> None:
@@ -68,7 +68,8 @@ def test_ready_made_candidates_and_failures_are_reported() -> None:
 
 
 def test_fit_model_one_call_for_each_choice() -> None:
-    from tracetochain.models import MODEL_CHOICES, fit_model
+    from tracetochain.models import fit_model
+    from tracetochain.models.selection import MODEL_CHOICES
 
     traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=4)
     plain = fit_model(traces, "markov")
@@ -85,7 +86,7 @@ def test_fit_model_one_call_for_each_choice() -> None:
 
 
 def test_decide_applies_the_rule_to_unit_scores() -> None:
-    from tracetochain.models import decide
+    from tracetochain.models.selection import decide
 
     rng = np.random.default_rng(0)
     base = rng.normal(-10, 1, 200)
@@ -109,7 +110,7 @@ def test_too_few_units_keep_the_plain_chain_and_say_so() -> None:
 def test_a_candidate_that_collapses_onto_the_baseline_is_not_better() -> None:
     """A mixture whose classes coincide scores like the first-order chain up to rounding: a gain of hundredths of a
     nat with a standard error far smaller (z in the hundreds). It must not be chosen (MIN_GAIN)."""
-    from tracetochain.models import decide
+    from tracetochain.models.selection import decide
 
     base = np.random.default_rng(1).normal(-4.5, 1.0, 500)
     collapsed = base + 3e-5 + np.random.default_rng(2).normal(0.0, 2e-7, 500)

@@ -84,8 +84,8 @@ def test_where_and_by_give_the_numbers_of_filtering_by_hand(tmp_path: Path) -> N
             (hand / path.name).write_text("".join(json.dumps(x) + "\n" for x in keep))
         by_hand = read_corpus(hand, outcome_key="metadata.success")  # one file: exactly read_traces
         assert sub.n_traces == by_hand.n_traces and sub.outcome_counts() == by_hand.outcome_counts()
-        a = tt.analyze(sub, audit=False, n_samples=200)
-        b = tt.analyze(by_hand, audit=False, n_samples=200)
+        a = tt.analyze(sub, audit=False, samples=200)
+        b = tt.analyze(by_hand, audit=False, samples=200)
         assert a.chain.r_inf == pytest.approx(b.chain.r_inf, abs=1e-12)
         assert a.pass_rate == b.pass_rate
 

@@ -25,7 +25,7 @@ def test_ten_configuration_board_renders_with_intervals_ranks_and_the_statement(
         pytest.skip("Chromium is not installed (apt-get install chromium); browser tests skipped")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
-    result = board(configs(10), by="config", ks=(1, 3), n_samples=200, n_bootstrap=50, audit=False)
+    result = board(configs(10), by="config", ks=(1, 3), samples=200, n_bootstrap=50, audit=False)
     (tmp_path / "board.html").write_text(render_board_html(result.to_dict()), encoding="utf-8")
     handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(tmp_path))  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -20,7 +20,7 @@ import tracetochain as tt
 from tracetochain.report import build_report, render_html
 
 #: Enough replicates for a page with every section, few enough for a quick test.
-FAST = {"n_samples": 200, "n_bootstrap": 49, "n_permutations": 49}
+FAST = {"samples": 200, "n_bootstrap": 49, "n_permutations": 49}
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,7 @@ from tracetochain.report.gates import evaluate_gate
 
 def test_gates_on_four_traces_fail_and_say_how_much_data_is_needed() -> None:
     traces = tt.datasets.simulate_traces(ss7_chain(), 4, seed=2)
-    doc = build_report(analyze(traces, n_bootstrap=19, n_permutations=19, n_samples=200), horizon=20)
+    doc = build_report(analyze(traces, n_bootstrap=19, n_permutations=19, samples=200), horizon=20)
     assert doc["certificate"]["decision"] == "insufficient"
     for gate in ("r_inf>=0.0", "R(10)>=0.0", "pass^3>=0.0"):
         res = evaluate_gate(gate, doc)
@@ -22,7 +22,7 @@ def test_gates_on_four_traces_fail_and_say_how_much_data_is_needed() -> None:
 
 def test_gates_pass_on_enough_first_order_data() -> None:
     traces = tt.datasets.simulate_traces(ss7_chain(), 300, seed=3)
-    doc = build_report(analyze(traces, n_bootstrap=49, n_permutations=49, n_samples=300), horizon=20)
+    doc = build_report(analyze(traces, n_bootstrap=49, n_permutations=49, samples=300), horizon=20)
     assert doc["certificate"]["decision"] == "accept"
     assert evaluate_gate("r_inf>=0.5", doc).passed and evaluate_gate("R(10)>=0.3", doc).passed
     # No task was tried twice: pass^k is untested but only assumes independent trials — the gate evaluates.

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tracetochain as tt
+from tracetochain._outcome import OutcomeCode
 from tracetochain.analysis import AnalysisResult, analyze
 from tracetochain.audit import LayerResult
 from tracetochain.audit._certificate import build_certificate
@@ -43,7 +44,7 @@ def fitted(traces: tt.TraceTable, **options: object) -> AnalysisResult:
 @pytest.fixture(scope="module")
 def evil_html() -> str:
     # The full analysis: the certificate's layer messages and state names carry trace text too.
-    return render_html(build_report(analyze(evil_traces(), n_samples=50, **FAST), horizon=20))
+    return render_html(build_report(analyze(evil_traces(), samples=50, **FAST), horizon=20))
 
 
 def test_untrusted_text_is_escaped_in_html(evil_html: str) -> None:
@@ -58,7 +59,7 @@ def test_untrusted_text_is_inert_in_markdown() -> None:
     """Names are code spans (their ``<script>`` is shown, not run): what matters is the rendered comment."""
     from markdown_it import MarkdownIt
 
-    md = render_markdown(build_report(analyze(evil_traces(), n_samples=50, **FAST), horizon=20))
+    md = render_markdown(build_report(analyze(evil_traces(), samples=50, **FAST), horizon=20))
     html = MarkdownIt("commonmark").enable("table").render(md)
     assert "<script" not in html and "<img" not in html and "&lt;script&gt;" in html
     assert "\r" not in md
@@ -75,7 +76,7 @@ def test_report_document_is_json_and_complete() -> None:
     assert len(back["empirical"]["rdc"]) == 31 and back["empirical"]["pass_rate"] == pytest.approx(84 / 200)
     assert back["certificate"] is None and back["withheld"] == [] and back["timing_status"] == "not audited"
     # The histogram of success lengths, from the traces themselves.
-    lengths = np.diff(traces.offsets)[traces.outcomes() == 0]
+    lengths = np.diff(traces.offsets)[traces.outcomes() == OutcomeCode.SUCCESS]
     counts = back["empirical"]["success_length_counts"]
     assert counts == np.bincount(lengths).tolist() and sum(counts) == 84
     # The empirical RDC: successes within d steps over all usable traces.
@@ -161,7 +162,7 @@ def test_prism_export_model_checks_to_the_same_numbers(tmp_path: Path) -> None:
 
 def test_report_on_tau_bench_real_file(shared_data: Path) -> None:
     traces = tt.read_traces(shared_data / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json")
-    doc = build_report(analyze(traces, states="ward", state_options={"vocabulary": "chat"}, n_samples=200, **FAST),
+    doc = build_report(analyze(traces, states="ward", state_options={"vocabulary": "chat"}, samples=200, **FAST),
                        horizon=40)
     html = render_html(doc)
     assert html.count("<svg") >= 3 and "pass@k and pass^k" in html and 'id="state-table"' in html

@@ -21,16 +21,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from starlette.testclient import TestClient
 
 import tracetochain.instrument as tt
-from tracetochain.serve import (
-    IngestSettings,
-    LiveService,
-    RunningCounts,
-    ServeConfig,
-    WebhookSink,
-    WindowSpec,
-    create_app,
-)
-from tracetochain.serve._alerts import AlertHub, alert_key
+from tracetochain.serve import IngestSettings, LiveService, ServeConfig, WindowSpec, create_app
+from tracetochain.serve._alerts import AlertHub, WebhookSink, alert_key
+from tracetochain.serve._live import RunningCounts
 from tracetochain.serve._store import Store
 
 PB = {"Content-Type": "application/x-protobuf"}

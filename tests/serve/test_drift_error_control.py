@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracetochain.serve import LiveAnalysis, WindowSpec, alpha_spent
+from tracetochain.serve import WindowSpec
+from tracetochain.serve._live import LiveAnalysis, alpha_spent
 from tracetochain.serve._store import EpisodeRow
 
 # A three-state agent: plan → act (retry act) → success / failure; `broken` raises act's failure probability.
@@ -13,7 +14,7 @@ STATES = ("plan", "act", "check")
 
 
 def stream(rng: np.random.Generator, n_windows: int, per_window: int, broken_from: int | None) -> LiveAnalysis:
-    live = LiveAnalysis(WindowSpec("count", per_window), alpha=0.05, min_traces=20)
+    live = LiveAnalysis(WindowSpec("count", per_window), level=0.05, min_traces=20)
     rows = []
     for i in range(n_windows * per_window):
         broken = broken_from is not None and i >= broken_from * per_window

@@ -23,7 +23,6 @@ from test_service import PB, agent_episode, json_body, proto_body, record_spans
 
 from tracetochain.serve import (
     IngestSettings,
-    LiveAnalysis,
     LiveService,
     RulesFileError,
     ServeConfig,
@@ -33,7 +32,7 @@ from tracetochain.serve import (
     load_rules,
 )
 from tracetochain.serve._decode import BadRequest, DecodeGate, decode_cost, decompress
-from tracetochain.serve._live import OTHER_STATE
+from tracetochain.serve._live import OTHER_STATE, LiveAnalysis
 from tracetochain.serve._store import EpisodeRow, WriteBatch, apply_batch, export_store
 
 J = {"Content-Type": "application/json"}
@@ -472,7 +471,7 @@ class _Receiver:
 
 
 def test_n11_webhook_does_not_follow_redirects_reads_bounded_and_survives(tmp_path: Path) -> None:
-    from tracetochain.serve import WebhookSink
+    from tracetochain.serve._alerts import WebhookSink
 
     target = _Receiver(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
     redirect = _Receiver(f"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{target.port}/internal-admin\r\n"
@@ -587,7 +586,7 @@ def test_n16_n17_n26_n27_report_and_metrics(tmp_path: Path) -> None:
         assert r.status_code == 200
         csp = r.headers["content-security-policy"]
         assert "style-src 'unsafe-inline'" in csp and "script" not in csp
-        from tracetochain.serve import _pages
+        import tracetochain.serve._pages as _pages
 
         calls = []
         orig = _pages._build_window_report

@@ -25,19 +25,18 @@ from tracetochain.chain._counts import count_transitions
 from tracetochain.readers.otlp import SpanTrace, emit_trace, parse_otlp_options
 from tracetochain.serve import (
     IngestSettings,
-    LiveAnalysis,
     LiveService,
     RulesFileError,
-    RunningCounts,
     ServeConfig,
-    WebhookSink,
     WindowSpec,
     create_app,
     load_rules,
 )
+from tracetochain.serve._alerts import WebhookSink
 from tracetochain.serve._app import script_json
 from tracetochain.serve._decode import BadRequest, decode_traces, decompress
 from tracetochain.serve._ingest import _Collector
+from tracetochain.serve._live import LiveAnalysis, RunningCounts
 from tracetochain.serve._pages import trace_html
 from tracetochain.traces._table import TraceTable
 

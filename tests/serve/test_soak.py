@@ -227,7 +227,7 @@ def test_soak_kill_restart_twice(tmp_path: Path) -> None:
         metrics = r.read().decode()
     proc.stop()
     hook.shutdown()
-    from tracetochain.serve import Store
+    from tracetochain.serve._store import Store
 
     db = Store(store)
     stored = db.span_ids()

@@ -17,6 +17,7 @@ import pytest
 from cli_runner import run_cli
 
 import tracetochain as tt
+from tracetochain._outcome import OutcomeCode
 from tracetochain.analysis import analyze
 from tracetochain.audit._holdout import label_traces
 from tracetochain.datasets import planted_history_traces
@@ -103,7 +104,7 @@ def _heldout_auc(traces: tt.TraceTable, estimator: object, seed: int = 0) -> tup
     _, keep = label_traces(model, test)
     kept = test.select_traces(keep)
     last = np.asarray(model.predict(kept))[np.asarray(kept.offsets)[1:] - 1]
-    return float(roc_auc_score(kept.outcomes() == 0, chain.success_probabilities[last])), model
+    return float(roc_auc_score(kept.outcomes() == OutcomeCode.SUCCESS, chain.success_probabilities[last])), model
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -193,7 +194,7 @@ def test_shell_vocabulary_base_states() -> None:
 # ------------------------------------------------------------------------------------------------ the pipeline
 def test_analyze_learns_on_the_fit_half_and_serialises_the_taxonomy() -> None:
     traces = planted_history_traces(600, seed=6)
-    res = analyze(traces, states="informative", seed=5, n_samples=100, n_bootstrap=19, n_permutations=19)
+    res = analyze(traces, states="informative", seed=5, samples=100, n_bootstrap=19, n_permutations=19)
     held = holdout_mask(fnv1a_hashes(traces.trace_id_array), 0.5, 5, 0)
     expected = InformativeStates().fit(traces.select_traces(~held)).fetch_model()
     assert res.state_model.to_dict() == expected.to_dict()
@@ -208,7 +209,7 @@ def test_analyze_learns_on_the_fit_half_and_serialises_the_taxonomy() -> None:
     disc = res.discrimination
     assert disc.n_splits == 1 and any("split 1 alone" in note for note in disc.notes)
     assert disc.to_dict()["auc"]["point"] >= 0.75
-    label = analyze(traces, seed=5, n_samples=100, n_bootstrap=19, n_permutations=19)
+    label = analyze(traces, seed=5, samples=100, n_bootstrap=19, n_permutations=19)
     assert label.discrimination.n_splits == 5 and label.discrimination.to_dict()["auc"]["point"] == 0.5
 
 

@@ -69,7 +69,7 @@ def test_weighted_per_trace_counts_equal_counting_the_resample(seqs: list[tuple[
 
 
 def test_reference_is_the_estimator_chain(traces: tt.TraceTable) -> None:
-    ens = TraceBootstrap(n_resamples=5).fit(traces).fetch_model()
+    ens = TraceBootstrap(samples=5).fit(traces).fetch_model()
     chain = tt.ChainEstimator().fit(traces).fetch_model()
     np.testing.assert_array_equal(ens.reference.Q, chain.Q)
     np.testing.assert_array_equal(ens.reference.pi0, chain.pi0)
@@ -79,7 +79,7 @@ def test_reference_is_the_estimator_chain(traces: tt.TraceTable) -> None:
 def test_vectorised_driver_equals_each_replicate_refit(traces: tt.TraceTable) -> None:
     """run() (one sparse product for all replicates) == replicate_arrays(i) == ChainEstimator on the resample (the
     prior at its mean, draw_prior=False)."""
-    boot = TraceBootstrap(n_resamples=300, seed=11, draw_prior=False).fit(traces)  # > one chunk of 128
+    boot = TraceBootstrap(samples=300, seed=11, draw_prior=False).fit(traces)  # > one chunk of 128
     ens = boot.fetch_model()
     plan = boot.plan_
     assert plan is not None
@@ -101,7 +101,7 @@ def test_drawn_prior_replicates_add_gamma_pseudo_counts_to_the_resample(traces: 
     """By default every replicate's row i is (x_i^b + G_i^b) / Σ, with x^b the resample's counts and G^b Gamma draws
     of the episode prior's pseudo-counts on the reference counts (½ c_i / C on each exit, nothing on transitions),
     replicate b drawing from its own stream SeedSequence([seed, 0x9D1A, b])."""
-    ens_boot = TraceBootstrap(n_resamples=150, seed=11).fit(traces)
+    ens_boot = TraceBootstrap(samples=150, seed=11).fit(traces)
     ens, plan = ens_boot.fetch_model(), ens_boot.plan_
     assert plan is not None and ens.info["draw_prior"] is True
     names = ens.state_names
@@ -126,25 +126,25 @@ def test_drawn_prior_replicates_add_gamma_pseudo_counts_to_the_resample(traces: 
 def test_replicate_seeds_are_spawned_children(traces: tt.TraceTable) -> None:
     """Multinomial resampling (the paper's): replicate i resamples n of n traces from child i of SeedSequence(seed).
     Poisson weights (default): replicate i weighs each trace by the Poisson(1) draw of its id hash."""
-    boot = TraceBootstrap(n_resamples=10, seed=42, weights="multinomial").fit(traces)
+    boot = TraceBootstrap(samples=10, seed=42, weights="multinomial").fit(traces)
     assert boot.plan_ is not None
     kids = np.random.SeedSequence(42).spawn(10)
     rng = np.random.default_rng(kids[3])
     n = traces.n_traces
     expected = np.bincount(rng.integers(0, n, n), minlength=n)
     np.testing.assert_array_equal(boot.plan_.trace_weights(boot.plan_.seeds[3]), expected)
-    poisson = TraceBootstrap(n_resamples=10, seed=42).fit(traces)
+    poisson = TraceBootstrap(samples=10, seed=42).fit(traces)
     assert poisson.plan_ is not None
     by_id = poisson_weights(unit_hashes(traces.trace_id_array), 42, range(3, 4))[:, 0]
     np.testing.assert_array_equal(poisson.plan_.trace_weights(poisson.plan_.seeds[3]), by_id)
     for weights in ("multinomial", "poisson"):
-        first = TraceBootstrap(n_resamples=10, seed=42, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
-        again = TraceBootstrap(n_resamples=10, seed=42, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
+        first = TraceBootstrap(samples=10, seed=42, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
+        again = TraceBootstrap(samples=10, seed=42, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
         np.testing.assert_array_equal(again.Q, first.Q)
-        other = TraceBootstrap(n_resamples=10, seed=43, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
+        other = TraceBootstrap(samples=10, seed=43, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
         assert not np.array_equal(other.Q, again.Q)
         # More replicates extend, never reshuffle, the first ones.
-        more = TraceBootstrap(n_resamples=20, seed=42, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
+        more = TraceBootstrap(samples=20, seed=42, weights=weights).fit(traces).fetch_model()  # type: ignore[arg-type]
         np.testing.assert_array_equal(more.Q[:10], again.Q)
 
 
@@ -155,8 +155,8 @@ def test_engine_mapping_seeds_gives_the_same_numbers(traces: tt.TraceTable) -> N
         def map_seeds(self, fn, seed, n):  # type: ignore[no-untyped-def]
             return [fn(s) for s in reversed(np.random.SeedSequence(seed).spawn(n))][::-1]
 
-    local = TraceBootstrap(n_resamples=40, seed=5).fit(traces).fetch_model()
-    mapped = TraceBootstrap(n_resamples=40, seed=5, engine=ListEngine()).fit(traces).fetch_model()
+    local = TraceBootstrap(samples=40, seed=5).fit(traces).fetch_model()
+    mapped = TraceBootstrap(samples=40, seed=5, engine=ListEngine()).fit(traces).fetch_model()
     np.testing.assert_array_equal(local.Q, mapped.Q)
     np.testing.assert_array_equal(local.pi0, mapped.pi0)
 
@@ -167,8 +167,8 @@ def test_engine_from_the_library_if_present(traces: tt.TraceTable) -> None:
     if local_engine is None:
         pytest.skip("tracetochain.engines has no LocalEngine")
     with local_engine() as eng:
-        mapped = TraceBootstrap(n_resamples=30, seed=9, engine=eng).fit(traces).fetch_model()
-    local = TraceBootstrap(n_resamples=30, seed=9).fit(traces).fetch_model()
+        mapped = TraceBootstrap(samples=30, seed=9, engine=eng).fit(traces).fetch_model()
+    local = TraceBootstrap(samples=30, seed=9).fit(traces).fetch_model()
     np.testing.assert_array_equal(local.R_failure, mapped.R_failure)
 
 
@@ -176,7 +176,7 @@ def test_task_bootstrap_resamples_whole_tasks() -> None:
     seqs = [(["a", "b"], "success"), (["a"], "failure"), (["b", "a"], "success"), (["a", "a"], "failure"),
             (["b"], "success"), (["a", "b", "b"], "failure")]
     t = traces_from(seqs, tasks=["x", "x", "y", "y", "z", "z"])
-    boot = TraceBootstrap(n_resamples=50, by="task", seed=0, weights="multinomial").fit(t)
+    boot = TraceBootstrap(samples=50, by="task", seed=0, weights="multinomial").fit(t)
     plan = boot.plan_
     assert plan is not None and plan.n_units == 3
     for i in range(50):
@@ -184,7 +184,7 @@ def test_task_bootstrap_resamples_whole_tasks() -> None:
         assert w[0] == w[1] and w[2] == w[3] and w[4] == w[5] and w.sum() == 6
     assert boot.fetch_model().info["by"] == "task"
     # Poisson weights (default) by task: every trial of a task gets the Poisson(1) draw of the task id's hash.
-    auto = TraceBootstrap(n_resamples=50, seed=0).fit(t)  # "auto": tasks repeat, so by task
+    auto = TraceBootstrap(samples=50, seed=0).fit(t)  # "auto": tasks repeat, so by task
     assert auto.plan_ is not None and auto.fetch_model().info["by"] == "task"
     task_w = poisson_weights(fnv1a_hashes(pa.array(["x", "y", "z"])), 0, range(50))
     for i in range(50):
@@ -192,12 +192,12 @@ def test_task_bootstrap_resamples_whole_tasks() -> None:
 
 
 def test_task_bootstrap_without_task_ids_is_the_trace_bootstrap(traces: tt.TraceTable) -> None:
-    a = TraceBootstrap(n_resamples=20, by="task", seed=1).fit(traces).fetch_model()
+    a = TraceBootstrap(samples=20, by="task", seed=1).fit(traces).fetch_model()
     assert a.info["n_units"] == traces.n_traces
 
 
 def test_poisson_weights(traces: tt.TraceTable) -> None:
-    boot = TraceBootstrap(n_resamples=30, weights="poisson", seed=2).fit(traces)
+    boot = TraceBootstrap(samples=30, weights="poisson", seed=2).fit(traces)
     assert boot.plan_ is not None
     totals = [boot.plan_.trace_weights(s).sum() for s in boot.plan_.seeds]
     assert len(set(totals)) > 1
@@ -206,14 +206,14 @@ def test_poisson_weights(traces: tt.TraceTable) -> None:
 
 def test_poisson_replicates_with_no_trace_are_dropped_and_counted() -> None:
     t = traces_from([(["a"], "success"), (["a", "b"], "failure")])
-    ens = TraceBootstrap(n_resamples=60, weights="poisson", seed=0).fit(t).fetch_model()
+    ens = TraceBootstrap(samples=60, weights="poisson", seed=0).fit(t).fetch_model()
     assert ens.info["n_dropped"] > 0  # e^{-2} ≈ 13.5% of replicates draw nothing
     assert ens.n_samples == 60 - ens.info["n_dropped"]
 
 
 def test_invalid_traces_are_not_resampled() -> None:
     t = traces_from([(["a", "b"], "success"), (["b"], "invalid"), (["a"], "failure")])
-    ens = TraceBootstrap(n_resamples=10).fit(t).fetch_model()
+    ens = TraceBootstrap(samples=10).fit(t).fetch_model()
     assert ens.info["n_traces"] == 2
     assert ens.reference.metadata["n_traces"]["invalid"] == 1
     with pytest.raises(EmptyTraceSetError):
@@ -222,7 +222,7 @@ def test_invalid_traces_are_not_resampled() -> None:
 
 def test_state_names_fix_the_order(traces: tt.TraceTable) -> None:
     names = sorted(traces.state_labels()[1], reverse=True)
-    ens = TraceBootstrap(n_resamples=3, state_names=names).fit(traces).fetch_model()
+    ens = TraceBootstrap(samples=3, state_names=names).fit(traces).fetch_model()
     assert ens.state_names == tuple(names)
     with pytest.raises(tt.exceptions.TraceValidationError):
         TraceBootstrap(state_names=names[:-1]).fit(traces)
@@ -230,8 +230,8 @@ def test_state_names_fix_the_order(traces: tt.TraceTable) -> None:
 
 def test_full_path_with_name_alignment_equals_fast_path_for_fixed_categories(traces: tt.TraceTable) -> None:
     """Categorical states are the same on every replicate, so re-discovering them changes nothing."""
-    fast = TraceBootstrap(n_resamples=15, states=CategoricalStates(), seed=3).fit(traces).fetch_model()
-    full = TraceBootstrap(n_resamples=15, states=CategoricalStates(), path="full", seed=3).fit(traces).fetch_model()
+    fast = TraceBootstrap(samples=15, states=CategoricalStates(), seed=3).fit(traces).fetch_model()
+    full = TraceBootstrap(samples=15, states=CategoricalStates(), path="full", seed=3).fit(traces).fetch_model()
     assert full.method == "bootstrap-full" and full.info["align"] == "names"
     np.testing.assert_array_equal(fast.Q, full.Q)
     np.testing.assert_array_equal(fast.pi0, full.pi0)
@@ -252,12 +252,12 @@ def test_full_path_with_ward_recovers_the_reference_states() -> None:
 
     t = _one_hot_traces(ss13_chain(), 150, seed=0)
     est = WardStates(featurizer=RuleFeaturizer(kind=False, error=False), k_min=2, k_max=6)
-    fast = TraceBootstrap(n_resamples=12, states=est, seed=1).fit(t).fetch_model()
-    full = TraceBootstrap(n_resamples=12, states=est, path="full", seed=1).fit(t).fetch_model()
+    fast = TraceBootstrap(samples=12, states=est, seed=1).fit(t).fetch_model()
+    full = TraceBootstrap(samples=12, states=est, path="full", seed=1).fit(t).fetch_model()
     assert full.info["align"] == "centroids" and full.info["n_states_found"] == {"4": 12}
     np.testing.assert_array_equal(fast.Q, full.Q)
     # The artifact's greedy R⊕ alignment swaps states a and b (equal true R⊕) and inflates the widths.
-    greedy = TraceBootstrap(n_resamples=12, states=est, path="full", align="exit-profile", seed=1).fit(
+    greedy = TraceBootstrap(samples=12, states=est, path="full", align="exit-profile", seed=1).fit(
         t).fetch_model()
     w_fast = np.median(fast.entry_intervals().widths()["Q"])
     w_greedy = np.median(greedy.entry_intervals().widths()["Q"])
@@ -268,7 +268,7 @@ def test_full_path_records_missing_and_merged_states() -> None:
     """A state seen in one trace only is missing from replicates that skip that trace: empty row (prior)."""
     seqs = [(["a", "b"], "success")] * 20 + [(["a", "c", "b"], "failure")]
     t = traces_from(seqs)
-    ens = TraceBootstrap(n_resamples=30, states=CategoricalStates(), path="full", seed=0, pseudocount=1,
+    ens = TraceBootstrap(samples=30, states=CategoricalStates(), path="full", seed=0, pseudocount=1,
                          draw_prior=False).fit(t).fetch_model()
     assert ens.info["replicates_missing_states"] > 0
     missing = [d for d in ens.info["replicates"] if d["missing_reference_states"]]
@@ -277,8 +277,8 @@ def test_full_path_records_missing_and_merged_states() -> None:
     m = ens.n_states
     np.testing.assert_allclose(ens.Q[i, c], 1 / (m + 2))  # Laplace prior row: nothing observed from "c"
     # The default draws the episode prior's pseudo-counts in every replicate, on the full path as on the fast one.
-    full = TraceBootstrap(n_resamples=30, states=CategoricalStates(), path="full", seed=0).fit(t).fetch_model()
-    fast = TraceBootstrap(n_resamples=30, states=CategoricalStates(), seed=0).fit(t).fetch_model()
+    full = TraceBootstrap(samples=30, states=CategoricalStates(), path="full", seed=0).fit(t).fetch_model()
+    fast = TraceBootstrap(samples=30, states=CategoricalStates(), seed=0).fit(t).fetch_model()
     np.testing.assert_array_equal(full.Q, fast.Q)
     np.testing.assert_array_equal(full.R_failure, fast.R_failure)
     assert full.info["draw_prior"] is True
@@ -290,8 +290,8 @@ def test_nearest_centroid_relabel_runs_on_ward_states() -> None:
 
     t = _one_hot_traces(ss13_chain(), 80, seed=1)
     est = WardStates(featurizer=RuleFeaturizer(kind=False, error=False), k_min=2, k_max=6)
-    a = TraceBootstrap(n_resamples=5, states=est, relabel="nearest-centroid").fit(t).fetch_model()
-    b = TraceBootstrap(n_resamples=5, states=est).fit(t).fetch_model()
+    a = TraceBootstrap(samples=5, states=est, relabel="nearest-centroid").fit(t).fetch_model()
+    b = TraceBootstrap(samples=5, states=est).fit(t).fetch_model()
     np.testing.assert_array_equal(a.Q, b.Q)  # one-hot: the nearest centroid is the cluster itself
     assert a.info["relabel"] == "nearest-centroid"
 
@@ -314,7 +314,7 @@ def test_take_traces_allows_repeats(traces: tt.TraceTable) -> None:
     assert rows[0] == traces.offsets[2]
 
 
-@pytest.mark.parametrize("kw", [{"n_resamples": 0}, {"by": "episode"}, {"path": "slow"}, {"weights": "bayes"},
+@pytest.mark.parametrize("kw", [{"samples": 0}, {"by": "episode"}, {"path": "slow"}, {"weights": "bayes"},
                                 {"pseudocount": -1.0}, {"confidence": 0.0}, {"path": "full"},
                                 {"relabel": "nearest-centroid"}, {"path": "full", "states": CategoricalStates(),
                                                                   "align": "centroids"}])
@@ -331,6 +331,6 @@ def test_fetch_before_fit_and_wrong_input() -> None:
 
 
 def test_seed_none_records_the_entropy(traces: tt.TraceTable) -> None:
-    ens = TraceBootstrap(n_resamples=4, seed=None).fit(traces).fetch_model()
-    again = TraceBootstrap(n_resamples=4, seed=ens.info["seed"]).fit(traces).fetch_model()
+    ens = TraceBootstrap(samples=4, seed=None).fit(traces).fetch_model()
+    again = TraceBootstrap(samples=4, seed=ens.info["seed"]).fit(traces).fetch_model()
     np.testing.assert_array_equal(ens.Q, again.Q)

@@ -38,9 +38,9 @@ def coverage(chain: tt.AbsorbingChain, n_traces: int, n_reps: int, method: str, 
         ens: ChainEnsemble
         if method == "posterior":
             fitted = tt.ChainEstimator(states=chain.state_names).fit(traces).fetch_model()
-            ens = DirichletPosterior(n_samples=1000, seed=r).fit(fitted).fetch_model().ensemble
+            ens = DirichletPosterior(samples=1000, seed=r).fit(fitted).fetch_model().ensemble
         else:
-            ens = TraceBootstrap(n_resamples=200, seed=r, state_names=chain.state_names).fit(traces).fetch_model()
+            ens = TraceBootstrap(samples=200, seed=r, state_names=chain.state_names).fit(traces).fetch_model()
         a = ens.stats("r_inf")
         b = ens.stats("reliability", horizon=10).element(10)
         for j, (s, truth) in enumerate(((a, truth_inf), (b, truth_10))):
@@ -71,7 +71,7 @@ def test_undercovering_intervals_would_fail() -> None:
     for r in range(120):
         traces = tt.datasets.simulate_traces(chain, 200, seed=np.random.default_rng([1, r]))
         fitted = tt.ChainEstimator().fit(traces).fetch_model()
-        s = DirichletPosterior(n_samples=400, seed=r, confidence=0.5).fit(fitted).fetch_model().ensemble.stats(
+        s = DirichletPosterior(samples=400, seed=r, confidence=0.5).fit(fitted).fetch_model().ensemble.stats(
             "r_inf")
         hits += s.lower <= chain.r_inf <= s.upper  # type: ignore[operator]
     assert hits / 120 < lo

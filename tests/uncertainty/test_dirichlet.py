@@ -143,7 +143,7 @@ def test_unvisited_prior_rows_are_drawn_from_the_prior() -> None:
     t = traces_from([(["a", "b"], "success"), (["a", "c"], "censored"), (["b", "a"], "failure")])
     # Laplace α = 1: the unvisited row's posterior is its prior Dir(1, …, 1).
     chain = tt.ChainEstimator(pseudocount=1, unvisited="prior").fit(t).fetch_model()
-    post = DirichletPosterior(n_samples=20_000).fit(chain).fetch_model()
+    post = DirichletPosterior(samples=20_000).fit(chain).fetch_model()
     k = chain.state_index("c")
     ens = post.ensemble
     m = chain.n_states
@@ -155,7 +155,7 @@ def test_unvisited_prior_rows_are_drawn_from_the_prior() -> None:
     # a → b, a → c, a → failure, b → success, b → a; with ½ success and ½ failure added the pooled row over
     # (a, b, c, ⊕, ⊖) is (1, 1, 1, 1.5, 1.5) / 6, so c's row is Dir(1/6, 1/6, 1/6, 1/4, 1/4).
     chain = tt.ChainEstimator().fit(t).fetch_model()
-    post = DirichletPosterior(n_samples=20_000).fit(chain).fetch_model()
+    post = DirichletPosterior(samples=20_000).fit(chain).fetch_model()
     ens = post.ensemble
     assert chain.state_names == ("a", "b", "c") and post.unvisited_policy == "prior"
     np.testing.assert_allclose(ens.R_success[:, k].mean(), 0.25, atol=0.01)
@@ -187,13 +187,13 @@ def test_initial_sampled_by_default_or_fixed() -> None:
     n0 = np.zeros(chain.n_states)
     n0[order] = first
     assert (n0 > 0).sum() == 4 and n0.sum() == 200
-    sampled = DirichletPosterior(n_samples=20_000).fit(chain).fetch_model().ensemble
+    sampled = DirichletPosterior(samples=20_000).fit(chain).fetch_model().ensemble
     assert sampled.info["initial"] == "sample"
     np.testing.assert_allclose(sampled.pi0.sum(axis=1), 1.0)
     p = n0 / n0.sum()
     np.testing.assert_allclose(sampled.pi0.mean(axis=0), p, atol=0.003)
     np.testing.assert_allclose(sampled.pi0.var(axis=0), p * (1 - p) / (n0.sum() + 1), rtol=0.05)  # Dirichlet
-    fixed = DirichletPosterior(n_samples=200, initial="fixed").fit(chain).fetch_model().ensemble
+    fixed = DirichletPosterior(samples=200, initial="fixed").fit(chain).fetch_model().ensemble
     assert np.all(fixed.pi0 == chain.pi0) and fixed.info["initial"] == "fixed"
     # Drawing π0 widens the interval of R∞ when start states differ in their prospects: two start states, one that
     # succeeds 90 % of the time and one that fails 90 %. R∞ = Σ π0_i r_i; the start mix adds (r_good − r_bad)² ×
@@ -203,7 +203,7 @@ def test_initial_sampled_by_default_or_fixed() -> None:
     fit2 = tt.ChainEstimator().fit(tt.datasets.simulate_traces(two, 200, seed=1)).fetch_model()
     widths = {}
     for how in ("sample", "fixed"):
-        post = DirichletPosterior(n_samples=20_000, initial=how).fit(fit2).fetch_model()  # type: ignore[arg-type]
+        post = DirichletPosterior(samples=20_000, initial=how).fit(fit2).fetch_model()  # type: ignore[arg-type]
         widths[how] = post.ensemble.stats("r_inf").std
     extra = 0.8**2 * 0.25 / 201
     assert widths["sample"] ** 2 - widths["fixed"] ** 2 == pytest.approx(extra, rel=0.25)
@@ -229,7 +229,7 @@ def test_chain_without_counts_is_refused_with_a_hint() -> None:
         DirichletPosterior().fit(tt.datasets.notation_chain())
 
 
-@pytest.mark.parametrize("kw", [{"pseudocount": -1}, {"confidence": 1.5}, {"n_samples": 0},
+@pytest.mark.parametrize("kw", [{"pseudocount": -1}, {"confidence": 1.5}, {"samples": 0},
                                 {"initial": "modal"}, {"unvisited": "drop"}])
 def test_bad_parameters(kw: dict[str, object], notation_fit: tt.AbsorbingChain) -> None:
     with pytest.raises(ValueError):

@@ -18,7 +18,7 @@ from tracetochain.uncertainty._ensemble import BUILTINS
 def ensemble() -> ChainEnsemble:
     traces = tt.datasets.simulate_traces(tt.datasets.random_chain(5, seed=2, rho=0.8), 150, seed=4)
     chain = tt.ChainEstimator().fit(traces).fetch_model()
-    return DirichletPosterior(n_samples=60, seed=1).fit(chain).fetch_model().ensemble
+    return DirichletPosterior(samples=60, seed=1).fit(chain).fetch_model().ensemble
 
 
 KWARGS: dict[str, dict[str, Any]] = {
@@ -128,7 +128,7 @@ def test_non_absorbing_draws_are_excluded() -> None:
 def test_str_format() -> None:
     traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=1)
     chain = tt.ChainEstimator().fit(traces).fetch_model()
-    ens = DirichletPosterior(n_samples=2000).fit(chain).fetch_model().ensemble
+    ens = DirichletPosterior(samples=2000).fit(chain).fetch_model().ensemble
     text = str(ens.stats("r_inf"))
     assert text.endswith("(95%, posterior, 2000 draws)")
     head = text.split(" (")[0]

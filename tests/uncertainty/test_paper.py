@@ -33,7 +33,7 @@ def test_ss8_posterior_and_bootstrap_widths_match_table_iii() -> None:
         posterior = DirichletPosterior().fit(chain).fetch_model()
         assert posterior.prior.kind == "laplace" and posterior.pseudocount == 1.0  # the chain's prior
         post = posterior.intervals.width_summary("Q")
-        boot = TraceBootstrap(n_resamples=200, seed=f + 1, **PAPER_BOOTSTRAP).fit(  # type: ignore[arg-type]
+        boot = TraceBootstrap(samples=200, seed=f + 1, **PAPER_BOOTSTRAP).fit(  # type: ignore[arg-type]
             traces).fetch_model().entry_intervals()
         post_medians.append(post["median"])
         boot_medians.append(boot.width_summary("Q")["median"])
@@ -57,11 +57,11 @@ def test_ss13_synthetic_fast_path_width_and_full_path_with_hungarian_alignment()
     back exactly: the full path equals the fast path (ratio 1.00, not 4.65)."""
     traces = _one_hot(tt.datasets.simulate_traces(ss13_chain(), 250, seed=0))
     est = WardStates(featurizer=RuleFeaturizer(kind=False, error=False), k_min=2, k_max=6)
-    fast = TraceBootstrap(n_resamples=80, states=est, seed=1, **PAPER_BOOTSTRAP).fit(  # type: ignore[arg-type]
+    fast = TraceBootstrap(samples=80, states=est, seed=1, **PAPER_BOOTSTRAP).fit(  # type: ignore[arg-type]
         traces).fetch_model()
     half = float(np.median(fast.entry_intervals().widths()["Q"])) / 2
     assert half == pytest.approx(0.0339, abs=0.01)
-    full = TraceBootstrap(n_resamples=80, states=est, path="full", seed=1, **PAPER_BOOTSTRAP).fit(  # type: ignore[arg-type]
+    full = TraceBootstrap(samples=80, states=est, path="full", seed=1, **PAPER_BOOTSTRAP).fit(  # type: ignore[arg-type]
         traces).fetch_model()
     assert float(np.median(full.entry_intervals().widths()["Q"])) / 2 == pytest.approx(half, rel=1e-12)
 
@@ -76,8 +76,8 @@ def test_ss13_full_path_wider_on_clustering_sensitive_swebench_features(shared_d
     traces = tt.read_traces(path)
     sub = traces.select_traces(np.sort(np.random.default_rng(0).choice(traces.n_traces, 100, replace=False)))
     est = WardStates(featurizer=RuleFeaturizer(vocabulary="shell", depth="hindsight-fraction", depth_weight=2.0))
-    fast = TraceBootstrap(n_resamples=10, states=est, seed=1, **PAPER_BOOTSTRAP).fit(sub).fetch_model()  # type: ignore[arg-type]
-    full = TraceBootstrap(n_resamples=10, states=est, path="full", seed=1, **PAPER_BOOTSTRAP).fit(  # type: ignore[arg-type]
+    fast = TraceBootstrap(samples=10, states=est, seed=1, **PAPER_BOOTSTRAP).fit(sub).fetch_model()  # type: ignore[arg-type]
+    full = TraceBootstrap(samples=10, states=est, path="full", seed=1, **PAPER_BOOTSTRAP).fit(  # type: ignore[arg-type]
         sub).fetch_model()
     ratio = np.median(full.entry_intervals().widths()["Q"]) / np.median(fast.entry_intervals().widths()["Q"])
     assert ratio > 2.0

@@ -36,7 +36,7 @@ def _numbers(d: object, prefix: str = "") -> set[str]:
 @pytest.mark.parametrize("method", ["posterior", "bootstrap"])
 def test_every_summarized_number_has_an_interval(fit: object, method: str) -> None:
     chain = fit.chain  # type: ignore[attr-defined]
-    doc = interval_summary(fit, method=method, samples=200, seed=4, horizon=20, ks=(1, 3))
+    doc = interval_summary(fit, intervals=method, samples=200, seed=4, horizon=20, ks=(1, 3))
     text = json.dumps(doc, allow_nan=False)  # JSON-ready: no NaN anywhere
     assert doc["method"] == method and doc["confidence"] == 0.95 and doc["samples"] == 200 and doc["seed"] == 4
     assert doc["n_draws"] == 200 and "ChainEstimator" in doc["point_estimator"]
@@ -77,16 +77,16 @@ def test_posterior_from_chain_counts_and_labelled_traces_agree(fit: object) -> N
 def test_bootstrap_needs_the_labelled_traces(fit: object) -> None:
     chain = fit.chain  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="labelled traces"):
-        interval_summary(chain, method="bootstrap")
-    doc = interval_summary(chain, method="bootstrap", traces=fit.labelled, samples=50)  # type: ignore[attr-defined]
+        interval_summary(chain, intervals="bootstrap")
+    doc = interval_summary(chain, intervals="bootstrap", traces=fit.labelled, samples=50)  # type: ignore[attr-defined]
     assert doc["metrics"]["r_inf"]["point"] == pytest.approx(chain.r_inf, rel=1e-12)
     assert doc["settings"]["path"] == "fast"
 
 
 def test_bootstrap_full_needs_a_state_estimator(fit: object) -> None:
     with pytest.raises(ValueError, match="state estimator"):
-        interval_summary(fit, method="bootstrap-full")
-    doc = interval_summary(fit, method="bootstrap-full", states=CategoricalStates(), samples=10)
+        interval_summary(fit, intervals="bootstrap-full")
+    doc = interval_summary(fit, intervals="bootstrap-full", states=CategoricalStates(), samples=10)
     assert doc["method"] == "bootstrap-full" and doc["settings"]["align"] == "names"
 
 
@@ -102,8 +102,8 @@ def test_undefined_metric_is_none_with_reason() -> None:
 
 
 def test_bad_inputs(fit: object) -> None:
-    with pytest.raises(ValueError, match="method"):
-        interval_summary(fit, method="jackknife")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="intervals must be"):
+        interval_summary(fit, intervals="jackknife")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         interval_summary("chain.json")
     with pytest.raises(ValueError, match="confidence"):

@@ -32,7 +32,7 @@ def test_posterior_draws_the_start_distribution_jointly() -> None:
     t = corpus()
     chain = tt.ChainEstimator().fit(t).fetch_model()
     assert chain.start_exits.any()
-    ens = DirichletPosterior(n_samples=3000, seed=1).fit(chain).fetch_model().ensemble
+    ens = DirichletPosterior(samples=3000, seed=1).fit(chain).fetch_model().ensemble
     assert_allclose(ens.pi0.sum(axis=1) + ens.start_exits.sum(axis=1), 1.0, atol=1e-12)
     counts = chain.metadata["counts"]
     n = sum(counts["initial"]) + sum(counts["start_exits"])
@@ -44,13 +44,13 @@ def test_posterior_draws_the_start_distribution_jointly() -> None:
     assert r.lower < pass_rate(t) < r.upper
     s = ens.stats("start_exits")
     assert s.point.tolist() == chain.start_exits.tolist()
-    fixed = DirichletPosterior(n_samples=50, initial="fixed").fit(chain).fetch_model().ensemble
+    fixed = DirichletPosterior(samples=50, initial="fixed").fit(chain).fetch_model().ensemble
     assert (fixed.start_exits == chain.start_exits).all()
 
 
 def test_bootstrap_resamples_zero_step_episodes() -> None:
     t = corpus()
-    ens = TraceBootstrap(n_resamples=300, seed=2).fit(t).fetch_model()
+    ens = TraceBootstrap(samples=300, seed=2).fit(t).fetch_model()
     assert ens.reference.start_exits.tolist() == tt.ChainEstimator().fit(t).fetch_model().start_exits.tolist()
     assert ens.start_exits[:, 0].std() > 0  # the zero-step episodes are resampled
     assert_allclose(ens.pi0.sum(axis=1) + ens.start_exits.sum(axis=1), 1.0, atol=1e-12)
@@ -68,7 +68,7 @@ def test_bootstrap_by_task_keeps_zero_step_episodes_with_their_task() -> None:
 
     t2 = tt.TraceTable.from_arrow(rows.append_column("task_id", pa.array(task_col)))
     t2.report.zero_step = [dict(z, task_id=f"task{int(z['trace_id'][1:]) % 20}") for z in t.report.zero_step]
-    boot = TraceBootstrap(n_resamples=20, seed=0).fit(t2)
+    boot = TraceBootstrap(samples=20, seed=0).fit(t2)
     assert boot.fetch_model().info["by"] == "task" and boot.fetch_model().info["n_units"] == 20
     plan = boot.plan_
     assert plan is not None and plan.unit_of_trace.size == 200
@@ -118,8 +118,8 @@ def test_intervals_cover_the_true_r_inf_with_zero_step_episodes() -> None:
     for seed in range(80):
         t = tt.datasets.simulate_traces(chain, 200, seed=500 + seed)
         fit = tt.ChainEstimator().fit(t).fetch_model()
-        post = DirichletPosterior(n_samples=400, seed=seed).fit(fit).fetch_model().ensemble.stats("r_inf")
-        boot = TraceBootstrap(n_resamples=200, seed=seed).fit(t).fetch_model().stats("r_inf")
+        post = DirichletPosterior(samples=400, seed=seed).fit(fit).fetch_model().ensemble.stats("r_inf")
+        boot = TraceBootstrap(samples=200, seed=seed).fit(t).fetch_model().stats("r_inf")
         for name, s in (("posterior", post), ("bootstrap", boot)):
             hits[name] += int(s.lower <= chain.r_inf <= s.upper)
     assert hits["posterior"] >= 68 and hits["bootstrap"] >= 68, hits

@@ -175,7 +175,7 @@ def test_edit_file(tmp_path: Path) -> None:
 
 def test_what_if_interval_through_the_posterior_ensemble() -> None:
     chain = tt.ChainEstimator().fit(tt.datasets.load_example()).fetch_model()
-    ensemble = tt.DirichletPosterior(n_samples=300, seed=1).fit(chain).fetch_model().ensemble
+    ensemble = tt.DirichletPosterior(samples=300, seed=1).fit(chain).fetch_model().ensemble
     result = what_if(chain, [Reroute("*", 0.1)], ensemble=ensemble)
     iv = result.delta_r_inf_interval
     assert iv is not None and 0 < iv["lower"] < result.delta_r_inf < iv["upper"]

@@ -31,8 +31,10 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from tracetochain._compat import renamed_parameters
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
+from tracetochain._outcome import INVALID as _INVALID
 from tracetochain._progress import phase_reporter
 from tracetochain.analysis._audit import AuditSettings, audit_summary
 from tracetochain.analysis._intervals import design_effect, summary_ensemble
@@ -44,21 +46,20 @@ from tracetochain.analysis._summary import (
     reindex_summary,
     summarize_traces,
 )
-from tracetochain.audit._certificate import Certificate
+from tracetochain.audit import Certificate
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
-from tracetochain.chain._counts import check_known_states
+from tracetochain.chain.shared import check_known_states
 from tracetochain.exceptions import ChainValidationError, EmptyTraceSetError
 from tracetochain.traces import IngestReport, TraceTable
 
 if TYPE_CHECKING:
     from tracetochain.analysis._models import ModelSelection
     from tracetochain.metrics import ReliabilitySummary
-from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, unit_hashes
+from tracetochain.traces.shared import fnv1a_hashes, holdout_mask, unit_hashes
 
 UNSEEN_STATE = "(unseen)"
 #: Largest fit-half sample the states are learned on in a partitioned corpus.
 DEFAULT_STATE_SAMPLE = 50_000
-_INVALID = 3
 
 Intervals = Literal["posterior", "bootstrap"]
 
@@ -118,8 +119,8 @@ def plan_input(source: Any, *, engine: Any, reader: str | None, on_error: str, r
     if isinstance(source, TraceTable):
         return [MemoryPartition(0, source, source.report.source)], source.report.source, source.report.format
     if engine is not None and _is_canonical_corpus(source, reader) and not reader_options:
-        from tracetochain.partitioned._counts import source_name
-        from tracetochain.partitioned._ingest import plan_partitions
+        from tracetochain.partitioned import plan_partitions
+        from tracetochain.partitioned.shared import source_name
 
         fmt = reader if reader in ("parquet", "jsonl") else None
         parts = plan_partitions(source, format=fmt, **partition_options)
@@ -262,7 +263,7 @@ def summarize_parts(parts: list[Any], engine: Any, *, on_error: str, model: Any,
     else:
         acc = engine.map_reduce(fn, parts, merge_summaries)
     # A trace with missing steps is reported only now: its other steps may lie in another partition (a split trace).
-    from tracetochain.partitioned._counts import _check_unique_traces
+    from tracetochain.partitioned.shared import _check_unique_traces
 
     _check_unique_traces(acc.base, parts, on_error, check_split=check_traces and len(parts) > 1)  # type: ignore[arg-type]
     return acc
@@ -490,12 +491,13 @@ def summarize_input(source: Any, spec: SummarySpec, *, reader: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------------- driver
+@renamed_parameters(n_samples="samples")
 def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str, Any] | None = None,
             on_error: str = "raise", engine: Any = None, states: Any = "label",
             state_options: dict[str, Any] | None = None, pseudocount: float | None = None, prior: str | None = None,
             unvisited: str = "auto", initial: str = "empirical", audit: bool | AuditSettings = True,
             n_splits: int = 5, test_fraction: float = 0.5, split_by: Literal["trace", "task"] = "trace",
-            intervals: Intervals | None = "posterior", n_samples: int | None = None, confidence: float = 0.95,
+            intervals: Intervals | None = "posterior", samples: int | None = None, confidence: float = 0.95,
             horizon: int | None = None, seed: int = 0, state_sample: int = DEFAULT_STATE_SAMPLE,
             check_traces: bool = True, progress: Callable[..., Any] | None = None,
             partition_options: dict[str, Any] | None = None, model: str = "markov",
@@ -522,9 +524,10 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     n_splits, test_fraction, split_by
         The repeated held-out splits (random halves by trace id, or by task id).
     intervals : {"posterior", "bootstrap"} or None, default "posterior"
-        The ensemble behind the intervals; ``n_samples`` draws (default 2000 posterior, 200 bootstrap). For a chosen
+        The ensemble behind the intervals; ``samples`` draws (default 2000 posterior, 200 bootstrap). For a chosen
         model other than the first-order chain: refits of the model over units resampled by their id hash
-        (``n_samples`` of them with ``"bootstrap"``, at most 200 with ``"posterior"``, which the families lack).
+        (``samples`` of them with ``"bootstrap"``, at most 200 with ``"posterior"``, which the families lack).
+        ``n_samples=`` is the deprecated spelling of ``samples=`` (one release).
     confidence : float, default 0.95
     horizon : int, optional
         D of the descriptive model-vs-empirical RDC comparison in the certificate (default: the longest trace).
@@ -536,7 +539,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         Told each phase as it starts (reading, states, counting, chain, audit layers, intervals, model choice):
         ``progress(phase)``, or ``progress(phase, done, total)`` when it accepts three arguments (``done`` of
         ``total`` for counted phases, else None) — :mod:`tracetochain._progress`.
-    model : {"markov", "auto", "mixture", "lifted", "hmm", "duration"}, default "markov"
+    model : "markov", "auto" or a registered family (mixture, lifted, hmm, duration, …), default "markov"
         The model of the traces. ``"markov"``: the first-order chain on the states. ``"auto"``: the model family
         (and size) with the best held-out log-likelihood over the analysis's own splits, kept only when it beats the
         first-order chain by enough standard errors; a family name: that family at its best size. The certificate,
@@ -554,16 +557,16 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     --------
     >>> import tracetochain as tt
     >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=2)
-    >>> res = analyze(traces, n_bootstrap=49, n_permutations=49, n_samples=200)
+    >>> res = analyze(traces, n_bootstrap=49, n_permutations=49, samples=200)
     >>> res.certificate.status("R_inf"), round(res.chain.r_inf, 2) == round(res.pass_rate, 2)
     ('certified', True)
     """
     step = phase_reporter(progress)
-    from tracetochain.analysis._models import MODEL_CHOICES
+    from tracetochain.families import is_first_order, model_choices
 
-    if model not in MODEL_CHOICES:
-        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {model!r}")
-    if model == "markov" and model_options:
+    if model not in model_choices():
+        raise ValueError(f"model must be one of {', '.join(model_choices())}, got {model!r}")
+    if is_first_order(model) and model_options:
         raise TypeError("model_options apply to a model other than 'markov' (auto or a family)")
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -575,9 +578,9 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
     run_audit = audit is not False
     prior_obj = ChainPrior.from_settings(pseudocount, prior)
     policy = prior_obj.resolve_unvisited(unvisited)
-    n_draws = n_samples if n_samples is not None else (2000 if intervals == "posterior" else 200)
+    n_draws = samples if samples is not None else (2000 if intervals == "posterior" else 200)
     if intervals is not None and n_draws < 1:
-        raise ValueError(f"n_samples must be >= 1, got {n_draws}")
+        raise ValueError(f"samples must be >= 1, got {n_draws}")
     t0 = time.perf_counter()
     held_out = (run_audit and settings_audit.holdout) or (not run_audit and discrimination)
     spec = SummarySpec(seed=seed, n_splits=n_splits if held_out else 0,
@@ -591,7 +594,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                              engine=engine, states=states, state_options=state_options, state_sample=state_sample,
                              check_traces=check_traces, partition_options=partition_options, progress=step,
                              n_draws=n_draws if intervals is not None else None,
-                             in_memory_only=f"model={model!r}" if model != "markov" else None)
+                             in_memory_only=None if is_first_order(model) else f"model={model!r}")
     acc, parts, src, reader_name, state_model = (corpus.summary, corpus.parts, corpus.source, corpus.reader,
                                                  corpus.state_model)
     in_memory = parts[0].traces if len(parts) == 1 and isinstance(parts[0], MemoryPartition) else None
@@ -634,7 +637,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                                     n_samples=n_draws, seed=seed, confidence=confidence)
     t4 = time.perf_counter()
     selection = None
-    if model != "markov":
+    if not is_first_order(model):
         assert in_memory is not None
         chain, certificate, ensemble, selection = _model_path(
             in_memory, model, acc=acc, chain=chain, certificate=certificate, ensemble=ensemble, state_model=state_model,
@@ -651,7 +654,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
                                          initial=initial, confidence=confidence, seed=seed, split_by=split_by,
                                          test_fraction=test_fraction)
         if certificate is not None:
-            from tracetochain.audit._certificate import with_discrimination
+            from tracetochain.audit.shared import with_discrimination
 
             certificate = with_discrimination(certificate, disc)
     t5 = time.perf_counter()
@@ -764,7 +767,7 @@ def _model_path(traces: TraceTable, model: str, *, acc: CorpusSummary, chain: Ab
 
 
 def ingest_report_of(acc: CorpusSummary, source: str, fmt: str) -> IngestReport:
-    from tracetochain.partitioned._counts import ingest_report
+    from tracetochain.partitioned.shared import ingest_report
 
     return ingest_report(acc.base, acc.counts, source, fmt)
 

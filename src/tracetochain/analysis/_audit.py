@@ -25,16 +25,25 @@ from typing import Any, Literal
 import numpy as np
 
 from tracetochain._display import fmt_number
+from tracetochain._outcome import CENSORED, SUCCESS
 from tracetochain._progress import counted, phase_reporter
 from tracetochain.analysis._intervals import design_effect
-from tracetochain.analysis._summary import CENSORED, FIT, SUCCESS, TEST, CorpusSummary
-from tracetochain.audit._censoring import cap_survival, censoring_survival, observed_success_pmf
-from tracetochain.audit._certificate import Certificate, LayerResult, build_certificate
-from tracetochain.audit._combine import cauchy_combination
-from tracetochain.audit._holdout import RInfCheck, l_inf_distance, r_inf_check_counts
-from tracetochain.audit._order import order_test_counts
-from tracetochain.audit._timing import DEFAULT_MAX_SIMULATED_TRACES, TimingResult, ks_calibrated_counts
-from tracetochain.audit._trials import MIN_REPEATED_TRACES, trials_check_table
+from tracetochain.analysis._summary import FIT, TEST, CorpusSummary
+from tracetochain.audit import Certificate, LayerResult, RInfCheck, TimingResult
+from tracetochain.audit.shared import (
+    DEFAULT_MAX_SIMULATED_TRACES,
+    MIN_REPEATED_TRACES,
+    build_certificate,
+    cap_survival,
+    cauchy_combination,
+    censoring_survival,
+    ks_calibrated_counts,
+    l_inf_distance,
+    observed_success_pmf,
+    order_test_counts,
+    r_inf_check_counts,
+    trials_check_table,
+)
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
 from tracetochain.exceptions import ChainValidationError
 

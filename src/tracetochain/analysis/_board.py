@@ -47,7 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from tracetochain.traces._table import TraceTable
+from tracetochain._compat import renamed_parameters
+from tracetochain.traces import TraceTable
 
 __all__ = ["BOARD_SCHEMA_VERSION", "Board", "BoardRow", "PairwiseDifference", "board", "pairwise_and_ranks",
            "trace_table_sha256"]
@@ -105,7 +106,7 @@ def pairwise_and_ranks(names: Sequence[str], points: Sequence[float], sds: Seque
     >>> ranks, [d.significant for d in diffs]
     ([(1, 1), (2, 3), (2, 3)], [True, True, False])
     """
-    from tracetochain.audit._combine import holm_adjust
+    from tracetochain.audit.shared import holm_adjust
 
     G = len(names)
     if not (len(points) == len(sds) == G):
@@ -275,7 +276,7 @@ def _task_counts(table: TraceTable) -> tuple[np.ndarray[Any, Any], np.ndarray[An
 def _group_row(name: str, table: TraceTable, *, analyze_kwargs: dict[str, Any], ks: tuple[int, ...],
                horizon: int, width: float, confidence: float, n_bootstrap: int, seed: int) -> BoardRow:
     from tracetochain.analysis._analyze import analyze
-    from tracetochain.audit._holdout import wilson_interval
+    from tracetochain.audit.shared import wilson_interval
     from tracetochain.models.passk import empirical_pass_k
     from tracetochain.models.planning import plan_trials
 
@@ -312,7 +313,7 @@ def _group_row(name: str, table: TraceTable, *, analyze_kwargs: dict[str, Any], 
     cost = _observed_cost(table)
     cert = result.certificate
     certificate: dict[str, Any] = ({"decision": "not audited", "r_inf": "untested"} if cert is None else
-                                   {"decision": cert.decision, "r_inf": cert.status("R_inf"),
+                                   {"decision": cert.decision, "r_inf": cert.status("r_inf"),
                                     "level": cert.level})
     plan = plan_trials(c, trials, width=width, ks=ks, confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
     return BoardRow(group=name, n_episodes=n, n_tasks=int(c.size), n_success=succ,
@@ -334,17 +335,18 @@ def _group_metadata(table: TraceTable) -> dict[str, Any]:
     return {name: doc for name, doc in meta["files"].items() if name in files}
 
 
+@renamed_parameters(n_samples="samples")
 def board(source: Any, *, by: str, where: Sequence[str] = (), reader: str | None = None,
           reader_options: dict[str, Any] | None = None, on_error: str = "raise", engine: Any = None,
           states: Any = "label", state_options: dict[str, Any] | None = None, audit: bool = True,
-          intervals: str = "posterior", n_samples: int = 1000, confidence: float = 0.95, level: float = 0.05,
+          intervals: str = "posterior", samples: int = 1000, confidence: float = 0.95, level: float = 0.05,
           ks: Sequence[int] = (1, 3), horizon: int = 10, width: float = 0.1, n_bootstrap: int = 1000, seed: int = 0,
           progress: Callable[[str], None] | None = None, **audit_options: Any) -> Board:
     """The reliability board of ``source`` grouped by the field ``by`` (module docstring).
 
     ``source`` is a :class:`TraceTable` or what :func:`~tracetochain.readers._many.read_corpus` reads (a file, a
     folder, a glob, or a list of them). ``where`` selects episodes first (``FIELD=VALUE`` / ``FIELD!=VALUE``).
-    ``engine``, ``states``, ``audit``, ``intervals``, ``n_samples`` and ``audit_options`` are passed to
+    ``engine``, ``states``, ``audit``, ``intervals``, ``samples`` and ``audit_options`` are passed to
     :func:`~tracetochain.analysis.analyze` for each group; ``level`` is the family-wise level of the pairwise
     differences and rank intervals; ``width`` the target interval width of the planner; ``n_bootstrap`` the task
     bootstrap of pass^k and the ICC.
@@ -356,7 +358,7 @@ def board(source: Any, *, by: str, where: Sequence[str] = (), reader: str | None
     if isinstance(source, TraceTable):
         table = source
     else:
-        from tracetochain.readers._many import read_corpus
+        from tracetochain.readers.shared import read_corpus
 
         table = read_corpus(source, reader, on_error=on_error, **(reader_options or {}))
     if where:
@@ -367,7 +369,7 @@ def board(source: Any, *, by: str, where: Sequence[str] = (), reader: str | None
     step = progress or (lambda stage: None)
     ks_t = tuple(sorted({int(k) for k in ks}))
     kwargs: dict[str, Any] = {"engine": engine, "states": states, "state_options": state_options, "audit": audit,
-                              "intervals": intervals, "n_samples": n_samples, "on_error": on_error, **audit_options}
+                              "intervals": intervals, "samples": samples, "on_error": on_error, **audit_options}
     rows: list[BoardRow] = []
     for i, (name, sub) in enumerate(groups.items()):
         step(f"group {i + 1} of {len(groups)}: {by}={name}")
@@ -382,7 +384,7 @@ def board(source: Any, *, by: str, where: Sequence[str] = (), reader: str | None
         r.rank, r.rank_interval = pos + 1, iv
     M = len(diffs)
     settings = {"by": by, "where": list(where), "states": str(states), "intervals": intervals,
-                "n_samples": n_samples, "confidence": confidence, "level": level, "ks": list(ks_t),
+                "n_samples": samples, "confidence": confidence, "level": level, "ks": list(ks_t),
                 "horizon": horizon, "target_width": width, "audit": bool(audit), "seed": seed,
                 "engine": None if engine is None else str(getattr(engine, "name", engine)),
                 **{k: v for k, v in audit_options.items() if isinstance(v, (int, float, str, bool))}}

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._compat import renamed_parameters
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_ensemble_size
 from tracetochain.analysis._analyze import (
@@ -30,7 +31,8 @@ from tracetochain.analysis._analyze import (
 )
 from tracetochain.analysis._intervals import summary_ensemble
 from tracetochain.analysis._summary import SummarySpec, reindex_summary
-from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts
+from tracetochain.audit import HomogeneityResult
+from tracetochain.audit.shared import homogeneity_from_counts
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
 from tracetochain.exceptions import EmptyTraceSetError
 
@@ -161,7 +163,7 @@ class Comparison(ResultDisplay):
                 lo_d, hi_d = self.delta_reliability_lower[d], self.delta_reliability_upper[d]
                 lines.append(f"| R({d}) | | | {self.delta_reliability[d]:+.3f} [{lo_d:+.3f}, {hi_d:+.3f}] |")
         for c in self.costs:
-            from tracetochain.costs import fmt_amount
+            from tracetochain._display import fmt_amount
 
             u = c["unit"]
             ci = c.get("delta_interval") or [None, None]
@@ -193,7 +195,7 @@ class Comparison(ResultDisplay):
 
 
 def _cost_line(c: dict[str, Any], names: tuple[str, str]) -> str:
-    from tracetochain.costs import fmt_amount
+    from tracetochain._display import fmt_amount
 
     u = c["unit"]
     ci = c.get("delta_interval") or [None, None]
@@ -211,11 +213,13 @@ def cost_deltas(sides: tuple[tuple[AbsorbingChain, Any], tuple[AbsorbingChain, A
 
     ``sides`` = ((chain, ensemble) of A, (chain, ensemble) of B); each chain carries its cost model. On every draw
     of a side's ensemble the cost per success E[C]/R∞ is computed with per-visit cost means drawn from their sampling
-    law (:func:`tracetochain.costs.cost_per_success_draws`); draw i of A is subtracted from draw i of B (the two sides
-    are independent, as for ΔR∞). With the ``traces`` of a side (in memory), its observed spend per success is given
-    beside.
+    law (:func:`tracetochain.costs.shared.cost_per_success_draws`); draw i of A is subtracted from draw i of B (the
+    two sides are independent, as for ΔR∞). With the ``traces`` of a side (in memory), its observed spend per success
+    is given beside.
     """
-    from tracetochain.costs import METRICS, CostModel, cost_per_success_draws, observed_costs, summarize_costs
+    from tracetochain.chain.shared import METRICS
+    from tracetochain.costs import CostModel, observed_costs, summarize_costs
+    from tracetochain.costs.shared import cost_per_success_draws
 
     (ca, ea), (cb, eb) = sides
     ma, mb = CostModel.of_chain(ca), CostModel.of_chain(cb)
@@ -249,11 +253,12 @@ def _rows(chain: AbsorbingChain) -> NDArray[np.float64]:
     return out
 
 
+@renamed_parameters(method="intervals")
 def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str | None = None,
             reader_options: dict[str, Any] | None = None, on_error: str = "raise", engine: Any = None,
             states: Any = "label", state_options: dict[str, Any] | None = None, pseudocount: float | None = None,
             prior: str | None = None, horizon: int = 50, samples: int = 200,
-            method: Literal["bootstrap", "posterior"] = "bootstrap", confidence: float = 0.95, seed: int = 0,
+            intervals: Literal["bootstrap", "posterior"] = "bootstrap", confidence: float = 0.95, seed: int = 0,
             level: float = 0.05, min_row_count: int = 5, top: int = 5, min_traces: int = MIN_TRACES_PER_SIDE,
             partition_options: dict[str, Any] | None = None, model: str = "markov",
             model_options: dict[str, Any] | None = None) -> Comparison:
@@ -268,10 +273,10 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
     ΔR(d) are then that model's, with intervals from ``samples`` refits over each set's units
     (:func:`~tracetochain.analysis._models.compare_models`). Needs both sets in memory.
     """
-    from tracetochain.analysis._models import MODEL_CHOICES
+    from tracetochain.families import is_first_order, model_choices
 
-    if model not in MODEL_CHOICES:
-        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {model!r}")
+    if model not in model_choices():
+        raise ValueError(f"model must be one of {', '.join(model_choices())}, got {model!r}")
     if samples < 2:
         raise ValueError(f"samples must be >= 2, got {samples}")
     if not 0.0 < confidence < 1.0:
@@ -295,7 +300,8 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
             # Rao–Scott correction (steps of one trace are not independent; the plain χ² it fell back to called a
             # state changed between two samples of one agent in 13.5 % of corpora).
             spec = SummarySpec(seed=seed + k, n_splits=0,
-                               n_replicates=samples if method == "bootstrap" else min(samples, HOMOGENEITY_REPLICATES),
+                               n_replicates=(samples if intervals == "bootstrap" else
+                                             min(samples, HOMOGENEITY_REPLICATES)),
                                resample_by="task")
             summaries.append(summarize_parts(parts, eng, on_error=on_error, model=state_model, spec=spec))
     sa, sb = summaries
@@ -320,7 +326,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
     draws = []
     ensembles = []
     for k, (s, chain) in enumerate(((sa, chain_a), (sb, chain_b))):
-        ens = summary_ensemble(s, chain, method=method, prior=prior_obj, unvisited=policy, initial="empirical",
+        ens = summary_ensemble(s, chain, method=intervals, prior=prior_obj, unvisited=policy, initial="empirical",
                                n_samples=samples, seed=seed + k, confidence=confidence)
         ensembles.append(ens)
         r = ens.stats("r_inf", return_samples=True).samples
@@ -337,7 +343,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
                                     else None, seed=seed)
     (ra, ca, da), (rb, cb, db) = draws
     chosen = None
-    if model != "markov":
+    if not is_first_order(model):
         chosen = _compare_models(model, parts_a, parts_b, state_model=state_model, union=union, seed=seed,
                                  samples=samples, horizon=horizon, options=model_options)
         (ra, rb), (ca, cb) = chosen.r_inf_draws, chosen.reliability_draws
@@ -365,7 +371,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
                       [float(x) for x in rel_b - rel_a],
                       [float(x) for x in np.quantile(curve_diff, alpha, axis=0)],
                       [float(x) for x in np.quantile(curve_diff, 1 - alpha, axis=0)], homog, tuple(moves[:top]),
-                      confidence, samples, seed, method if chosen is None else "bootstrap (model refits)",
+                      confidence, samples, seed, intervals if chosen is None else "bootstrap (model refits)",
                       (sa.n_usable, sb.n_usable),
                       (sa.n_success / max(1, sa.n_usable), sb.n_success / max(1, sb.n_usable)), (float(da), float(db)),
                       int(min_traces), costs, chosen)

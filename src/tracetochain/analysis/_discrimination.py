@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from tracetochain.analysis._summary import FAILURE, FIT, SUCCESS, CorpusSummary
-from tracetochain.audit._discrimination import (
+from tracetochain._outcome import FAILURE, SUCCESS, OutcomeCode
+from tracetochain.analysis._summary import FIT, CorpusSummary
+from tracetochain.audit.shared import (
     DEFAULT_DISCRIMINATION_BOOTSTRAP,
     Discrimination,
     filtered_success,
@@ -80,8 +81,8 @@ def model_discrimination(traces: TraceTable, codes: Any, names: tuple[str, ...],
                          n_bootstrap: int = DEFAULT_DISCRIMINATION_BOOTSTRAP) -> Discrimination:
     """Held-out discrimination of a chosen expanded model (module docstring)."""
     from tracetochain.analysis._models import split_hashes
-    from tracetochain.models import encode_traces
-    from tracetochain.traces._hashing import holdout_mask
+    from tracetochain.models.shared import encode_traces
+    from tracetochain.traces.shared import holdout_mask
 
     name = selection.chosen
     model = getattr(selection, "model", None)
@@ -91,7 +92,7 @@ def model_discrimination(traces: TraceTable, codes: Any, names: tuple[str, ...],
         return not_available("no held-out splits (the audit ran in-sample or was not run)", model=name)
     labelled = traces.with_states(codes, list(names))
     enc = encode_traces(labelled, tuple(selection.compiled.observed_names), group="auto")
-    usable = traces.select_traces(traces.outcomes() != 3)
+    usable = traces.select_traces(traces.outcomes() != OutcomeCode.INVALID)
     held = np.stack([holdout_mask(split_hashes(usable, split_by), test_fraction, seed, s) for s in range(n_splits)],
                     axis=1)
     unit = split_hashes(usable, "task")

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracetochain._compat import renamed_parameters
 from tracetochain.analysis._analyze import analyze, label_steps
 from tracetochain.analysis._summary import SummarySpec, reindex_summary, summarize_traces
-from tracetochain.audit._certificate import Certificate
-from tracetochain.audit._homogeneity import HomogeneityResult, homogeneity_from_counts
-from tracetochain.traces._table import TraceTable
-from tracetochain.uncertainty._bootstrap import tasks_repeat
+from tracetochain.audit import Certificate, HomogeneityResult
+from tracetochain.audit.shared import homogeneity_from_counts
+from tracetochain.traces import TraceTable
+from tracetochain.uncertainty.shared import tasks_repeat
 
 
 def audit(traces: Any, **options: Any) -> Certificate:
@@ -36,19 +37,20 @@ def audit(traces: Any, **options: Any) -> Certificate:
     return cert
 
 
+@renamed_parameters(n_replicates="samples")
 def homogeneity_test(a: TraceTable, b: TraceTable, *, states: list[str] | tuple[str, ...] | None = None,
-                     level: float = 0.05, n_replicates: int = 200, seed: int = 0) -> HomogeneityResult:
+                     level: float = 0.05, samples: int = 200, seed: int = 0) -> HomogeneityResult:
     """Test whether two labelled trace sets share one transition kernel, state by state
     (:mod:`tracetochain.audit._homogeneity`: per-state G² with the Rao–Scott design-effect correction, Holm).
 
     Both tables must carry state labels on the same vocabulary (``states``; default: the union of their labels in
-    order of first appearance, A first). Invalid traces are left out. The design effects come from ``n_replicates``
+    order of first appearance, A first). Invalid traces are left out. The design effects come from ``samples``
     Poisson-bootstrap replicates of each set (by task when tasks repeat).
     """
     summaries = []
     for k, t in enumerate((a, b)):
         codes, names = label_steps(t, None)
-        spec = SummarySpec(seed=seed + k, n_splits=0, n_replicates=n_replicates,
+        spec = SummarySpec(seed=seed + k, n_splits=0, n_replicates=samples,
                            resample_by="task" if tasks_repeat(t) else "trace")
         summaries.append(summarize_traces(t, codes, names, spec, check_traces=False))
     vocab = tuple(states) if states is not None else tuple(dict.fromkeys([*summaries[0].state_names,

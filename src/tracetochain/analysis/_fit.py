@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracetochain._outcome import INVALID
 from tracetochain.analysis._analyze import analyze
 from tracetochain.exceptions import EmptyTraceSetError
 from tracetochain.pipeline import FitResult
 from tracetochain.states import states_from_spec
 from tracetochain.traces import TraceTable
-
-_INVALID = 3
 
 
 def fit_chain(traces: TraceTable, *, states: Any = "label", pseudocount: float | None = None, unvisited: str = "auto",
@@ -39,7 +38,7 @@ def fit_chain(traces: TraceTable, *, states: Any = "label", pseudocount: float |
     if not isinstance(traces, TraceTable):
         raise TypeError(f"fit_chain takes a TraceTable (tracetochain.read_traces), got {type(traces).__name__}; "
                         "for files use tracetochain.analyze(path, audit=False)")
-    usable = traces.select_traces(traces.outcomes() != _INVALID)
+    usable = traces.select_traces(traces.outcomes() != INVALID)
     if usable.n_steps == 0:
         n = traces.outcome_counts()
         raise EmptyTraceSetError(f"no traces to fit in {traces.report.source}: {n['invalid']} invalid trace(s) "

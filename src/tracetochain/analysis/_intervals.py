@@ -19,7 +19,7 @@ from tracetochain.analysis._summary import CorpusSummary
 from tracetochain.chain import AbsorbingChain, ChainPrior
 from tracetochain.exceptions import EmptyTraceSetError
 from tracetochain.uncertainty import ChainEnsemble, DirichletPosterior
-from tracetochain.uncertainty._bootstrap import estimate_batch, prior_draws_for
+from tracetochain.uncertainty.shared import estimate_batch, prior_draws_for
 
 Method = Literal["posterior", "bootstrap"]
 
@@ -35,7 +35,7 @@ def summary_ensemble(summary: CorpusSummary, chain: AbsorbingChain, *, method: M
     deff = design_effect(summary)
     if method == "posterior":
         post = DirichletPosterior(prior=prior.kind, pseudocount=prior.strength, confidence=confidence,
-                                  n_samples=n_samples, seed=seed, unvisited=unvisited,  # type: ignore[arg-type]
+                                  samples=n_samples, seed=seed, unvisited=unvisited,  # type: ignore[arg-type]
                                   design_effect=deff).fit(chain).fetch_model()
         ens = post.ensemble
         ens.info["design_effect"] = deff

@@ -42,6 +42,9 @@ from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._display import fmt_number as fmt
+from tracetochain._outcome import FAILURE as _FAILURE
+from tracetochain._outcome import SUCCESS as _SUCCESS
+from tracetochain._outcome import OutcomeCode
 from tracetochain.analysis._audit import (
     MIN_HALF,
     MIN_TIMES,
@@ -51,18 +54,29 @@ from tracetochain.analysis._audit import (
     _survival,
     _too_few_times,
 )
-from tracetochain.audit._certificate import LAYERS, Certificate, LayerResult, apply_family, build_certificate
-from tracetochain.audit._common import json_dict
-from tracetochain.audit._holdout import l_inf_distance, r_inf_check_counts
-from tracetochain.audit._trials import MIN_REPEATED_TRACES
+from tracetochain.audit import LAYERS, Certificate, LayerResult
+from tracetochain.audit.shared import (
+    MIN_REPEATED_TRACES,
+    apply_family,
+    build_certificate,
+    json_dict,
+    l_inf_distance,
+    r_inf_check_counts,
+)
 from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import TraceToChainError, UndefinedMetricError
+from tracetochain.families import family_of, first_order_family, is_first_order, model_choices
 from tracetochain.quantities import reported, reported_scalars
 from tracetochain.traces import TraceTable
-from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
+from tracetochain.traces.shared import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
 
-#: What ``model=`` / ``--model`` accepts.
-MODEL_CHOICES = ("markov", "auto", "mixture", "lifted", "hmm", "duration")
+
+def __getattr__(name: str) -> Any:
+    if name == "MODEL_CHOICES":  # what ``model=`` / ``--model`` accepts: a view of the family registry
+        return model_choices()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: Refits behind a compiled model's intervals unless ``intervals="bootstrap"`` asks for another number.
 DEFAULT_MODEL_REFITS = 200
 #: Monte Carlo replicates of the timing check for the candidates that are not chosen (a screen beside the
@@ -76,7 +90,6 @@ def screen_replicates(level: float, n_layers: int = 3) -> int:
     with the three layers a non-first-order candidate has), so the screen can reject — with 49 it could not (0.02
     against 0.0167), and "passes the timing screen" meant nothing. At least :data:`SCREEN_BOOTSTRAP`."""
     return max(SCREEN_BOOTSTRAP, math.ceil(1.5 * n_layers / level) - 1)
-_SUCCESS, _FAILURE, _CENSORED = 0, 1, 2
 _FIT_ERRORS = (TraceToChainError, ValueError, ArithmeticError, np.linalg.LinAlgError)
 
 
@@ -320,7 +333,7 @@ def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Se
     gave R∞ [0.99998, 0.999995]. The intervals of the proportions are then widened to contain the Jeffreys interval
     of the observed outcomes (:func:`_binomial_floor`)."""
     from tracetochain._version import __version__
-    from tracetochain.uncertainty._summary import INTERVALS_SCHEMA_VERSION
+    from tracetochain.uncertainty import INTERVALS_SCHEMA_VERSION
 
     ks_list = [int(k) for k in ks]
     confidence = float(settings.get("confidence", 0.95))
@@ -374,7 +387,7 @@ def _binomial_floor(metrics: dict[str, Any], outcomes: tuple[int, int], ks: list
     ∈ [1 − u, 1 − l], pass^k ∈ [l^k, u^k], pass@k ∈ [1 − (1 − l)^k, 1 − (1 − u)^k], R(d) ∈ [l, u] · R̂(d)/R̂∞ (the
     model's own law of the success time). An interval of a proportion is then never narrower than the binomial
     interval of the outcomes it was estimated from (Brown, Cai & DasGupta 2001). Returns what was done."""
-    from tracetochain.audit._holdout import jeffreys_interval
+    from tracetochain.audit.shared import jeffreys_interval
 
     x, f = outcomes
     lo, hi = jeffreys_interval(x, x + f, confidence)
@@ -577,8 +590,8 @@ def _ks_tested(results: list[Any]) -> list[int]:
 
 def order_not_applicable(name: str, family: str) -> LayerResult:
     """The order layer of a family that models more than the current observed state."""
-    what = {"lifted": "the last few states", "duration": "the step count", "hmm": "hidden states",
-            "mixture": "latent classes of tasks", "task-classes": "task classes"}.get(family, "more than the state")
+    fam = family_of(family)
+    what = "task classes" if family == "task-classes" else fam.conditions_on if fam else "more than the state"
     return LayerResult("order", "not_applicable", None, "model_has_memory",
                        f"the {name} model conditions on {what}, so the first-order test does not apply; what-ifs and "
                        "sensitivities on its expanded states are not checked by any layer")
@@ -595,10 +608,10 @@ def _loglik_se(unit_ll: list[float], n_traces: int) -> float | None:
 def _reason(requested: str, choice: Any) -> str:
     chosen = choice.chosen
     if requested == "auto":
-        if chosen == "markov":
+        if is_first_order(chosen):
             return f"the first-order chain is kept: {choice.reason}"
         return f"{chosen} is chosen: {choice.reason}"
-    markov = next((c for c in choice.candidates if c.name == "markov"), None)
+    markov = next((c for c in choice.candidates if is_first_order(c.name)), None)
     own = next((c for c in choice.candidates if c.name == chosen), None)
     text = f"the {requested} family was asked for, and {chosen} is its size with the best held-out log-likelihood"
     if own is not None and markov is not None and own.gain_vs_baseline is not None and own.z_vs_baseline is not None:
@@ -639,20 +652,21 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
     """
     from tracetochain._limits import check_ensemble_size
     from tracetochain.exceptions import ResourceLimitError
-    from tracetochain.models import choose_model, encode_traces, fit_model, make_candidate
+    from tracetochain.models import choose_model, fit_model, make_candidate
     from tracetochain.models.passk import resample_units
     from tracetochain.models.selection import MIN_UNITS
+    from tracetochain.models.shared import encode_traces
 
     step = progress or (lambda stage: None)
-    if requested not in MODEL_CHOICES or requested == "markov":
-        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {requested!r}")
+    if requested not in model_choices() or is_first_order(requested):
+        raise ValueError(f"model must be one of {', '.join(model_choices())}, got {requested!r}")
     if n_splits < 1:
         raise ValueError(f"model={requested!r} chooses by held-out log-likelihood, so it needs held-out splits "
                          "(n_splits >= 1, and not --in-sample)")
     labelled = traces.with_states(codes, list(names))
     enc = encode_traces(labelled, alphabet, group="auto")  # units are tasks when task ids repeat
     group: Literal["task", "trace"] = enc.grouped_by
-    usable = traces.select_traces(traces.outcomes() != 3)
+    usable = traces.select_traces(traces.outcomes() != OutcomeCode.INVALID)
     if tuple(usable.trace_ids) != tuple(enc.trace_ids):
         raise AssertionError("internal: the encoded traces are not the usable traces in table order")
     # The choice holds units out whole (a held-out task is a new task): split s holds out the units whose id hash
@@ -690,11 +704,11 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
         ll = c.heldout_loglik_per_trace
         if ll is not None and (c.family not in best_of or ll > best_of[c.family][0]):
             best_of[c.family] = (ll, c.name)
-    to_check = {"markov", chosen, *(nm for _, nm in best_of.values())}
+    to_check = {first_order_family().name, chosen, *(nm for _, nm in best_of.values())}
     checks: dict[str, _Checks] = {}
     if audit is not None:
         for c in table:
-            if c.verdict != "failed" and c.name in to_check and c.name != "markov":
+            if c.verdict != "failed" and c.name in to_check and not is_first_order(c.name):
                 step(f"checking {c.name}")
                 checks[c.name] = heldout_checks(
                     c.name, make_candidate(c.name, seed=seed, group=group).make, enc, held_traces, audit, seed=seed,
@@ -709,7 +723,7 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
         null: str | None = None
         reps: int | None = None
         note = ""
-        if c.name == "markov" and first_order is not None:
+        if is_first_order(c.name) and first_order is not None:
             layers = dict(first_order.layers)
             l_inf = _first_order_l_inf(enc, held_traces, first_order_split_chain, horizon)
             timing = first_order.layers.get("timing")
@@ -722,7 +736,7 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
                               audit.level if audit is not None else 0.05)
             layers = {n: held[n] for n in LAYERS if n in held}  # the certificate's order of layers
             l_inf, null, reps, note = ch.l_inf, ch.timing_null, ch.replicates, ch.note
-        verdict = ("chosen" if c.name == chosen else "baseline" if c.name == "markov" else
+        verdict = ("chosen" if c.name == chosen else "baseline" if is_first_order(c.name) else
                    "not chosen" if c.verdict == "chosen" else c.verdict)
         if c.name != chosen and c.name in checks:
             note = "; ".join(x for x in (note, f"screening check ({reps} timing replicates)") if x)
@@ -737,11 +751,11 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
                       "units (tasks when task ids repeat, else traces), the checks the certificate's halves (by "
                       f"{split_by})",
               "choice_by": group, "n_units": enc.n_units, "n_test_traces": [int(m.sum()) for m in held_traces]}
-    family = next((c.family for c in table if c.name == chosen), "markov")
+    family = next((c.family for c in table if c.name == chosen), first_order_family().name)
     selection = ModelSelection(requested, chosen, family, _reason(requested, choice), tuple(rows), enc.grouped_by,
                                enc.n_units, enc.n_traces, splits, choice, notes=tuple(notes),
                                length_histogram=_length_histogram(enc))
-    if chosen == "markov":
+    if is_first_order(chosen):
         return selection, None
     model = choice.model
     assert model is not None
@@ -799,7 +813,7 @@ def _forecast_hint(rows: list[CandidateResult], chosen: str) -> list[str]:
     if not ok:
         return ["no checked candidate passes the held-out timing layer either: R(d) and step budgets stay withheld"]
     best = max(ok, key=lambda r: r.heldout_loglik_per_trace or -math.inf)
-    how = (f"run with --model {best.family}" if best.family in MODEL_CHOICES else
+    how = (f"run with --model {best.family}" if best.family in model_choices() else
            f"fit it with tracetochain.models.make_candidate({best.name!r})")
     return [f"{chosen} fails the held-out timing layer; {best.name} passes it (p {fmt(best.layers['timing'].p_value)}, "
             f"a screening check) at a held-out log-likelihood of {fmt(best.heldout_loglik_per_trace)} per trace "
@@ -896,12 +910,13 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
     hash (seed for A, seed + 1 for B, as the first-order comparison)."""
     import pyarrow as pa
 
-    from tracetochain.models import choose_model, encode_traces, fit_model, make_candidate
+    from tracetochain.models import choose_model, fit_model, make_candidate
     from tracetochain.models.passk import resample_units
     from tracetochain.models.selection import MIN_UNITS
+    from tracetochain.models.shared import encode_traces
 
-    if requested not in MODEL_CHOICES or requested == "markov":
-        raise ValueError(f"model must be one of {', '.join(MODEL_CHOICES)}, got {requested!r}")
+    if requested not in model_choices() or is_first_order(requested):
+        raise ValueError(f"model must be one of {', '.join(model_choices())}, got {requested!r}")
     sides = []
     for k, t in enumerate(labelled):
         arrow = t.to_arrow()
@@ -917,7 +932,7 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
     repeats = "task_id" in union.columns and _repeats(union)
     group: Literal["task", "trace"] = "task" if repeats else "trace"
     enc = encode_traces(union, alphabet, group=group)
-    usable = union.select_traces(union.outcomes() != 3)
+    usable = union.select_traces(union.outcomes() != OutcomeCode.INVALID)
     hashes = split_hashes(usable, group)
     held = [np.unique(enc.unit[holdout_mask(hashes, test_fraction, seed, s)]) for s in range(n_splits)]
     common: dict[str, Any] = {"seed": seed, "splits": held, "test_fraction": test_fraction, "checks": False,
@@ -933,7 +948,7 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
         assert fitted.choice is not None
         choice = fitted.choice
     chosen = choice.chosen
-    family = next((c.family for c in choice.candidates if c.name == chosen), "markov")
+    family = next((c.family for c in choice.candidates if c.name == chosen), first_order_family().name)
     compiled = []
     r_draws: list[NDArray[np.float64]] = []
     rel_draws: list[NDArray[np.float64]] = []
@@ -942,7 +957,7 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
         side_enc = encode_traces(side, alphabet, group=group)
         model = make_candidate(chosen, seed=seed, group=group).make().fit(side_enc)
         compiled.append(model.to_chain())
-        side_usable = side.select_traces(side.outcomes() != 3)
+        side_usable = side.select_traces(side.outcomes() != OutcomeCode.INVALID)
         h = split_hashes(side_usable, group)
         first = np.unique(side_enc.unit, return_index=True)[1]
         w = replicate_weights(h[first], seed + k, range(samples), "poisson").astype(np.int64)
@@ -969,5 +984,5 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
 def _repeats(traces: TraceTable) -> bool:
     import pyarrow.compute as pc
 
-    task = traces.select_traces(traces.outcomes() != 3).trace_column("task_id").drop_null()
+    task = traces.select_traces(traces.outcomes() != OutcomeCode.INVALID).trace_column("task_id").drop_null()
     return len(task) > len(pc.unique(task))

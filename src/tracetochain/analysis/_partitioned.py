@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from tracetochain._compat import renamed_parameters
 from tracetochain.analysis._analyze import AnalysisResult, analyze, ingest_report_of, summarize_input
 from tracetochain.analysis._compare import Comparison, compare
 from tracetochain.analysis._summary import SummarySpec
 from tracetochain.chain import AbsorbingChain
-from tracetochain.partitioned._counts import PartitionedCounts
+from tracetochain.partitioned import PartitionedCounts
 from tracetochain.uncertainty import ChainEnsemble
 
 #: What :func:`audit_partitioned` returns (the analysis result).
@@ -34,21 +35,23 @@ def _partition_options(by: str, rows_per_partition: int | None, bytes_per_partit
     return popts
 
 
+@renamed_parameters(n_resamples="samples")
 def audit_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = None,
-                      intervals: Literal["bootstrap", "posterior", "none"] = "bootstrap", n_resamples: int = 200,
+                      intervals: Literal["bootstrap", "posterior", "none"] = "bootstrap", samples: int = 200,
                       format: str | None = None, by: str = "range", rows_per_partition: int | None = None,
                       bytes_per_partition: int | None = None, **options: Any) -> AnalysisResult:
     """Fit, audit and bound a corpus too large for memory, in one pass over its partitions on ``engine`` (default:
     the local engine); ``options`` as :func:`~tracetochain.analysis.analyze`."""
     return analyze(source, engine=engine or "local", reader=format,
-                   intervals=None if intervals == "none" else intervals, n_samples=n_resamples,
+                   intervals=None if intervals == "none" else intervals, samples=samples,
                    partition_options=_partition_options(by, rows_per_partition, bytes_per_partition), **options)
 
 
-def bootstrap_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = None, n_resamples: int = 200,
+@renamed_parameters(n_resamples="samples")
+def bootstrap_partitioned(source: str | Path | Sequence[str | Path], *, engine: Any = None, samples: int = 200,
                           **options: Any) -> tuple[AbsorbingChain, ChainEnsemble]:
     """The chain of a partitioned corpus and its bootstrap ensemble, without the audit."""
-    res = audit_partitioned(source, engine=engine, intervals="bootstrap", n_resamples=n_resamples, audit=False,
+    res = audit_partitioned(source, engine=engine, intervals="bootstrap", samples=samples, audit=False,
                             **options)
     assert res.ensemble is not None
     return res.chain, res.ensemble

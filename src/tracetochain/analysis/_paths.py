@@ -29,9 +29,9 @@ from tracetochain.paths import (
     PathsResult,
     compare_patterns,
     find_patterns,
+    merge_sequences,
     top_finding,
 )
-from tracetochain.paths._sequences import merge_sequences
 
 
 def _part_sequences(part: Any, *, on_error: str, model: Any) -> PathSequences:

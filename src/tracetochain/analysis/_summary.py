@@ -32,16 +32,19 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from tracetochain.audit._discrimination import TracePoints
-from tracetochain.audit._order import order_observations_from_codes, order_triplets
-from tracetochain.audit._trials import TaskTable
-from tracetochain.chain import TransitionCounts, count_transitions_from_codes
-from tracetochain.chain._counts import per_trace_counts, zero_step_counts, zero_step_outcome_codes
-from tracetochain.partitioned._counts import _merge, _pad_counts, _Partial, partition_costs
+from tracetochain._outcome import CENSORED, FAILURE, INVALID, SUCCESS
+from tracetochain.audit.shared import TaskTable, TracePoints, order_observations_from_codes, order_triplets
+from tracetochain.chain import (
+    TransitionCounts,
+    count_transitions_from_codes,
+    per_trace_counts,
+    zero_step_counts,
+    zero_step_outcome_codes,
+)
+from tracetochain.partitioned.shared import _merge, _pad_counts, _Partial, partition_costs
 from tracetochain.traces import Problem, TraceTable
-from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
+from tracetochain.traces.shared import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
 
-SUCCESS, FAILURE, CENSORED, INVALID = 0, 1, 2, 3
 FIT, TEST = 0, 1
 _WEIGHT_BLOCK = 32  # replicates per weight block (bounds the n_traces × block weight matrix)
 _MAX_PROBLEMS = 50

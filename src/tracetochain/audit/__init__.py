@@ -16,6 +16,10 @@ Layers, each a calibrated test usable on its own:
 family-wise level. :func:`holdout_audit` and :func:`split_traces` are the paper's single-split protocol, kept for
 reproducing its studies. The statistics behind each layer are described in ``docs/statistics.md``.
 
+``tracetochain.audit`` is this package, and calling it runs the audit: ``tt.audit(traces)`` is
+``tracetochain.analysis.audit(traces)``, and ``import tracetochain.audit as A; A.Certificate`` is the certificate
+class (the function lives in the analysis, which builds on this package).
+
 Only what a user needs is public here. The building blocks the studies, benchmarks and the analysis core use (the
 layers on sufficient statistics, interval helpers, the artifact's AIC, Holm and Cauchy combination, …) live in the
 private modules (``tracetochain.audit._holdout``, ``._timing``, ``._order``, ``._trials``, ``._combine``, …);
@@ -30,6 +34,8 @@ importing one of them from ``tracetochain.audit`` still works but warns and name
 """
 
 import importlib
+import sys
+import types
 from typing import Any
 
 from tracetochain._compat import moved_attribute
@@ -95,6 +101,18 @@ _MOVED: dict[str, str] = {
 #: Entry points that run the analysis on traces (``tracetochain.analysis._entry_points``): they sit above this package
 #: (the analysis core builds on the statistics here), so they are imported on first use.
 _ENTRY_POINTS = ("audit", "homogeneity_test")
+
+
+class _AuditPackage(types.ModuleType):
+    """``tracetochain.audit`` is this package — ``import tracetochain.audit as A; A.Certificate`` — and calling it
+    runs :func:`tracetochain.analysis.audit` (which lives in the analysis: it runs the whole pipeline), so
+    ``tt.audit(traces)`` reads as it always did. ``from tracetochain.audit import audit`` is the function itself."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.audit(*args, **kwargs)  # the analysis's function, via __getattr__ below
+
+
+sys.modules[__name__].__class__ = _AuditPackage
 
 
 def __getattr__(name: str) -> Any:

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from tracetochain._display import Display, ResultDisplay, Table
-from tracetochain.audit._common import INVALID, SUCCESS, json_dict, trace_lengths
+from tracetochain._outcome import INVALID, SUCCESS
+from tracetochain.audit._common import json_dict, trace_lengths
 from tracetochain.audit._holdout import wilson_interval
 from tracetochain.traces import TraceTable
 
@@ -96,7 +97,7 @@ def budget_cap_check(traces: TraceTable, field: str, *, confidence: float = 0.95
                          "that holds each run's step cap")
     import pyarrow as pa
 
-    from tracetochain.traces._schema import TRACE_LEVEL
+    from tracetochain.traces.shared import TRACE_LEVEL
 
     if field in TRACE_LEVEL:
         col = traces.trace_column(field)

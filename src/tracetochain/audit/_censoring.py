@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-SUCCESS, FAILURE, CENSORED = 0, 1, 2
+from tracetochain._outcome import CENSORED
 
 
 def length_histograms(lengths: NDArray[np.int64], outcomes: NDArray[np.integer], size: int | None = None

@@ -77,6 +77,10 @@ _BASE_OUTPUTS: dict[str, tuple[str, ...]] = {
 OUTPUTS: dict[str, tuple[str, ...]] = {**_BASE_OUTPUTS, **{
     q.output: q.rests_on for q in QUANTITIES.values() if q.output is not None and q.output not in _BASE_OUTPUTS}}
 ALL_OUTPUTS = tuple(OUTPUTS)
+#: The library's one key per quantity (``r_inf`` as in ``chain.r_inf``, the metrics JSON and the layers) → the
+#: certificate's output name. The certificate JSON keeps ``R_inf`` / ``delta_R_inf`` (published in schema 3); in
+#: Python both spellings are accepted.
+OUTPUT_KEYS = {"r_inf": "R_inf", "delta_r_inf": "delta_R_inf"}
 #: Outputs that rest on the first-passage law (the timing layer).
 TIMING_OUTPUTS = tuple(o for o, layers in OUTPUTS.items() if "timing" in layers)
 ASYMPTOTIC_OUTPUTS = tuple(o for o, layers in OUTPUTS.items() if layers == ("r_inf",))
@@ -241,14 +245,15 @@ class Certificate(ResultDisplay):
 
     # ------------------------------------------------------------------ statuses
     def status(self, output: str) -> OutputStatus:
-        """certified / withheld / untested for an output of :data:`OUTPUTS`."""
+        """certified / withheld / untested for an output of :data:`OUTPUTS` (or its quantity key, ``"r_inf"``)."""
         try:
-            return self.outputs[output].status
+            return self.outputs[OUTPUT_KEYS.get(output, output)].status
         except KeyError:
             raise KeyError(f"unknown output {output!r}; outputs are {list(OUTPUTS)}") from None
 
     def rests_on(self, output: str) -> tuple[str, ...]:
         """The layers an output rests on."""
+        output = OUTPUT_KEYS.get(output, output)
         if output not in OUTPUTS:
             raise KeyError(f"unknown output {output!r}; outputs are {list(OUTPUTS)}")
         return OUTPUTS[output]

@@ -10,10 +10,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain.chain import AbsorbingChain, ChainPrior
-from tracetochain.chain._counts import state_codes
+from tracetochain.chain.shared import state_codes
 from tracetochain.traces import TraceTable
-
-SUCCESS, FAILURE, CENSORED, INVALID = 0, 1, 2, 3
 
 #: Replicates simulated together (one vectorised simulation per block). Block j draws from
 #: ``SeedSequence(seed).spawn(n_blocks)[j]`` and is always simulated whole, so replicate i gets the same numbers

@@ -66,7 +66,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
-from tracetochain.audit._common import CENSORED, SUCCESS, json_dict
+from tracetochain._outcome import CENSORED, SUCCESS
+from tracetochain.audit._common import json_dict
 
 #: The fractions of the path, besides the last transient step, the prediction is scored at.
 FRACTIONS: tuple[float, ...] = (0.25, 0.5, 0.75)

@@ -22,13 +22,8 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table, fmt_number
-from tracetochain.audit._common import (
-    INVALID,
-    SUCCESS,
-    as_seed_sequence,
-    json_dict,
-    trace_lengths,
-)
+from tracetochain._outcome import INVALID, SUCCESS
+from tracetochain.audit._common import as_seed_sequence, json_dict, trace_lengths
 from tracetochain.audit._order import OrderResult
 from tracetochain.audit._settings import OrderSettings, TimingSettings
 from tracetochain.audit._timing import TimingResult

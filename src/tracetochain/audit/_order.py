@@ -44,11 +44,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table, fmt_number
+from tracetochain._outcome import FAILURE, INVALID, SUCCESS
 from tracetochain.audit._common import (
-    FAILURE,
-    INVALID,
     REPLICATE_BLOCK,
-    SUCCESS,
     Seed,
     as_seed_sequence,
     chain_codes,

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table, fmt_number
+from tracetochain._outcome import CENSORED, FAILURE, INVALID, SUCCESS
 from tracetochain.audit._censoring import (
     cap_survival,
     censoring_survival,
@@ -36,11 +37,7 @@ from tracetochain.audit._censoring import (
     observed_success_pmf,
 )
 from tracetochain.audit._common import (
-    CENSORED,
-    FAILURE,
-    INVALID,
     REPLICATE_BLOCK,
-    SUCCESS,
     Seed,
     as_seed_sequence,
     estimator_settings,

@@ -31,18 +31,12 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table, fmt_interval, fmt_number
-from tracetochain.audit._common import (
-    INVALID,
-    SUCCESS,
-    Seed,
-    as_seed_sequence,
-    json_dict,
-    seed_record,
-)
+from tracetochain._outcome import INVALID, SUCCESS
+from tracetochain.audit._common import Seed, as_seed_sequence, json_dict, seed_record
 from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces import TraceTable
-from tracetochain.traces._hashing import fnv1a_hashes
+from tracetochain.traces.shared import fnv1a_hashes
 
 #: Fewer repeated-trial traces than this and the layer reports insufficient evidence.
 MIN_REPEATED_TRACES = 20

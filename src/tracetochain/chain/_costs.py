@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._outcome import INVALID as _INVALID
 from tracetochain.chain._counts import state_codes
 from tracetochain.exceptions import ChainValidationError, SchemaVersionError
 
@@ -52,7 +53,6 @@ _STEP_COLUMNS = {"cost_usd": "cost_usd", "tokens_in": "tokens_in", "tokens_out":
 _TOTAL_COLUMNS = {"cost_usd": "total_cost_usd", "tokens_in": "total_tokens_in", "tokens_out": "total_tokens_out",
                   "api_calls": "total_api_calls"}
 STEPS, TOTALS = "steps", "trace totals"
-_INVALID = 3
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

@@ -22,12 +22,13 @@ from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._limits import check_state_count
+from tracetochain._outcome import FAILURE as _FAILURE
+from tracetochain._outcome import INVALID as _INVALID
+from tracetochain._outcome import SUCCESS as _SUCCESS
 from tracetochain.chain._prior import outcome_matrix
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.traces._schema import OUTCOME_VALUES, Outcome
-from tracetochain.traces._table import TraceTable
-
-_SUCCESS, _FAILURE, _CENSORED, _INVALID = 0, 1, 2, 3
+from tracetochain.traces import Outcome, TraceTable
+from tracetochain.traces.shared import OUTCOME_VALUES
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -20,7 +20,7 @@ from tracetochain.chain._counts import TransitionCounts, count_transitions
 from tracetochain.chain._model import AbsorbingChain
 from tracetochain.chain._prior import ChainPrior, estimate_rows, start_distribution
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 Unvisited = Literal["auto", "prior", "failure"]
 Initial = Literal["empirical", "modal"]

@@ -29,7 +29,7 @@ from tracetochain.exceptions import (
     SchemaVersionError,
     UndefinedMetricError,
 )
-from tracetochain.numerics._checks import (
+from tracetochain.numerics.shared import (
     as_initial_distribution,
     as_start_exits,
     clip_probabilities,
@@ -419,7 +419,7 @@ class AbsorbingChain(ResultDisplay):
         import os
 
         from tracetochain._files import input_problem
-        from tracetochain.traces._json import JSONLimitError, json_loads
+        from tracetochain.traces.shared import JSONLimitError, json_loads
 
         is_text = isinstance(source, str) and source.lstrip().startswith("{") and not os.path.exists(source)
         where = "chain document" if is_text else str(source)

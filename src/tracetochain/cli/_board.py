@@ -45,7 +45,7 @@ def run_board(traces: list[Path], *, by: str, where: list[str] | None, reader: s
               vocabulary: str | None, audit: bool, samples: int, ci: float, level: float, k: str, width: float,
               seed: int, quiet: bool, audit_options: dict[str, Any] | None = None) -> Any:
     """Read, select and group the traces, and build the board (library call; usage errors as such)."""
-    from tracetochain.analysis._board import board
+    from tracetochain.analysis.shared import board
     from tracetochain.exceptions import TraceToChainError
 
     table = load_traces(traces, reader, option, on_error=on_error, announce=not quiet, where=where)
@@ -58,7 +58,7 @@ def run_board(traces: list[Path], *, by: str, where: list[str] | None, reader: s
             typer.echo(stage, err=True)
 
     kwargs: dict[str, Any] = {"by": by, "states": spec or "label", "state_options": opts, "audit": audit,
-                              "n_samples": samples, "confidence": ci, "level": level, "ks": ks, "width": width,
+                              "samples": samples, "confidence": ci, "level": level, "ks": ks, "width": width,
                               "seed": seed, "on_error": on_error, "progress": progress, **(audit_options or {})}
     try:
         if engine is None:
@@ -74,7 +74,7 @@ def run_board(traces: list[Path], *, by: str, where: list[str] | None, reader: s
 
 
 def render_board(doc: dict[str, Any], fmt: str) -> str:
-    from tracetochain.report._board import board_csv, render_board_html, render_board_markdown
+    from tracetochain.report.shared import board_csv, render_board_html, render_board_markdown
 
     return {"html": lambda: render_board_html(doc), "md": lambda: render_board_markdown(doc),
             "csv": lambda: board_csv(doc),
@@ -84,7 +84,7 @@ def render_board(doc: dict[str, Any], fmt: str) -> str:
 def write_cards(result: Any, folder: Path, force: bool, inputs: list[Path]) -> list[Path]:
     """One reliability card per group, as JSON and Markdown, in ``folder``."""
     from tracetochain._files import write_output
-    from tracetochain.report._board import board_card_markdown
+    from tracetochain.report.shared import board_card_markdown
 
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

@@ -21,6 +21,7 @@ from tracetochain.cli._input import (
     reader_name,
 )
 from tracetochain.cli._output import echo_text
+from tracetochain.families import first_order_family, is_first_order, model_choices, model_help
 
 FIT_EXAMPLE = (
     "Example: tracetochain fit runs.jsonl -o chain.json --horizon 30   "
@@ -45,23 +46,22 @@ class InitialChoice(StrEnum):
     modal = "modal"
 
 
-class ModelChoice(StrEnum):
-    markov = "markov"
-    auto = "auto"
-    mixture = "mixture"
-    lifted = "lifted"
-    hmm = "hmm"
-    duration = "duration"
+def _check_model(value: str) -> str:
+    # Checked against the registry when the command line is parsed, so a family registered after this module was
+    # imported is a choice too (the help lists those registered at import).
+    if value not in model_choices():
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(model_choices())}")
+    return value
 
 
-ModelOpt = Annotated[ModelChoice, typer.Option(
-    "--model",
-    help="The model of the traces. markov: the first-order chain on the states (default). auto: every family — "
-         "mixture (latent task classes), lifted (memory of the last k states), hmm (hidden states), duration "
-         "(a step clock), and task classes on the best of them — fitted on the held-out splits; the one with the "
-         "best held-out log-likelihood is kept only if it beats the first-order chain by enough standard errors, "
-         "and the certificate then checks the choice. A family name: that family, its size chosen the same way. "
-         "Needs the traces in memory (not --engine).")]
+class ModelChoice:
+    """The default of ``--model`` (the first-order chain), named as the options name it."""
+
+    markov = first_order_family().name
+
+
+ModelOpt = Annotated[str, typer.Option("--model", callback=_check_model, help=model_help(),
+                                        metavar="[" + "|".join(model_choices()) + "]")]
 
 
 def _parse_ks(text: str) -> tuple[int, ...]:
@@ -146,7 +146,7 @@ def _intervals(source: Any, method: str, ci: float, samples: int, seed: int, hor
         raise typer.BadParameter(f"--uncertainty must be posterior, bootstrap, bootstrap-full or none, got {method!r}")
     from tracetochain.uncertainty import interval_summary
 
-    return interval_summary(source, method=method, confidence=ci, samples=samples, seed=seed,  # type: ignore[arg-type]
+    return interval_summary(source, intervals=method, confidence=ci, samples=samples, seed=seed,  # type: ignore[arg-type]
                             horizon=horizon, ks=ks, states=states)
 
 
@@ -170,7 +170,7 @@ def analysis_input(path: Path | list[Path], reader: str | None, option: list[str
     """What `analyze` reads: the canonical file or folder itself when an engine can cut it into partitions (one
     input, no reader, no reader options, no --where, not stdin), else the traces read here by any reader — several
     inputs into one corpus — (they then travel as one partition, so --engine accepts every format)."""
-    from tracetochain.analysis._analyze import _is_canonical_corpus
+    from tracetochain.analysis.shared import _is_canonical_corpus
 
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if engine is not None and reader is None and not option and not where and len(paths) == 1 \
@@ -278,7 +278,7 @@ def fit(
         result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                               options=state_options(states, features, vocabulary, k_min, k_max, seed),
                               pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value, audit=False,
-                              intervals=method, n_samples=samples, confidence=ci, seed=seed, progress=progress,
+                              intervals=method, samples=samples, confidence=ci, seed=seed, progress=progress,
                               **model_arguments(model))
         chain = result.chain
         if output is not None:
@@ -294,8 +294,8 @@ def fit(
         costs = _model_costs(result) if expanded else _costs(chain, "posterior" if method else None, ci, samples,
                                                               seed, traces=result.traces, ensemble=result.ensemble,
                                                               display=not as_json)
-    from tracetochain.analysis._headline import headline
-    from tracetochain.audit._discrimination import uninformative_sentence
+    from tracetochain.analysis.shared import headline
+    from tracetochain.audit.shared import uninformative_sentence
 
     disc = result.discrimination
     lead = headline(result)
@@ -353,11 +353,11 @@ def model_arguments(model: Any) -> dict[str, Any]:
     """``--model`` as :func:`~tracetochain.analysis.analyze` arguments (nothing for the default, so that a plain run
     is the call it always was)."""
     value = str(getattr(model, "value", model))
-    return {} if value == "markov" else {"model": value}
+    return {} if is_first_order(value) else {"model": value}
 
 
 def _model_costs(result: Any) -> dict[str, Any]:
-    from tracetochain.analysis._models import model_costs
+    from tracetochain.analysis.shared import model_costs
 
     return model_costs(result.chain, result.certificate, result.model_choice)
 
@@ -365,7 +365,7 @@ def _model_costs(result: Any) -> dict[str, Any]:
 def _trials_label(result: Any) -> dict[str, Any]:
     """What can be said of the chain's i.i.d. pass^k without the full audit: the trials check (cheap: per-task
     counts) when tasks repeat, else that the assumption is untested."""
-    from tracetochain.audit._trials import trials_check_table
+    from tracetochain.audit.shared import trials_check_table
 
     mc = result.model_choice
     if mc is not None and not mc.first_order:

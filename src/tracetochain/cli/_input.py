@@ -162,7 +162,7 @@ def load_traces(path: Path | str | list[Path] | list[str], reader: str | None = 
 
 def _needs_corpus(path: Path | str, reader: str | None) -> bool:
     """A glob pattern, or a folder that no reader (the chosen one) reads as a whole."""
-    from tracetochain.readers._many import _is_pattern, _read_whole
+    from tracetochain.readers.shared import _is_pattern, _read_whole
 
     text = str(path)
     if _is_pattern(text):
@@ -174,7 +174,7 @@ def _needs_corpus(path: Path | str, reader: str | None) -> bool:
 def _load_corpus(paths: list[Path | str], reader: str | None, options: list[str] | dict[str, Any] | None,
                  *, on_error: str, announce: bool) -> TraceTable:
     from tracetochain.exceptions import TraceToChainError
-    from tracetochain.readers._many import read_corpus
+    from tracetochain.readers.shared import read_corpus
 
     if any(str(p) == STDIN for p in paths):
         raise typer.BadParameter("standard input (-) cannot be combined with other inputs")

@@ -137,7 +137,7 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
         curve.add_row(*[f"[dim]{band['lower'][d]:.2f}–{band['upper'][d]:.2f}[/]" for d in picks])
     _console.print(curve)
     _console.print(f"  [dim]R∞ − R({s.horizon}) = {s.residual_at_horizon:.2e} (exact tail mass)[/]")
-    from tracetochain.audit._budget import BUDGET_CAVEAT
+    from tracetochain.audit.shared import BUDGET_CAVEAT
 
     _console.print(f"  [dim]{escape(BUDGET_CAVEAT)}[/]")
 

@@ -127,8 +127,8 @@ def report(
 
     from tracetochain._progress import console_progress
     from tracetochain.report import build_report, render_html
-    from tracetochain.report._markdown import render_markdown
     from tracetochain.report.gates import GATE_FAILED_EXIT_CODE, check_gate, evaluate_gate
+    from tracetochain.report.shared import render_markdown
 
     for expression in fail_under or []:
         check_gate(expression)  # a typo in a gate is reported before the work, not after it
@@ -163,7 +163,7 @@ def report(
         result = run_analysis(source, on_error=on_error.value, engine=engine, scheduler=scheduler, states=states,
                               options=state_options(states, features, vocabulary, k_min, k_max, seed),
                               pseudocount=pseudocount, audit=not no_audit, holdout=not in_sample, n_splits=splits,
-                              level=level, intervals=method, n_samples=samples, confidence=ci, seed=seed,
+                              level=level, intervals=method, samples=samples, confidence=ci, seed=seed,
                               progress=progress, **model_arguments(model))
         progress("paths")
         from tracetochain.cli._paths import report_paths
@@ -311,7 +311,7 @@ def audit(
                               options=state_options(states, features, vocabulary, k_min, k_max, seed),
                               pseudocount=pseudocount, holdout=not in_sample, n_splits=splits, level=level,
                               n_bootstrap=bootstrap, order_criterion=order_criterion,
-                              intervals=method if resamples else None, n_samples=max(resamples, 1), seed=seed,
+                              intervals=method if resamples else None, samples=max(resamples, 1), seed=seed,
                               progress=progress, **model_arguments(model))
     cert = result.certificate
     if as_json:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from tracetochain.cli._commands import ForceOpt
-from tracetochain.cli._input import ReaderOptionOpt, parse_reader_options
+from tracetochain.cli._input import ReaderOptionOpt, parse_reader_options, pick_alias
 
 SERVE_EXAMPLE = ("Example: tracetochain serve --store live.db --window 5m --rules rules.toml   then point the agent's "
                  "exporter at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318")
@@ -54,8 +54,10 @@ def serve(
              "alerts per value.")] = "service.name",
     max_groups: Annotated[int, typer.Option(
         min=1, help="Distinct agents at most; further ones are counted together as '(other)'.")] = 50,
-    alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="False-alarm rate of drift alerts over the stream.")
+    level: Annotated[float, typer.Option(min=1e-6, max=0.5, help="False-alarm rate of drift alerts over the stream.")
                      ] = 0.05,
+    legacy_alpha: Annotated[float | None, typer.Option(
+        "--alpha", min=1e-6, max=0.5, hidden=True, help="Deprecated spelling of --level.")] = None,
     min_traces: Annotated[int, typer.Option(
         min=1, help="Usable traces a window needs before it is tested for drift (the χ² reference needs ~100).")
                           ] = 100,
@@ -95,6 +97,7 @@ def serve(
     """Receive OTLP spans from running agents and keep their chain, dashboard, alerts and metrics up to date."""
     try:
         from tracetochain import serve as live
+        from tracetochain.serve.shared import parse_duration
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise typer.BadParameter(f"{_INSTALL_HINT} ({exc})") from None
     try:
@@ -104,7 +107,7 @@ def serve(
     except ImportError as exc:
         raise typer.BadParameter(f"{_INSTALL_HINT} (missing {exc.name})") from None
     if export_parquet is not None:
-        from tracetochain.serve._store import export_store
+        from tracetochain.serve.shared import export_store
 
         n = export_store(store, export_parquet, overwrite=force)
         typer.echo(f"{n} episodes written to {export_parquet}")
@@ -123,11 +126,12 @@ def serve(
             read_token=read_token or os.environ.get("TRACETOCHAIN_READ_TOKEN") or None,
             max_request_bytes=int(max_request_mb * 1024 * 1024),
             max_decompressed_bytes=4 * int(max_request_mb * 1024 * 1024), window=live.WindowSpec.parse(window),
-            alpha=alpha, min_traces=min_traces, rules=rules, webhook=webhook, alerts_to_stdout=not quiet_alerts,
+            level=pick_alias("--level", level, 0.05, "--alpha", legacy_alpha), min_traces=min_traces, rules=rules,
+            webhook=webhook, alerts_to_stdout=not quiet_alerts,
             reader_options=reader_options,
             ingest=live.IngestSettings(settle=settle, trace_timeout=trace_timeout, verdict_timeout=verdict_timeout,
                                        max_open_traces=max_open_traces, max_verdicts=max_verdicts,
-                                       span_retention=live.parse_duration(keep_spans) if keep_spans else None,
+                                       span_retention=parse_duration(keep_spans) if keep_spans else None,
                                        group_by=group_by, max_groups=max_groups,
                                        verdict_retention=_retention(keep_unclaimed_verdicts)),
             durability=durability,  # type: ignore[arg-type]
@@ -136,7 +140,7 @@ def serve(
         )
         config.check()
         if webhook is not None:
-            from tracetochain.serve._alerts import check_webhook_url
+            from tracetochain.serve.shared import check_webhook_url
 
             check_webhook_url(webhook)
         if rules is not None:
@@ -157,6 +161,6 @@ def _retention(text: str | None) -> float | None:
     """``--keep-unclaimed-verdicts``: a duration in seconds, or None for 'forever'."""
     if text is None or text.strip().lower() in ("forever", "never", "none"):
         return None
-    from tracetochain.serve import parse_duration
+    from tracetochain.serve.shared import parse_duration
 
     return parse_duration(text)

@@ -20,7 +20,7 @@ from tracetochain.cli._commands import (
     input_paths,
     samples_option,
 )
-from tracetochain.cli._input import STDIN, ByOpt, ReaderOpt, ReaderOptionOpt, WhereOpt, load_traces
+from tracetochain.cli._input import STDIN, ByOpt, ReaderOpt, ReaderOptionOpt, WhereOpt, load_traces, pick_alias
 from tracetochain.cli._output import echo_text
 
 WHATIF_EXAMPLE = ('Example: tracetochain whatif chain.json --reroute "*->success:0.1" --edge-cost "*->success=0.05" '
@@ -55,7 +55,7 @@ def whatif(
     the bottleneck states."""
     from tracetochain.chain import AbsorbingChain
     from tracetochain.whatif import bottlenecks, load_edits, parse_edge_cost, what_if
-    from tracetochain.whatif._parse import edits_from_options
+    from tracetochain.whatif.shared import edits_from_options
 
     chain = AbsorbingChain.from_json(chain_file)
     todo = (load_edits(edits) if edits else []) + edits_from_options(
@@ -66,7 +66,7 @@ def whatif(
     if todo and "counts" in chain.metadata:
         from tracetochain.uncertainty import DirichletPosterior
 
-        ensemble = DirichletPosterior(n_samples=500, seed=0).fit(chain).fetch_model().ensemble
+        ensemble = DirichletPosterior(samples=500, seed=0).fit(chain).fetch_model().ensemble
     prices = [parse_edge_cost(spec) for spec in edge_cost or []]
     result = what_if(chain, todo, ensemble=ensemble, cost_metric=cost_metric, edge_costs=prices) if todo else None
     if as_json:
@@ -174,7 +174,7 @@ def compare(
         if as_json:
             typer.echo(json.dumps(board.to_dict(), indent=2, allow_nan=False))
         else:
-            from tracetochain.report._board import render_board_markdown
+            from tracetochain.report.shared import render_board_markdown
 
             echo_text(render_board_markdown(board.to_dict()) if markdown else str(board), nl=not markdown)
         return
@@ -250,8 +250,10 @@ def monitor(
     states: Annotated[str, typer.Option(
         help="label, categorical, ward, informative or milestones:FILE (fitted on the baseline).")] = "label",
     vocabulary: Annotated[str | None, typer.Option(help="shell or chat action categories as states.")] = None,
-    alpha: Annotated[float, typer.Option(min=1e-6, max=0.5, help="Family-wise false-alarm rate over all windows.")
+    level: Annotated[float, typer.Option(min=1e-6, max=0.5, help="Family-wise false-alarm rate over all windows.")
                      ] = 0.05,
+    legacy_alpha: Annotated[float | None, typer.Option(
+        "--alpha", min=1e-6, max=0.5, hidden=True, help="Deprecated spelling of --level.")] = None,
     seed: Annotated[int, typer.Option(
         help="Seed for the bootstrap replicates behind the homogeneity tests and the posterior draws.")] = 0,
     jsonl: Annotated[bool, typer.Option("--jsonl", help="One JSON line per window on stdout.")] = False,
@@ -264,6 +266,7 @@ def monitor(
 
     from tracetochain.monitor import monitor as run_monitor
 
+    level = pick_alias("--level", level, 0.05, "--alpha", legacy_alpha)
     if baseline is not None and str(baseline) == STDIN and str(traces) == STDIN:
         raise typer.BadParameter("only one of TRACES and --baseline can be read from standard input (-)")
     inputs = input_paths(traces, baseline, states=states)
@@ -273,7 +276,7 @@ def monitor(
     base = load_traces(baseline, reader, option) if baseline is not None else None
     try:
         result = run_monitor(table, window=window, by=by, baseline=base, states=states,  # type: ignore[arg-type]
-                             state_options={"vocabulary": vocabulary} if vocabulary else None, alpha=alpha,
+                             state_options={"vocabulary": vocabulary} if vocabulary else None, level=level,
                              seed=seed)
     except ValueError as exc:
         from tracetochain.exceptions import TraceToChainError
@@ -287,7 +290,7 @@ def monitor(
         echo_text(str(result))
     if html_out is not None:
         from tracetochain._files import write_output
-        from tracetochain.report._monitor_html import render_monitor_html
+        from tracetochain.report.shared import render_monitor_html
 
         write_output(html_out, render_monitor_html(result.to_dict()), overwrite=force, inputs=inputs,
                      what="monitor page")

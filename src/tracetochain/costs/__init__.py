@@ -19,51 +19,53 @@
 >>> cost_report(fit)["metrics"]["cost_usd"]["summary"]["per_success"]  # doctest: +SKIP
 """
 
-from tracetochain._display import fmt_amount
-from tracetochain.chain._costs import (
-    COST_MODEL_SCHEMA_VERSION,
-    METRICS,
-    CostModel,
-    MetricStats,
-    PerVisitCost,
-    trace_totals,
-    usage_arrays,
-)
+from tracetochain._compat import moved_attribute
+from tracetochain.chain.shared import CostModel
 from tracetochain.costs._analysis import (
-    COST_LAYERS,
     BudgetCurve,
     CostSummary,
     ObservedCosts,
-    StateCost,
     StepCap,
     cost_budget_curve,
     observed_costs,
     step_cap_costs,
     summarize_costs,
 )
-from tracetochain.costs._report import COSTS_SCHEMA_VERSION, cost_certification, cost_per_success_draws, cost_report
+from tracetochain.costs._report import cost_report
 
+#: What users import; schema versions, metric tables and the draws behind the intervals are shared with the rest of
+#: the library through ``tracetochain.costs.shared`` / ``tracetochain.chain.shared``.
 __all__ = [
-    "COSTS_SCHEMA_VERSION",
-    "COST_LAYERS",
-    "COST_MODEL_SCHEMA_VERSION",
-    "METRICS",
     "BudgetCurve",
     "CostModel",
     "CostSummary",
-    "MetricStats",
     "ObservedCosts",
-    "PerVisitCost",
-    "StateCost",
     "StepCap",
     "cost_budget_curve",
-    "cost_certification",
-    "cost_per_success_draws",
     "cost_report",
-    "fmt_amount",
     "observed_costs",
     "step_cap_costs",
     "summarize_costs",
-    "trace_totals",
-    "usage_arrays",
 ]
+
+
+#: Names this package exported before its ``__all__`` was trimmed to what users import → the module that defines
+#: them (still importable from here, with a warning naming that module, for one release).
+_MOVED: dict[str, str] = {
+    "COSTS_SCHEMA_VERSION": "tracetochain.costs._report",
+    "COST_LAYERS": "tracetochain.costs._analysis",
+    "COST_MODEL_SCHEMA_VERSION": "tracetochain.chain.shared",
+    "METRICS": "tracetochain.chain.shared",
+    "MetricStats": "tracetochain.chain.shared",
+    "PerVisitCost": "tracetochain.chain.shared",
+    "StateCost": "tracetochain.costs._analysis",
+    "cost_certification": "tracetochain.costs._report",
+    "cost_per_success_draws": "tracetochain.costs._report",
+    "fmt_amount": "tracetochain._display",
+    "trace_totals": "tracetochain.chain.shared",
+    "usage_arrays": "tracetochain.chain.shared",
+}
+
+
+def __getattr__(name: str) -> object:
+    return moved_attribute(__name__, name, _MOVED)

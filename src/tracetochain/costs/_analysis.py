@@ -16,8 +16,9 @@ from numpy.typing import NDArray
 
 from tracetochain import numerics as nx
 from tracetochain._display import Display, ResultDisplay, Table, fmt_amount
-from tracetochain.chain._costs import METRICS, CostModel, PerVisitCost
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain._outcome import OutcomeCode
+from tracetochain.chain import AbsorbingChain
+from tracetochain.chain.shared import METRICS, CostModel, PerVisitCost
 
 FloatArray = NDArray[np.float64]
 
@@ -392,9 +393,9 @@ def observed_costs(traces: Any, costs: CostModel, metric: str, *, confidence: fl
     #successes (censored and failed episodes count as spend without success), and its percentile interval from
     a bootstrap over episodes (seeded). Episodes with no value for the metric are left out; episodes that ended
     before any agent step (``traces.report.zero_step``) count as trials that spent nothing on steps."""
-    from tracetochain.chain._costs import STEPS, trace_totals, usage_arrays
+    from tracetochain.chain.shared import STEPS, trace_totals, usage_arrays
 
-    usable = traces.select_traces(traces.outcomes() != 3)
+    usable = traces.select_traces(traces.outcomes() != OutcomeCode.INVALID)
     table = usable.to_arrow()
     offsets = usable.offsets
     st = costs.metrics.get(metric)
@@ -410,7 +411,7 @@ def observed_costs(traces: Any, costs: CostModel, metric: str, *, confidence: fl
         totals = trace_totals(table, offsets)[metric]
         known = np.isfinite(totals)
     totals = np.where(known, totals, 0.0)[known]
-    success = (usable.outcomes() == 0)[known]
+    success = (usable.outcomes() == OutcomeCode.SUCCESS)[known]
     # Episodes that ended before any agent step are trials too: they spent nothing on agent steps (or their
     # reported total, when the source gives one).
     zero = [r for r in getattr(traces.report, "zero_step", []) if r.get("outcome") != "invalid"]

@@ -20,12 +20,11 @@ import scipy.sparse
 from numpy.typing import NDArray
 
 from tracetochain import numerics as nx
-from tracetochain.chain._costs import STEPS, CostModel, PerVisitCost, trace_totals, usage_arrays
-from tracetochain.chain._counts import state_codes
+from tracetochain._outcome import INVALID as _INVALID
+from tracetochain.chain.shared import STEPS, CostModel, PerVisitCost, state_codes, trace_totals, usage_arrays
 from tracetochain.numerics.rewards import reward_moments, reward_right_hand_sides
 
 FloatArray = NDArray[np.float64]
-_INVALID = 3
 
 
 #: Above this many states the spreads (second moments: one more batched solve per draw) are not given intervals by

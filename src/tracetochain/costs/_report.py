@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from tracetochain._version import __version__
-from tracetochain.chain._costs import METRICS, CostModel
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain import AbsorbingChain
+from tracetochain.chain.shared import METRICS, CostModel
 from tracetochain.costs._analysis import (
     COST_LAYERS,
     cost_budget_curve,
@@ -97,11 +97,11 @@ def _ensemble(chain: AbsorbingChain, traces: Any, method: str, samples: int, see
         from tracetochain.uncertainty import DirichletPosterior
 
         post = DirichletPosterior(prior=prior.kind, pseudocount=prior.strength, confidence=confidence,
-                                  n_samples=samples, seed=seed, unvisited=policy).fit(chain).fetch_model()
+                                  samples=samples, seed=seed, unvisited=policy).fit(chain).fetch_model()
         return post.ensemble, None
     from tracetochain.uncertainty import TraceBootstrap
 
-    boot = TraceBootstrap(n_resamples=samples, by=by, path="fast", state_names=chain.state_names,  # type: ignore[arg-type]
+    boot = TraceBootstrap(samples=samples, by=by, path="fast", state_names=chain.state_names,  # type: ignore[arg-type]
                           prior=prior.kind, pseudocount=prior.strength, unvisited=policy,
                           initial=md.get("initial", "empirical"), confidence=confidence, seed=seed).fit(traces)
     return boot.fetch_model(), boot.plan_

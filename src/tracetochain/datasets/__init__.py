@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tracetochain.chain._model import AbsorbingChain
-from tracetochain.traces._table import TraceTable
+from tracetochain.chain import AbsorbingChain
+from tracetochain.traces import TraceTable
 
 EXAMPLES = {
     "tau_airline": "tau_airline_sample.jsonl",

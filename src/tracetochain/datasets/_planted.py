@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 
 def planted_history_traces(n_traces: int, *, pattern: bool = True, p_fail: float = 0.7,

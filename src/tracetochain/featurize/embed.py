@@ -19,7 +19,7 @@ from tracetochain.exceptions import NotFittedError, TraceToChainError
 from tracetochain.featurize._base import Features
 from tracetochain.featurize.rules import RuleFeatures, RuleFeaturizer
 from tracetochain.featurize.text import _texts
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 INSTALL_HINT = "the embedding featurizer needs model2vec: pip install 'tracetochain[embed]'"
 

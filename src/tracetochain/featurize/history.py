@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 #: The window of the loop detector (a return to a state within this many steps).
 LOOP_WINDOW = 6

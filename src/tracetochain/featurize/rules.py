@@ -27,7 +27,7 @@ from tracetochain._display import EstimatorDisplay
 from tracetochain.exceptions import NotFittedError
 from tracetochain.featurize._base import Features, mixed_radix
 from tracetochain.featurize.vocab import ActionVocabulary, get_vocabulary
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 Depth = Literal["none", "step", "hindsight-fraction", "hindsight-bucket", "fraction", "bucket"]
 #: Old spellings of the hindsight features, kept working with a warning.

@@ -17,7 +17,7 @@ from tracetochain._display import EstimatorDisplay
 from tracetochain.exceptions import NotFittedError
 from tracetochain.featurize._base import Features
 from tracetochain.featurize.rules import RuleFeatures, RuleFeaturizer
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 Method = Literal["hashing", "tfidf"]
 

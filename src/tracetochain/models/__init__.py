@@ -25,6 +25,9 @@ Common interface (:class:`TraceModel`): ``fit(traces)``, ``trace_loglik(traces)`
 ``pass_hat_k(k)`` / ``pass_at_k(k)`` (Σ_c w_c R_c^k when trials of a task share a class; R∞^k otherwise) and
 ``sample(n)``.
 
+Families are registered (:func:`register_family`, :mod:`~tracetochain.families`): ``--model``, ``auto``'s
+candidates and the docs table read the registry, so a new family is its module plus one registration.
+
 Model choice: :func:`choose_model` fits every candidate on repeated held-out splits and picks by held-out
 log-likelihood against the first-order baseline (:mod:`~tracetochain.models.selection`). pass^k when tasks differ:
 :mod:`~tracetochain.models.passk` (per-task estimates, beta-binomial over tasks, a model's own value with intervals).
@@ -38,75 +41,74 @@ Held-out checks of a fitted family: :mod:`~tracetochain.models.evaluation`.
 'markov'
 """
 
-from tracetochain.models._base import CompiledModel, LastStep, TraceModel, sample_compiled, simulate_runs
-from tracetochain.models._encoded import EncodedTraces, encode_traces
+from tracetochain._compat import moved_attribute
+from tracetochain.families import Candidate, Family, register_family
+from tracetochain.models._base import CompiledModel, TraceModel
 from tracetochain.models.duration import DurationModel
-from tracetochain.models.evaluation import HeldoutEvaluation, evaluate_heldout, timing_check
+from tracetochain.models.evaluation import evaluate_heldout
 from tracetochain.models.hmm import HiddenMarkovModel
 from tracetochain.models.lifted import LiftedModel
 from tracetochain.models.markov import MarkovModel
 from tracetochain.models.mixture import MixtureModel
-from tracetochain.models.passk import (
-    BetaBinomial,
-    PassKCheck,
-    PassKEstimate,
-    PassKTest,
-    beta_binomial_pass_k,
-    empirical_pass_k,
-    model_pass_k,
-    pass_k_check,
-    pass_k_test,
-    task_trials,
-)
-from tracetochain.models.selection import (
-    MODEL_CHOICES,
-    Candidate,
-    CandidateScore,
-    ModelChoice,
-    ModelFit,
-    choose_model,
-    decide,
-    fit_model,
-    make_candidate,
-    unit_splits,
-)
+from tracetochain.models.passk import beta_binomial_pass_k, empirical_pass_k, model_pass_k, pass_k_test
+from tracetochain.models.selection import ModelChoice, ModelFit, choose_model, fit_model, make_candidate
 from tracetochain.models.tasks import TaskClassModel
 
+
+def __getattr__(name: str) -> object:
+    if name == "MODEL_CHOICES":  # a view of the family registry, read when asked (families registered later count)
+        from tracetochain.families import model_choices
+
+        return model_choices()
+    return moved_attribute(__name__, name, _MOVED)
+
+
+#: What users import. The building blocks other packages share (encoded traces, the choice rule's steps, the
+#: checks' result types …) stay importable from their modules (``tracetochain.models.selection``, ``.passk``,
+#: ``.evaluation``, ``tracetochain.models.shared``) but are not the package's API.
 __all__ = [
-    "MODEL_CHOICES",
-    "BetaBinomial",
     "Candidate",
-    "CandidateScore",
     "CompiledModel",
     "DurationModel",
-    "EncodedTraces",
-    "HeldoutEvaluation",
+    "Family",
     "HiddenMarkovModel",
-    "LastStep",
     "LiftedModel",
     "MarkovModel",
     "MixtureModel",
     "ModelChoice",
     "ModelFit",
-    "PassKCheck",
-    "PassKEstimate",
-    "PassKTest",
     "TaskClassModel",
     "TraceModel",
     "beta_binomial_pass_k",
     "choose_model",
-    "decide",
     "empirical_pass_k",
-    "encode_traces",
     "evaluate_heldout",
     "fit_model",
     "make_candidate",
     "model_pass_k",
-    "pass_k_check",
     "pass_k_test",
-    "sample_compiled",
-    "simulate_runs",
-    "task_trials",
-    "timing_check",
-    "unit_splits",
+    "register_family",
 ]
+
+
+#: Names this package exported before its ``__all__`` was trimmed to what users import → the module that defines
+#: them (still importable from here, with a warning naming that module, for one release).
+_MOVED: dict[str, str] = {
+    "BetaBinomial": "tracetochain.models.passk",
+    "CandidateScore": "tracetochain.models.selection",
+    "EncodedTraces": "tracetochain.models._encoded",
+    "HeldoutEvaluation": "tracetochain.models.evaluation",
+    "LastStep": "tracetochain.models._base",
+    "PassKCheck": "tracetochain.models.passk",
+    "PassKEstimate": "tracetochain.models.passk",
+    "PassKTest": "tracetochain.models.passk",
+    "decide": "tracetochain.models.selection",
+    "encode_traces": "tracetochain.models._encoded",
+    "families": "tracetochain.families",
+    "pass_k_check": "tracetochain.models.passk",
+    "sample_compiled": "tracetochain.models._base",
+    "simulate_runs": "tracetochain.models._base",
+    "task_trials": "tracetochain.models.passk",
+    "timing_check": "tracetochain.models.evaluation",
+    "unit_splits": "tracetochain.models.selection",
+}

@@ -16,11 +16,11 @@ import numpy as np
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from tracetochain.chain._counts import state_codes
+from tracetochain._outcome import CENSORED, FAILURE, INVALID, SUCCESS
+from tracetochain.chain.shared import state_codes
 from tracetochain.exceptions import EmptyTraceSetError
 from tracetochain.traces import TraceTable
 
-SUCCESS, FAILURE, CENSORED, INVALID = 0, 1, 2, 3
 Grouping = Literal["auto", "task", "trace"]
 
 

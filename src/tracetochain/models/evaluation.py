@@ -28,13 +28,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import fmt_number
+from tracetochain._outcome import SUCCESS
 from tracetochain.audit import RInfCheck, TimingResult, r_inf_check
-from tracetochain.audit._common import json_dict
-from tracetochain.audit._holdout import empirical_rdc, l_inf_distance
-from tracetochain.audit._timing import UNCAPPED_SIMULATION_STEPS, lattice_ks_statistic, success_time_cdf
+from tracetochain.audit.shared import (
+    UNCAPPED_SIMULATION_STEPS,
+    empirical_rdc,
+    json_dict,
+    l_inf_distance,
+    lattice_ks_statistic,
+    success_time_cdf,
+)
 from tracetochain.exceptions import UndefinedMetricError
 from tracetochain.models._base import CompiledModel, TraceModel, simulate_runs
-from tracetochain.models._encoded import SUCCESS, EncodedTraces
+from tracetochain.models._encoded import EncodedTraces
 from tracetochain.traces import TraceTable
 
 

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._outcome import CENSORED, FAILURE, SUCCESS
 from tracetochain.chain import AbsorbingChain
 from tracetochain.models._base import CompiledModel, LastStep, TraceModel
-from tracetochain.models._encoded import CENSORED, FAILURE, SUCCESS, EncodedTraces, Grouping
+from tracetochain.models._encoded import EncodedTraces, Grouping
 
 #: EM iterations every start gets before only the best one continues.
 SHORT_RUN = 30

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import logsumexp
 
+from tracetochain._outcome import SUCCESS
 from tracetochain.chain import AbsorbingChain
 from tracetochain.models._base import CompiledModel, TraceModel, Trials, predictive_terms
 from tracetochain.models._context import (
@@ -52,7 +53,7 @@ from tracetochain.models._context import (
     events,
     fit_context_rows,
 )
-from tracetochain.models._encoded import SUCCESS, EncodedTraces, Grouping
+from tracetochain.models._encoded import EncodedTraces, Grouping
 from tracetochain.models.duration import StepBucketScheme
 from tracetochain.models.lifted import OrderKScheme
 

@@ -31,12 +31,12 @@ from numpy.typing import NDArray
 from scipy.special import betaln, digamma, gammaln
 
 from tracetochain._display import fmt_number
-from tracetochain.audit._trials import per_task_pass_at_k, per_task_pass_hat_k
+from tracetochain._outcome import INVALID, SUCCESS
+from tracetochain.audit.shared import per_task_pass_at_k, per_task_pass_hat_k
 from tracetochain.models._base import TraceModel
-from tracetochain.models._encoded import SUCCESS, EncodedTraces
+from tracetochain.models._encoded import EncodedTraces
 from tracetochain.traces import TraceTable
 
-INVALID = 3
 Interval = tuple[float | None, float | None]
 
 
@@ -101,7 +101,7 @@ class PassKEstimate:
         return self.pass_hat_k_interval[self.ks.index(k)]
 
     def to_dict(self) -> dict[str, Any]:
-        from tracetochain.audit._common import json_dict
+        from tracetochain.audit.shared import json_dict
 
         return json_dict({
             "method": self.method, "ks": list(self.ks), "pass_hat_k": list(self.pass_hat_k),
@@ -423,7 +423,7 @@ class PassKCheck:
     confidence: float
 
     def to_dict(self) -> dict[str, Any]:
-        from tracetochain.audit._common import json_dict
+        from tracetochain.audit.shared import json_dict
 
         return json_dict({"ks": list(self.ks), "model_pass_hat_k": list(self.model),
                           "empirical_pass_hat_k": list(self.empirical),
@@ -481,7 +481,7 @@ class PassKTest:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        from tracetochain.audit._common import json_dict
+        from tracetochain.audit.shared import json_dict
 
         return json_dict({
             "applicable": self.applicable, "ks": list(self.ks), "model_pass_hat_k": list(self.model),

@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import betaln, gammaln
 
-from tracetochain.audit._trials import anova_icc
+from tracetochain.audit.shared import anova_icc
 
 __all__ = ["ICCEstimate", "TrialsPlan", "icc_estimate", "pass_k_variance", "plan_trials", "tasks_needed"]
 

@@ -23,7 +23,6 @@ The chosen model is then refitted on all traces.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,49 +33,45 @@ from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table, fmt_number
 from tracetochain.exceptions import TraceToChainError
+from tracetochain.families import (
+    Candidate,
+    default_candidates,
+    default_sizes,
+    families,
+    family_of,
+    first_order_family,
+    get_family,
+    model_choices,
+    parse_candidate,
+)
 from tracetochain.models._base import CompiledModel, TraceModel
 from tracetochain.models._encoded import EncodedTraces, Grouping, encode_traces
-from tracetochain.models.duration import DurationModel
-from tracetochain.models.hmm import HiddenMarkovModel
-from tracetochain.models.lifted import LiftedModel
-from tracetochain.models.markov import MarkovModel
-from tracetochain.models.mixture import MixtureModel
 from tracetochain.models.tasks import TaskClassModel
 from tracetochain.traces import TraceTable
 
-FAMILIES = ("markov", "mixture", "lifted", "hmm", "duration")
 #: Fewer units (tasks or traces) than this and no family is compared: the first-order chain is kept.
 MIN_UNITS = 20
-DEFAULT_CANDIDATES = ("markov", "mixture", "lifted", "hmm", "duration")
-#: Sizes tried per family unless ``sizes`` says otherwise.
-DEFAULT_SIZES: dict[str, tuple[int, ...]] = {"mixture": (2, 3, 4), "hmm": (2, 3, 4, 5, 6), "lifted": (2, 3),
-                                             "duration": (0,), "markov": (0,), "tasks": (2, 3)}
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """A named way to build an unfitted model."""
+def __getattr__(name: str) -> Any:
+    # The family tables are views of the registry (:mod:`~tracetochain.families`), read when asked so that
+    # a family registered after import is in them.
+    if name in _REGISTRY_VIEWS:
+        return _REGISTRY_VIEWS[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    name: str
-    family: str
-    size: int | None
-    make: Callable[[], TraceModel] = field(repr=False, compare=False)
+
+_REGISTRY_VIEWS: dict[str, Callable[[], Any]] = {
+    "FAMILIES": lambda: tuple(families()),
+    "DEFAULT_CANDIDATES": default_candidates,
+    "DEFAULT_SIZES": default_sizes,
+    #: What ``--model`` accepts: a family (its best size by held-out likelihood) or "auto" (the rule above).
+    "MODEL_CHOICES": model_choices,
+}
 
 
 def _make(family: str, size: int, seed: int, group: Grouping) -> Candidate:
-    if family == "markov":
-        return Candidate("markov", "markov", None, lambda: MarkovModel(group=group))
-    if family == "duration":
-        return Candidate("duration", "duration", None, lambda: DurationModel(group=group))
-    if family == "lifted":
-        return Candidate(f"lifted(k={size})", "lifted", size, lambda: LiftedModel(size, group=group))
-    if family == "hmm":
-        return Candidate(f"hmm(K={size})", "hmm", size,
-                         lambda: HiddenMarkovModel(size, n_init=3, seed=seed, group=group))
-    if family == "mixture":
-        return Candidate(f"mixture(C={size})", "mixture", size,
-                         lambda: MixtureModel(size, seed=seed, group=group))
-    raise ValueError(f"unknown model family {family!r}; use one of {', '.join(FAMILIES)}")
+    return get_family(family).candidate_at(size, seed=seed, group=group)
 
 
 def _with_task_classes(winner: Candidate, size: int, seed: int, group: Grouping) -> Candidate:
@@ -85,7 +80,9 @@ def _with_task_classes(winner: Candidate, size: int, seed: int, group: Grouping)
                      lambda: TaskClassModel(make(), size, seed=seed, group=group))
 
 
-_NAME = re.compile(r"^(markov|duration|lifted\(k=(\d+)\)|hmm\(K=(\d+)\)|mixture\(C=(\d+)\))(?:\+tasks\(C=(\d+)\))?$")
+def _takes_task_classes(c: Candidate) -> bool:
+    fam = family_of(c.family)
+    return fam is None or fam.task_classes
 
 
 def make_candidate(name: str, *, seed: int = 0, group: Grouping = "auto") -> Candidate:
@@ -95,15 +92,9 @@ def make_candidate(name: str, *, seed: int = 0, group: Grouping = "auto") -> Can
     >>> make_candidate("lifted(k=3)+tasks(C=2)").family
     'task-classes'
     """
-    m = _NAME.match(name)
-    if m is None:
-        raise ValueError(f"not a candidate name: {name!r} (e.g. markov, duration, lifted(k=2), hmm(K=3), "
-                         "mixture(C=2), duration+tasks(C=2))")
-    base, k, hidden, classes, tasks = m.groups()
-    family = base.split("(")[0]
-    size = int(k or hidden or classes or 0)
-    cand = _make(family, size, seed, group)
-    return _with_task_classes(cand, int(tasks), seed, group) if tasks else cand
+    fam, size, tasks = parse_candidate(name)
+    cand = fam.candidate_at(size, seed=seed, group=group)
+    return _with_task_classes(cand, tasks, seed, group) if tasks else cand
 
 
 @dataclass(frozen=True)
@@ -129,7 +120,7 @@ class CandidateScore:
     timing_null: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        from tracetochain.audit._common import json_dict
+        from tracetochain.audit.shared import json_dict
 
         return json_dict(dict(self.__dict__))
 
@@ -165,7 +156,7 @@ class ModelChoice(ResultDisplay):
         raise KeyError(f"no candidate {name!r}; candidates are {[c.name for c in self.candidates]}")
 
     def to_dict(self) -> dict[str, Any]:
-        from tracetochain.audit._common import json_dict
+        from tracetochain.audit.shared import json_dict
 
         return json_dict({
             "kind": "tracetochain.model_choice", "chosen": self.chosen, "reason": self.reason,
@@ -234,11 +225,9 @@ def _expand(candidates: Iterable[str | Candidate], sizes: Mapping[str, Sequence[
         if isinstance(c, Candidate):
             out.append(c)
             continue
-        fam = str(c)
-        if fam not in FAMILIES:
-            raise ValueError(f"unknown model family {fam!r}; use one of {', '.join(FAMILIES)}")
-        for size in sizes.get(fam, DEFAULT_SIZES[fam]):
-            out.append(_make(fam, int(size), seed, group))
+        fam = get_family(str(c))
+        for size in sizes.get(fam.name, fam.sizes):
+            out.append(fam.candidate_at(int(size), seed=seed, group=group))
     names = [c.name for c in out]
     if len(set(names)) != len(names):
         raise ValueError("candidate names must be unique")
@@ -306,7 +295,7 @@ def _evaluate(cand: Candidate, enc: EncodedTraces, splits: list[NDArray[np.int64
     """Fit on every split's fit part and score its held-out units; with ``checks`` also run the held-out checks
     (timing with a refitting null where the family is cheap to refit, else against the fixed model with twice the
     replicates; R∞ against the held-out pass rate; pass^k against the held-out tasks)."""
-    from tracetochain.audit._holdout import r_inf_check_counts
+    from tracetochain.audit.shared import r_inf_check_counts
     from tracetochain.models.evaluation import timing_check
 
     out = _Scores(np.zeros(enc.n_units), [], [])
@@ -423,7 +412,7 @@ def decide(unit_loglik: Mapping[str, NDArray[np.float64]], n_parameters: Mapping
     return Decision(chosen, reason, tuple(better), best, z)
 
 
-def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | Candidate] = DEFAULT_CANDIDATES, *,
+def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | Candidate] | None = None, *,
                  sizes: Mapping[str, Sequence[int]] | None = None, n_splits: int = 5, test_fraction: float = 0.2,
                  z_threshold: float | None = None, group: Grouping = "auto", seed: int = 0, refit: bool = True,
                  state_names: Sequence[str] | None = None, with_task_classes: bool = True, checks: bool = True,
@@ -434,11 +423,12 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     ----------
     traces : TraceTable or EncodedTraces
         Labelled traces (states already assigned).
-    candidates : iterable of family names or :class:`Candidate`
-        Families among ``markov``, ``mixture``, ``lifted``, ``hmm``, ``duration`` (each expanded over ``sizes``),
-        or ready-made candidates. ``markov`` is always added as the baseline.
+    candidates : iterable of family names or :class:`Candidate`, optional
+        Registered families (:mod:`~tracetochain.families`; each expanded over ``sizes``), or ready-made
+        candidates; default: every registered candidate family. The first-order chain is always added as the
+        baseline.
     sizes : mapping, optional
-        Sizes per family (classes, hidden states, order); default :data:`DEFAULT_SIZES`.
+        Sizes per family (classes, hidden states, order); default: each family's registered sizes.
     n_splits, test_fraction, seed
         The repeated held-out splits of units (:func:`unit_splits`; the defaults are one 5-fold
         cross-validation).
@@ -472,16 +462,17 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     if n_splits < 1:
         raise ValueError(f"n_splits must be >= 1, got {n_splits}")
     enc = encode_traces(traces, tuple(state_names) if state_names is not None else None, group=group)
-    size_map = {**DEFAULT_SIZES, **({} if sizes is None else dict(sizes))}
-    cands = _expand(candidates, size_map, seed, group)
-    if not any(c.name == "markov" for c in cands):
-        cands.insert(0, _make("markov", 0, seed, group))
+    size_map = {**default_sizes(), **({} if sizes is None else dict(sizes))}
+    cands = _expand(default_candidates() if candidates is None else candidates, size_map, seed, group)
+    base = first_order_family().candidate_at(0, seed=seed, group=group)
+    if not any(c.name == base.name for c in cands):
+        cands.insert(0, base)
     if enc.n_units < MIN_UNITS:
         # Too little data to compare families out of sample: keep the plain chain and say why (no table).
-        model = MarkovModel(group=group).fit(enc) if refit else None
-        return ModelChoice("markov", f"only {enc.n_units} {enc.grouped_by}(s): at least {MIN_UNITS} are needed to "
+        model = base.make().fit(enc) if refit else None
+        return ModelChoice(base.name, f"only {enc.n_units} {enc.grouped_by}(s): at least {MIN_UNITS} are needed to "
                            "compare families on held-out data, so the first-order chain is kept",
-                           "markov", (), model, 0, test_fraction, enc.grouped_by, enc.n_units, enc.n_traces,
+                           base.name, (), model, 0, test_fraction, enc.grouped_by, enc.n_units, enc.n_traces,
                            z_threshold if z_threshold is not None else math.nan, seed,
                            ("insufficient evidence to choose a family",))
     if splits is None:
@@ -515,8 +506,8 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     first = decide(unit_scores(), params, z_threshold=z_threshold)
     # Round 2: task classes on the structure that won round 1 (tasks repeat: trials may share their difficulty).
     winner = first.best or "markov"
-    task_sizes = tuple(size_map.get("tasks", DEFAULT_SIZES["tasks"]))
-    if enc.grouped_by == "task" and task_sizes and by_name[winner].family != "mixture" and with_task_classes:
+    task_sizes = tuple(size_map.get("tasks", default_sizes()["tasks"]))
+    if enc.grouped_by == "task" and task_sizes and _takes_task_classes(by_name[winner]) and with_task_classes:
         extra = [_with_task_classes(by_name[winner], int(k), seed, group) for k in task_sizes]
         for c in extra:
             scores[c.name] = _evaluate(c, enc, held_out, seed=seed)
@@ -596,8 +587,6 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
 
 
 # ---------------------------------------------------------------------------------------------------- one call
-#: What ``--model`` accepts: a family (its best size by held-out likelihood) or "auto" (the rule above).
-MODEL_CHOICES = ("auto", "markov", "mixture", "lifted", "hmm", "duration")
 
 
 @dataclass(frozen=True, eq=False)
@@ -611,7 +600,7 @@ class ModelFit:
 
     def to_dict(self, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2, 3, 4, 5, 8)) -> dict[str, Any]:
         """JSON-ready: the choice table (when there was a choice) and the compiled chain's summary."""
-        from tracetochain.audit._common import json_dict
+        from tracetochain.audit.shared import json_dict
 
         return json_dict({"kind": "tracetochain.model_fit", "model": self.name, "family": self.model.family,
                           "n_parameters": self.model.n_parameters,
@@ -630,25 +619,25 @@ def fit_model(traces: TraceTable | EncodedTraces, model: str = "auto", *, seed: 
     >>> fit_model(t, "markov").name
     'markov'
     """
-    if model not in MODEL_CHOICES:
-        raise ValueError(f"unknown model {model!r}; use one of {', '.join(MODEL_CHOICES)}")
+    if model not in model_choices():
+        raise ValueError(f"unknown model {model!r}; use one of {', '.join(model_choices())}")
     names = tuple(state_names) if state_names is not None else None
-    if model == "markov":
-        m = MarkovModel().fit(traces, names)
-        return ModelFit("markov", m, m.to_chain(), None)
+    if model != "auto" and get_family(model).first_order:
+        m = get_family(model).factory(0, seed=seed, group="auto").fit(traces, names)
+        return ModelFit(model, m, m.to_chain(), None)
     if model == "auto":
         choice = choose_model(traces, seed=seed, state_names=names, **options)
     else:
         # One family: its best size by held-out likelihood (the first-order chain is scored beside it, for the
         # table, but the family asked for is kept even when it does not beat the baseline).
-        choice = choose_model(traces, candidates=("markov", model), seed=seed, state_names=names, refit=False,
-                              with_task_classes=False, **options)
+        choice = choose_model(traces, candidates=(first_order_family().name, model), seed=seed, state_names=names,
+                              refit=False, with_task_classes=False, **options)
         own = [c for c in choice.candidates if c.family == model and c.heldout_loglik_per_trace is not None]
         if not own:
             raise ValueError(f"no {model} model could be fitted: "
                              + "; ".join(c.reason for c in choice.candidates if c.family == model))
         best = max(own, key=lambda c: c.heldout_loglik_per_trace or -math.inf)
-        size_map = {**DEFAULT_SIZES, **dict(options.get("sizes") or {})}
+        size_map = {**default_sizes(), **dict(options.get("sizes") or {})}
         cand = _make(model, best.size if best.size is not None else 0, seed, options.get("group", "auto"))
         fitted = cand.make().fit(traces, names)
         choice = ModelChoice(best.name, f"the best {model} size by held-out log-likelihood ({size_map[model]})",

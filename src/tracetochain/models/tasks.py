@@ -38,10 +38,11 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit, logit, logsumexp
 
+from tracetochain._outcome import FAILURE, SUCCESS
 from tracetochain.chain import AbsorbingChain
 from tracetochain.models._base import CompiledModel, LastStep, TraceModel, Trials, predictive_terms
 from tracetochain.models._context import ContextChainModel, Events, events
-from tracetochain.models._encoded import FAILURE, SUCCESS, EncodedTraces, Grouping
+from tracetochain.models._encoded import EncodedTraces, Grouping
 
 #: Range of the class log-odds shifts δ_j (σ(±12) is within 6e−6 of 0 or 1).
 DELTA_BOUND = 12.0

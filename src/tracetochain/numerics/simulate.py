@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-SUCCESS, FAILURE, CENSORED = 0, 1, 2
+from tracetochain._outcome import CENSORED, FAILURE, SUCCESS
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from tracetochain.partitioned._ingest import (
     repartition_by_trace,
     trace_id_hashes,
 )
-from tracetochain.traces._hashing import holdout_mask, replicate_weights
+from tracetochain.traces.shared import holdout_mask, replicate_weights
 
 #: Entry points that run the analysis core (``tracetochain.analysis._partitioned``), imported on first use: the core
 #: builds on this package's ingest and counts, so they sit above it.

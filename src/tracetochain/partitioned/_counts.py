@@ -14,8 +14,9 @@ from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay
 from tracetochain._limits import check_state_count
+from tracetochain._outcome import INVALID as _INVALID
 from tracetochain.chain import TransitionCounts
-from tracetochain.chain._costs import CostModel, reader_name, trace_totals, usage_arrays
+from tracetochain.chain.shared import CostModel, reader_name, trace_totals, usage_arrays
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.partitioned._ingest import (
     OnError,
@@ -24,10 +25,9 @@ from tracetochain.partitioned._ingest import (
 )
 from tracetochain.states import StateModel
 from tracetochain.traces import IngestReport, Outcome, Problem, TraceTable
-from tracetochain.traces._table import STEP_GAP_HINT
+from tracetochain.traces.shared import STEP_GAP_HINT
 
 _MAX_PROBLEMS = 50
-_INVALID = 3
 
 
 

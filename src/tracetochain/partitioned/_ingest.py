@@ -21,10 +21,7 @@ from numpy.typing import NDArray
 from tracetochain._files import check_input_file
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.traces import TraceTable
-from tracetochain.traces._build import build_table, records_to_arrow
-from tracetochain.traces._canonical import parse_jsonl_lines
-from tracetochain.traces._hashing import fnv1a_hashes
-from tracetochain.traces._json import json_loads
+from tracetochain.traces.shared import build_table, fnv1a_hashes, json_loads, parse_jsonl_lines, records_to_arrow
 
 PartitionBy = Literal["range", "file"]
 OnError = Literal["raise", "skip"]
@@ -34,7 +31,6 @@ JSONL_SUFFIXES = (".jsonl", ".ndjson")
 DEFAULT_ROWS_PER_PARTITION = 1 << 20
 DEFAULT_BYTES_PER_PARTITION = 32 << 20
 _MAX_PROBLEMS = 50
-_INVALID = 3
 _READ_BLOCK = 16 << 20
 _PROBE_ROWS = 4096
 

@@ -17,9 +17,8 @@ import numpy as np
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from tracetochain._outcome import CENSORED, FAILURE, INVALID, SUCCESS
 from tracetochain.exceptions import TraceValidationError
-
-SUCCESS, FAILURE, CENSORED, INVALID = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, eq=False)

@@ -23,22 +23,22 @@ from pathlib import Path
 from typing import Any, Final
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.traces._build import STEP_FIELDS as STEP_FIELDS
-from tracetochain.traces._build import arrow_column as arrow_column
-from tracetochain.traces._build import build_table as build_table
-from tracetochain.traces._build import clean_text as clean_text
-from tracetochain.traces._build import drop_traces as drop_traces
-from tracetochain.traces._build import records_to_arrow as records_to_arrow
-from tracetochain.traces._build import split_zero_step as split_zero_step
-from tracetochain.traces._json import HEADER_MARKERS as HEADER_MARKERS
-from tracetochain.traces._json import HEADER_WORDS as HEADER_WORDS
-from tracetochain.traces._json import JSONLimitError as JSONLimitError
-from tracetochain.traces._json import is_header_record as is_header_record
-from tracetochain.traces._json import json_loads as json_loads
-from tracetochain.traces._json import json_raw_decode as json_raw_decode
-from tracetochain.traces._json import load_json as load_json
-from tracetochain.traces._json import merge_header as merge_header
-from tracetochain.traces._table import Problem, TraceTable
+from tracetochain.traces import Problem, TraceTable
+from tracetochain.traces.shared import HEADER_MARKERS as HEADER_MARKERS
+from tracetochain.traces.shared import HEADER_WORDS as HEADER_WORDS
+from tracetochain.traces.shared import STEP_FIELDS as STEP_FIELDS
+from tracetochain.traces.shared import JSONLimitError as JSONLimitError
+from tracetochain.traces.shared import arrow_column as arrow_column
+from tracetochain.traces.shared import build_table as build_table
+from tracetochain.traces.shared import clean_text as clean_text
+from tracetochain.traces.shared import drop_traces as drop_traces
+from tracetochain.traces.shared import is_header_record as is_header_record
+from tracetochain.traces.shared import json_loads as json_loads
+from tracetochain.traces.shared import json_raw_decode as json_raw_decode
+from tracetochain.traces.shared import load_json as load_json
+from tracetochain.traces.shared import merge_header as merge_header
+from tracetochain.traces.shared import records_to_arrow as records_to_arrow
+from tracetochain.traces.shared import split_zero_step as split_zero_step
 
 #: τ-bench's success rule: reward ≥ 1 − 1e−6 (its own pass test, Yao et al. 2024).
 DEFAULT_SUCCESS_THRESHOLD = 1.0 - 1e-6

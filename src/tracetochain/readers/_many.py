@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracetochain.exceptions import TraceValidationError
-from tracetochain.traces._table import IngestReport, TraceTable
+from tracetochain.traces import IngestReport, TraceTable
 
 __all__ = ["META_PREFIX", "SOURCE_FIELD", "expand_inputs", "flatten_metadata", "read_corpus"]
 
@@ -191,7 +191,7 @@ def read_corpus(sources: str | Path | Sequence[str | Path], format: str | None =
 
 def join_tables(tables: Iterable[tuple[str, TraceTable]], *, source: str, on_error: str = "raise") -> TraceTable:
     """One table from several named ones: ``source_file`` and ``meta.*`` fields added, ids kept distinct."""
-    from tracetochain.traces._build import build_table
+    from tracetochain.traces.shared import build_table
 
     named = list(tables)
     all_ids = [tid for _, t in named for tid in t.trace_ids] + [str(z.get("trace_id")) for _, t in named

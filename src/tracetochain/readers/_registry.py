@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import Refusal
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 ENTRY_POINT_GROUP = "tracetochain.readers"
 

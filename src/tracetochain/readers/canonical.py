@@ -22,10 +22,9 @@ from tracetochain.readers._common import (
     read_record_head,
     wrong_suffix,
 )
-from tracetochain.traces._canonical import CANONICAL_EXTENSIONS as _EXTENSIONS
-from tracetochain.traces._canonical import read_canonical
-from tracetochain.traces._schema import REQUIRED
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
+from tracetochain.traces.shared import CANONICAL_EXTENSIONS as _EXTENSIONS
+from tracetochain.traces.shared import REQUIRED, read_canonical
 
 
 class CanonicalReader:

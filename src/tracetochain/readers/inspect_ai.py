@@ -108,7 +108,7 @@ from tracetochain.readers._common import (
     load_json,
     wrong_suffix,
 )
-from tracetochain.traces._table import Problem, TraceTable
+from tracetochain.traces import Problem, TraceTable
 
 __all__ = ["DEFAULT_MAX_COMPRESSION_RATIO", "DEFAULT_MAX_DECOMPRESSED_BYTES", "DEFAULT_MAX_MEMBER_BYTES", "INSPECT_AI",
            "InspectAIReader"]

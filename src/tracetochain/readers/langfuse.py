@@ -88,7 +88,7 @@ from tracetochain.readers._common import (
 )
 from tracetochain.readers._common import MISSING as _MISSING
 from tracetochain.readers._common import finite_float as _float_or_none
-from tracetochain.traces._table import Problem, TraceTable
+from tracetochain.traces import Problem, TraceTable
 
 __all__ = ["LANGFUSE", "LangfuseReader"]
 

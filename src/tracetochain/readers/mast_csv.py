@@ -54,8 +54,8 @@ from tracetochain.readers._common import (
     keys_text,
     wrong_suffix,
 )
-from tracetochain.traces._schema import OUTCOME_VALUES
-from tracetochain.traces._table import Problem, TraceTable
+from tracetochain.traces import Problem, TraceTable
+from tracetochain.traces.shared import OUTCOME_VALUES
 
 __all__ = ["MAST_CSV", "OUTCOME_SYNONYMS", "MastCsvReader"]
 

@@ -89,8 +89,8 @@ from tracetochain.readers._common import (
     wrong_suffix,
 )
 from tracetochain.readers._many import flatten_metadata
-from tracetochain.traces._schema import OUTCOME_VALUES
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
+from tracetochain.traces.shared import OUTCOME_VALUES
 
 __all__ = [
     "OPENAI_MESSAGES",

@@ -160,8 +160,7 @@ from tracetochain.readers._common import (
 )
 from tracetochain.readers._common import MISSING as _MISSING
 from tracetochain.readers._common import finite_float as _as_float
-from tracetochain.traces._schema import COLUMNS
-from tracetochain.traces._table import Problem, TraceTable
+from tracetochain.traces import COLUMNS, Problem, TraceTable
 
 __all__ = ["NO_OUTCOME_MESSAGE", "OTLP", "STATE_ATTRIBUTE", "ColumnarTraceBuilder", "OtlpOptions", "OtlpReader",
            "SpanError", "SpanFacts", "SpanTrace", "emit_trace", "parse_otlp_options", "span_from_proto",

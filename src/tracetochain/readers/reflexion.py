@@ -66,7 +66,7 @@ from tracetochain.readers._common import (
     head_text,
     wrong_suffix,
 )
-from tracetochain.traces._table import Problem, TraceTable
+from tracetochain.traces import Problem, TraceTable
 
 __all__ = ["REFLEXION", "ReflexionReader", "question_key"]
 

@@ -100,7 +100,7 @@ from tracetochain.readers._common import (
     load_json,
     wrong_suffix,
 )
-from tracetochain.traces._table import Problem, TraceTable
+from tracetochain.traces import Problem, TraceTable
 
 __all__ = [
     "MINI_SWE_AGENT",

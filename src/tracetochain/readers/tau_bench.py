@@ -77,7 +77,7 @@ from tracetochain.readers.openai_messages import (
     steps_from_messages,
     tool_error_rule,
 )
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 __all__ = ["TAU2_BENCH", "TAU2_CENSORED_REASONS", "TAU2_INVALID_REASONS", "TAU_BENCH", "Tau2BenchReader",
            "TauBenchReader"]

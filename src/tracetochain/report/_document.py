@@ -14,8 +14,9 @@ import numpy as np
 
 from tracetochain._progress import phase_reporter
 from tracetochain._version import __version__
-from tracetochain.audit._common import json_dict
+from tracetochain.audit.shared import json_dict
 from tracetochain.chain import AbsorbingChain
+from tracetochain.families import is_first_order
 from tracetochain.metrics import ReliabilitySummary, summarize
 from tracetochain.quantities import quantity_rows
 from tracetochain.whatif import bottlenecks
@@ -96,7 +97,7 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
     ens = result.ensemble
     step("report: cost section")
     if expanded:
-        from tracetochain.analysis._models import model_costs
+        from tracetochain.analysis.shared import model_costs
 
         costs = model_costs(chain, cert, selection)
     else:
@@ -104,8 +105,8 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
                             method=None if ens is None else "posterior",
                             confidence=ens.confidence if ens is not None else 0.95,
                             seed=result.settings.get("seed", 0), certificate=cert, ensemble=ens)
-    from tracetochain.analysis._headline import headline
-    from tracetochain.audit._budget import BUDGET_CAVEAT
+    from tracetochain.analysis.shared import headline
+    from tracetochain.audit.shared import BUDGET_CAVEAT
 
     disc = getattr(result, "discrimination", None)
     cap_check = None
@@ -114,14 +115,14 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         if traces is None:
             raise ValueError("the step-cap check reads the runs themselves: run it on a corpus read into memory "
                              "(without --engine)")
-        from tracetochain.audit._budget import budget_cap_check
+        from tracetochain.audit.shared import budget_cap_check
 
         cap_check = budget_cap_check(traces, cap_field).to_dict()
     bottleneck_doc = bottlenecks(chain, fraction=fallback_fraction).to_dict()
     attribution = statuses.get("attribution")
     bottleneck_doc["status"] = attribution or "not audited"
     if attribution == "uninformative" and disc is not None:
-        from tracetochain.audit._discrimination import uninformative_sentence
+        from tracetochain.audit.shared import uninformative_sentence
 
         # The shares only say where runs end; the sentences that would name a state as the cause are replaced.
         bottleneck_doc["sentences"] = ["Uninformative: " + uninformative_sentence(disc) + "."]
@@ -179,7 +180,7 @@ def _path_findings(paths: Any) -> list[Any]:
     """The headline candidate of the paths analysis (a pattern with q < 0.05), when there is one."""
     if paths is None:
         return []
-    from tracetochain.analysis._paths import path_finding
+    from tracetochain.analysis.shared import path_finding
 
     found = path_finding(paths)
     return [] if found is None else [found]
@@ -199,14 +200,14 @@ def paths_section(paths: Any, rows: int = PATHS_SECTION_ROWS) -> dict[str, Any]:
 def _trials_detail(cert: Any, selection: Any) -> Any:
     """The per-task pass^k behind the report's observed column: the certificate's trials layer for the first-order
     chain; for a chosen model, the first-order certificate's (the model's own layer tests it on held-out tasks)."""
-    from tracetochain.audit._trials import TrialsResult
+    from tracetochain.audit import TrialsResult
 
     found = cert.trials if cert is not None else None
     if isinstance(found, TrialsResult):
         return found
     if selection is not None:
         for c in selection.candidates:
-            layer = c.layers.get("trials") if c.name == "markov" else None
+            layer = c.layers.get("trials") if is_first_order(c.name) else None
             if layer is not None and isinstance(layer.detail, TrialsResult):
                 return layer.detail
     return None

@@ -276,7 +276,7 @@ def _costs_view(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     success), the R(B) plot of the primary metric, where failed spend goes, and the notes. None: no cost stage."""
     if doc is None:
         return None
-    from tracetochain.costs import fmt_amount
+    from tracetochain._display import fmt_amount
     from tracetochain.report._plots import budget_svg
 
     cert = doc.get("certification") or {}

@@ -203,7 +203,7 @@ def _cost_lines(costs: dict[str, Any] | None) -> list[str]:
         return []
     if not costs.get("available"):
         return ["", f"_No cost figures: {_cell(costs.get('reason') or '')}._"]
-    from tracetochain.costs import fmt_amount
+    from tracetochain._display import fmt_amount
 
     out = ["", "| cost | per attempt | per success (model) | per success (observed) | spent on failures |",
            "|---|---|---|---|---|"]

@@ -22,36 +22,25 @@ import signal
 import sys
 from typing import Any
 
-from tracetochain.serve._alerts import AlertHub, StdoutSink, WebhookSink
-from tracetochain.serve._ingest import Ingestor, IngestSettings, SpanAck
-from tracetochain.serve._live import LiveAnalysis, RunningCounts, WindowSpec, alpha_spent, parse_duration
-from tracetochain.serve._rules import Rule, RuleEngine, RulesFileError, load_rules
-from tracetochain.serve._service import DEFAULT_PORT, LiveService, ServeConfig, is_loopback
-from tracetochain.serve._store import Store, StoreError
+from tracetochain._compat import moved_attribute
+from tracetochain.serve._ingest import IngestSettings
+from tracetochain.serve._live import WindowSpec
+from tracetochain.serve._rules import Rule, RulesFileError, load_rules
+from tracetochain.serve._service import LiveService, ServeConfig
+from tracetochain.serve._store import StoreError
 
+#: What users import; the service's parts (store, ingestor, alert sinks, rule engine, running counts …) are shared
+#: with the command line through ``tracetochain.serve.shared``.
 __all__ = [
-    "DEFAULT_PORT",
-    "AlertHub",
     "IngestSettings",
-    "Ingestor",
-    "LiveAnalysis",
     "LiveService",
     "Rule",
-    "RuleEngine",
     "RulesFileError",
-    "RunningCounts",
     "ServeConfig",
-    "SpanAck",
-    "StdoutSink",
-    "Store",
     "StoreError",
-    "WebhookSink",
     "WindowSpec",
-    "alpha_spent",
     "create_app",
-    "is_loopback",
     "load_rules",
-    "parse_duration",
     "run",
 ]
 
@@ -103,3 +92,26 @@ def run(config: ServeConfig, *, log_level: str = "warning") -> None:
                                            server_header=False, proxy_headers=False, http=protocol,
                                            limit_concurrency=config.max_connections, timeout_keep_alive=5))
     server.run()
+
+
+#: Names this package exported before its ``__all__`` was trimmed to what users import → the module that defines
+#: them (still importable from here, with a warning naming that module, for one release).
+_MOVED: dict[str, str] = {
+    "AlertHub": "tracetochain.serve._alerts",
+    "DEFAULT_PORT": "tracetochain.serve._service",
+    "Ingestor": "tracetochain.serve._ingest",
+    "LiveAnalysis": "tracetochain.serve._live",
+    "RuleEngine": "tracetochain.serve._rules",
+    "RunningCounts": "tracetochain.serve._live",
+    "SpanAck": "tracetochain.serve._ingest",
+    "StdoutSink": "tracetochain.serve._alerts",
+    "Store": "tracetochain.serve._store",
+    "WebhookSink": "tracetochain.serve._alerts",
+    "alpha_spent": "tracetochain.serve._live",
+    "is_loopback": "tracetochain.serve._service",
+    "parse_duration": "tracetochain.serve._live",
+}
+
+
+def __getattr__(name: str) -> object:
+    return moved_attribute(__name__, name, _MOVED)

@@ -43,7 +43,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from tracetochain.readers._common import verdict_to_outcome
+from tracetochain.readers.shared import verdict_to_outcome
 from tracetochain.serve._decode import (
     JSON,
     PROTOBUF,

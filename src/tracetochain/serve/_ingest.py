@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracetochain.readers._common import TraceBuilder
 from tracetochain.readers.otlp import (
     UNLABELLED,
     ColumnarTraceBuilder,
@@ -54,6 +53,7 @@ from tracetochain.readers.otlp import (
     emit_trace,
     norm_id,
 )
+from tracetochain.readers.shared import TraceBuilder
 from tracetochain.serve._store import (
     EpisodeRow,
     Store,
@@ -63,7 +63,7 @@ from tracetochain.serve._store import (
     expire_unclaimed_verdicts,
     facts_to_json,
 )
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 log = logging.getLogger("tracetochain.serve")
 

@@ -36,10 +36,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from tracetochain._compat import renamed_attribute, renamed_parameters
 from tracetochain._limits import _BYTES_PER_DRAW_ENTRY, memory_budget, time_problem
-from tracetochain.chain._counts import TransitionCounts
-from tracetochain.chain._estimator import estimate_chain
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain import AbsorbingChain, TransitionCounts, estimate_chain
 from tracetochain.exceptions import TraceToChainError
 from tracetochain.quantities import QUANTITIES, reported_scalars
 from tracetochain.serve._store import EpisodeRow
@@ -307,7 +306,7 @@ class RunningCounts:
         if n_l < min_each or n_u < min_each:
             doc["reason"] = f"fewer than {min_each} labelled or unlabelled episodes"
             return doc
-        from tracetochain.audit._homogeneity import homogeneity_from_counts
+        from tracetochain.audit.shared import homogeneity_from_counts
 
         vocab = sorted(self.states() | set(self.u_ends) | {s for t in self.u_transitions for s in t})
         pos = {s: i for i, s in enumerate(vocab)}
@@ -367,15 +366,18 @@ class LiveAnalysis:
     Thread-safe: the ingest thread calls :meth:`add_episodes`, the analyzer calls :meth:`snapshot`.
     """
 
-    def __init__(self, window: WindowSpec, *, alpha: float = 0.05, min_traces: int = 100, horizon: int = 30,
+    alpha = renamed_attribute("alpha", "level")
+
+    @renamed_parameters(alpha="level")
+    def __init__(self, window: WindowSpec, *, level: float = 0.05, min_traces: int = 100, horizon: int = 30,
                  confidence: float = 0.95, samples: int = 1000, window_samples: int = 400,
                  keep_windows: int = 500, complete_after: float = 0.0, seed: int = 0, total_every: float = 5.0,
                  clock: Callable[[], float] | None = None, max_states: int = DEFAULT_LIVE_MAX_STATES,
                  group: str | None = None, drift: bool = True) -> None:
-        if not 0 < alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        if not 0 < level < 1:
+            raise ValueError(f"level must be in (0, 1), got {level}")
         self.window = window
-        self.alpha = alpha
+        self.level = level
         self.min_traces = min_traces
         self.horizon = horizon
         self.confidence = confidence
@@ -498,7 +500,7 @@ class LiveAnalysis:
             self._drift(w)
 
     def _drift(self, w: _Window) -> None:
-        from tracetochain.audit._homogeneity import homogeneity_from_counts
+        from tracetochain.audit.shared import homogeneity_from_counts
 
         if not self.drift_enabled:
             w.drift = {"tested": False, "reason": "drift is tested per group"}
@@ -514,7 +516,7 @@ class LiveAnalysis:
         base = self.windows[self.baseline].counts
         vocab = sorted(base.states() | w.counts.states())
         self.comparisons += 1
-        level = alpha_spent(self.alpha, self.comparisons)
+        level = alpha_spent(self.level, self.comparisons)
         baseline, window = base.to_counts(vocab), w.counts.to_counts(vocab)
         h = homogeneity_from_counts(baseline.outcome_matrix(), window.outcome_matrix(), vocab, level=level,
                                     n_traces=(base.n_total, w.counts.n_total))
@@ -700,7 +702,7 @@ class LiveAnalysis:
         if n == 0:
             return None
         # The posterior of the chain's own prior (recorded in its metadata), π0 drawn too.
-        return DirichletPosterior(confidence=self.confidence, n_samples=n, seed=self.seed).fit(
+        return DirichletPosterior(confidence=self.confidence, samples=n, seed=self.seed).fit(
             chain).fetch_model().ensemble
 
     def _window_stats(self, counts: RunningCounts) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from tracetochain._limits import time_problem
 from tracetochain.readers.otlp import UNLABELLED
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 _TRACE_TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Episode {{ ep.episode_id }} — tracetochain</title>
@@ -125,7 +125,7 @@ def _build_window_report(service: Any, window: str, audit: bool, group: str | No
         raise ValueError(f"no decided (labelled) episodes in {label}")
     traces = TraceTable.from_records(records, source=f"live store {service.store.path} ({label})", format="otlp")
     try:
-        result = analyze(traces, audit=audit, n_samples=500, seed=service.config.seed)
+        result = analyze(traces, audit=audit, samples=500, seed=service.config.seed)
     except ValueError as exc:
         raise ValueError(f"cannot build the report of {label}: {exc}") from None
     return render_html(build_report(result, horizon=service.config.horizon))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracetochain._compat import renamed_attribute, renamed_parameters
 from tracetochain._limits import max_states
 from tracetochain.readers.otlp import OtlpOptions, parse_otlp_options
 from tracetochain.serve._alerts import AlertHub, StdoutSink, WebhookSink
@@ -55,7 +56,8 @@ class ServeConfig:
     #: Memory the request decodes running at once may take together (estimated before parsing; N5).
     decode_memory_bytes: int = 1024 * 1024 * 1024
     window: WindowSpec = field(default_factory=lambda: WindowSpec("time", 300.0))
-    alpha: float = 0.05
+    #: False-alarm rate of drift alerts over the stream (``alpha=`` is its deprecated spelling, one release).
+    level: float = 0.05
     min_traces: int = 100
     horizon: int = 30
     confidence: float = 0.95
@@ -102,8 +104,8 @@ class ServeConfig:
             raise ValueError("max_request_bytes must be at least 1024")
         if self.max_decompressed_bytes < self.max_request_bytes:
             raise ValueError("max_decompressed_bytes must be at least max_request_bytes")
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if not 0 < self.level < 1:
+            raise ValueError(f"level must be in (0, 1), got {self.level}")
         if not 2 <= self.max_states <= max_states():
             raise ValueError(f"max_states must be between 2 and {max_states():,} (TRACETOCHAIN_MAX_STATES), got "
                              f"{self.max_states}")
@@ -114,6 +116,11 @@ class ServeConfig:
         if not (math.isfinite(self.body_timeout) and self.body_timeout >= self.header_timeout):
             raise ValueError(f"body_timeout must be at least header_timeout ({self.header_timeout} s), got "
                              f"{self.body_timeout}")
+
+
+# ``ServeConfig(alpha=...)`` and ``config.alpha``: the old spelling of ``level``, for one release.
+ServeConfig.__init__ = renamed_parameters(alpha="level")(ServeConfig.__init__)  # type: ignore[method-assign]
+ServeConfig.alpha = renamed_attribute("alpha", "level")  # type: ignore[attr-defined]
 
 
 class LiveService:
@@ -160,7 +167,7 @@ class LiveService:
 
     def _new_live(self, group: str | None) -> LiveAnalysis:
         c = self.config
-        return LiveAnalysis(c.window, alpha=c.alpha, min_traces=c.min_traces, horizon=c.horizon,
+        return LiveAnalysis(c.window, level=c.level, min_traces=c.min_traces, horizon=c.horizon,
                             confidence=c.confidence, samples=c.samples, complete_after=c.ingest.settle + 1.0,
                             seed=c.seed, max_states=c.max_states, group=group, drift=group is not None)
 
@@ -181,8 +188,8 @@ class LiveService:
         # drift test cost ~1 s of CPU while the live lock was held (ingest waited for it).
         import scipy.stats  # noqa: F401
 
-        import tracetochain.audit._homogeneity
         import tracetochain.uncertainty  # noqa: F401
+        from tracetochain.audit.shared import homogeneity_from_counts  # noqa: F401
 
         self._rule_states = self.store.rule_states()
         for rows in self.store.iter_episodes():  # rebuild the running counts once, at start

@@ -429,7 +429,7 @@ class Store:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from tracetochain.traces._schema import COLUMNS, TRACE_SCHEMA_VERSION
+        from tracetochain.traces import COLUMNS, TRACE_SCHEMA_VERSION
 
         schema = pa.schema([(c.name, c.type) for c in COLUMNS]).with_metadata(
             {b"tracetochain.trace_schema_version": str(TRACE_SCHEMA_VERSION).encode()})

@@ -9,7 +9,7 @@ from tracetochain._display import EstimatorDisplay
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
 from tracetochain.featurize.vocab import get_vocabulary
 from tracetochain.states._model import StateModel, build_taxonomy, taxonomy_infos
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 
 class CategoricalStates(EstimatorDisplay):

@@ -47,6 +47,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import EstimatorDisplay
+from tracetochain._outcome import FAILURE as _FAILURE
+from tracetochain._outcome import INVALID as _INVALID
+from tracetochain._outcome import SUCCESS as _SUCCESS
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
 from tracetochain.featurize.history import (
     HISTORY_FEATURES,
@@ -58,10 +61,9 @@ from tracetochain.featurize.history import (
 )
 from tracetochain.featurize.vocab import get_vocabulary
 from tracetochain.states._model import StateInfo, StateModel
-from tracetochain.traces._hashing import fnv1a_hashes, hash_uniforms
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
+from tracetochain.traces.shared import fnv1a_hashes, hash_uniforms
 
-_SUCCESS, _FAILURE, _CENSORED, _INVALID = 0, 1, 2, 3
 #: The hash stream of the selection / confirmation halves (independent of the analysis's split stream).
 _AB_STREAM = np.uint64(0x5EC7_C0F1_A7E5_0025)
 #: Candidates tried for confirmation per round (in order of p), before the round gives up.

@@ -38,7 +38,7 @@ from tracetochain._display import EstimatorDisplay
 from tracetochain.exceptions import NotFittedError, TraceToChainError
 from tracetochain.featurize.vocab import get_vocabulary
 from tracetochain.states._model import StateModel, build_taxonomy, taxonomy_infos
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 CONDITION_FIELDS = ("step_kind", "tool_name", "error", "error_type", "text", "category", "state")
 _TOP_LEVEL = ("catch_all", "vocabulary", "state", "states")

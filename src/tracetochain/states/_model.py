@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 
 
 @dataclass(frozen=True)

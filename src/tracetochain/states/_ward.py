@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import EstimatorDisplay
-from tracetochain.featurize._base import mixed_radix
+from tracetochain.featurize.shared import mixed_radix
 
 _SILHOUETTE_BLOCK = 2048
 _SILHOUETTE_MAX_LINES = 256  # the lines' gap matrix is built from an n_lines² × p array
@@ -534,10 +534,10 @@ class WardStates(EstimatorDisplay):
         self._model: object | None = None
 
     def fit(self, traces: object) -> WardStates:
-        from tracetochain.featurize._base import unique_rows
+        from tracetochain.featurize import unique_rows
         from tracetochain.featurize.rules import RuleFeaturizer
         from tracetochain.states._model import StateModel, build_taxonomy, readable_names, taxonomy_infos
-        from tracetochain.traces._table import TraceTable
+        from tracetochain.traces import TraceTable
 
         if not isinstance(traces, TraceTable):
             raise TypeError(f"fit expects a TraceTable, got {type(traces).__name__}")

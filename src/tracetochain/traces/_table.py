@@ -607,7 +607,8 @@ class TraceTable:
         return _one_chunk(self._table.column(name)).take(pa.array(self._offsets[:-1]))
 
     def outcomes(self) -> NDArray[np.int8]:
-        """Outcome per trace as codes into ``Outcome`` order: 0 success, 1 failure, 2 censored, 3 invalid."""
+        """Outcome per trace as :class:`~tracetochain.traces.OutcomeCode` values (the position in ``Outcome``: 0
+        success, 1 failure, 2 censored, 3 invalid)."""
         col = self.trace_column("outcome")
         return np.asarray(pc.index_in(col, pa.array(OUTCOME_VALUES)), dtype=np.int8) if self.n_traces \
             else np.zeros(0, np.int8)

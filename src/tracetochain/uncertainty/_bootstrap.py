@@ -42,25 +42,25 @@ import pyarrow.compute as pc
 import scipy.sparse
 from numpy.typing import NDArray
 
+from tracetochain._compat import renamed_attribute, renamed_parameters
 from tracetochain._display import EstimatorDisplay
-from tracetochain.chain._counts import (
-    TransitionCounts,
-    per_trace_counts,
-    state_codes,
-    zero_step_counts,
-    zero_step_outcome_codes,
-)
-from tracetochain.chain._model import AbsorbingChain
-from tracetochain.chain._prior import (
+from tracetochain._outcome import INVALID as _INVALID
+from tracetochain.chain import (
+    AbsorbingChain,
     ChainPrior,
+    TransitionCounts,
     estimate_rows,
     initial_distribution,
     outcome_matrix,
+    per_trace_counts,
     start_distribution,
+    zero_step_counts,
+    zero_step_outcome_codes,
 )
+from tracetochain.chain.shared import state_codes
 from tracetochain.exceptions import EmptyTraceSetError, NotFittedError
-from tracetochain.traces._hashing import WeightKind, replicate_weights, unit_hashes
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
+from tracetochain.traces.shared import WeightKind, replicate_weights, unit_hashes
 from tracetochain.uncertainty._align import match_by_centroids, match_by_exit_profile, match_by_names
 from tracetochain.uncertainty._ensemble import ChainEnsemble
 from tracetochain.uncertainty._stats import check_confidence
@@ -71,7 +71,6 @@ Weights = Literal["poisson", "multinomial"]
 Relabel = Literal["fit", "nearest-centroid"]
 Align = Literal["auto", "centroids", "names", "exit-profile"]
 
-_SUCCESS, _FAILURE, _CENSORED, _INVALID = 0, 1, 2, 3
 _CHUNK = 128  # replicates per sparse product in the fast driver (bounds the dense weight block)
 _WEIGHT_BLOCK = 32  # replicates per block of hash weights
 
@@ -427,7 +426,7 @@ class TraceBootstrap(EstimatorDisplay):
 
     Parameters
     ----------
-    n_resamples : int, default 200
+    samples : int, default 200
         Number of replicates B (the paper's default).
     by : {"auto", "trace", "task"}, default "auto"
         Resampling unit. "task" resamples whole tasks (all trials of a task together; traces without a ``task_id``
@@ -477,20 +476,23 @@ class TraceBootstrap(EstimatorDisplay):
     --------
     >>> import tracetochain as tt
     >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=0)
-    >>> ens = TraceBootstrap(n_resamples=100, seed=1).fit(traces).fetch_model()
+    >>> ens = TraceBootstrap(samples=100, seed=1).fit(traces).fetch_model()
     >>> s = ens.stats("r_inf")
     >>> s.method, s.n_samples, s.lower < s.point < s.upper
     ('bootstrap', 100, True)
     """
 
-    def __init__(self, *, n_resamples: int = 200, by: By = "auto", path: Path_ = "fast",
+    n_resamples = renamed_attribute("n_resamples", "samples")
+
+    @renamed_parameters(n_resamples="samples")
+    def __init__(self, *, samples: int = 200, by: By = "auto", path: Path_ = "fast",
                  weights: Weights = "poisson", draw_prior: bool = True, states: Any = None,
                  state_names: Sequence[str] | None = None, relabel: Relabel = "fit", align: Align = "auto",
                  pseudocount: float | None = None, prior: str | None = None,
                  unvisited: Literal["auto", "prior", "failure"] = "auto",
                  initial: Literal["empirical", "modal"] = "empirical", confidence: float = 0.95,
                  seed: int | None = 0, engine: Any = None) -> None:
-        self.n_resamples = n_resamples
+        self.samples = samples
         self.draw_prior = draw_prior
         self.prior = prior
         self.by = by
@@ -511,9 +513,9 @@ class TraceBootstrap(EstimatorDisplay):
 
     # ------------------------------------------------------------------ validation
     def _check(self) -> tuple[ChainPrior, str, float]:
-        B = self.n_resamples
+        B = self.samples
         if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 1:
-            raise ValueError(f"n_resamples must be a positive integer, got {B!r}")
+            raise ValueError(f"samples must be a positive integer, got {B!r}")
         for name, value, allowed in (("by", self.by, ("auto", "trace", "task")), ("path", self.path, ("fast", "full")),
                                      ("weights", self.weights, ("poisson", "multinomial")),
                                      ("relabel", self.relabel, ("fit", "nearest-centroid")),
@@ -607,7 +609,7 @@ class TraceBootstrap(EstimatorDisplay):
             total[0, m * m + m: m * m + 2 * m].astype(np.int64), total[0, m * m + 2 * m: K].astype(np.int64),
             {"success": int(n_by[0]), "failure": int(n_by[1]), "censored": int(n_by[2]), "invalid": int(n_by[3])},
             total[0, K:].astype(np.int64) if Z is not None else np.zeros(2, np.int64))
-        from tracetochain.chain._estimator import estimate_chain
+        from tracetochain.chain import estimate_chain
 
         reference = estimate_chain(counts, prior=prior, unvisited=policy, initial=self.initial)
         if "state_model" in extra:
@@ -618,7 +620,7 @@ class TraceBootstrap(EstimatorDisplay):
         else:
             root = np.random.SeedSequence(int(self.seed))
             seed_used = int(self.seed)
-        seeds = tuple(root.spawn(int(self.n_resamples)))
+        seeds = tuple(root.spawn(int(self.samples)))
         by = self.by
         ids, task = _episode_ids(usable, zero_records)
         if by == "auto":
@@ -642,13 +644,13 @@ class TraceBootstrap(EstimatorDisplay):
         if self.engine is None:
             out = plan.run()
         else:
-            out = combine_replicates(self.engine.map_seeds(plan.arrays_for_seed, seed_used, int(self.n_resamples)))
+            out = combine_replicates(self.engine.map_seeds(plan.arrays_for_seed, seed_used, int(self.samples)))
         keep = ~np.asarray(out["dropped"], dtype=bool)
         if not keep.any():
             raise EmptyTraceSetError("every bootstrap replicate drew no traces; use more traces or weights="
                                      "'multinomial'")
         info: dict[str, Any] = {
-            "path": self.path, "by": by, "weights": self.weights, "n_resamples": int(self.n_resamples),
+            "path": self.path, "by": by, "weights": self.weights, "n_resamples": int(self.samples),
             "n_dropped": int((~keep).sum()), "n_traces": usable.n_traces + int(zero.size), "n_units": n_units,
             "prior": prior.to_dict(), "draw_prior": bool(self.draw_prior), "unvisited_policy": policy,
             "initial": self.initial, "seed": seed_used,

@@ -34,11 +34,9 @@ import numpy as np
 import scipy.special
 from numpy.typing import NDArray
 
+from tracetochain._compat import renamed_attribute, renamed_parameters
 from tracetochain._display import Display, EstimatorDisplay, ResultDisplay
-from tracetochain.chain._counts import TransitionCounts
-from tracetochain.chain._estimator import estimate_chain
-from tracetochain.chain._model import AbsorbingChain
-from tracetochain.chain._prior import ChainPrior
+from tracetochain.chain import AbsorbingChain, ChainPrior, TransitionCounts, estimate_chain
 from tracetochain.exceptions import NotFittedError
 from tracetochain.uncertainty._ensemble import ChainEnsemble
 from tracetochain.uncertainty._stats import EntryIntervals, check_confidence, equal_tailed
@@ -260,8 +258,8 @@ class DirichletPosterior(EstimatorDisplay):
         the episode prior when given counts.
     confidence : float, default 0.95
         Level of the equal-tailed intervals.
-    n_samples : int, default 2000
-        Joint draws in :attr:`ChainPosterior.ensemble`.
+    samples : int, default 2000
+        Joint draws in :attr:`ChainPosterior.ensemble` (``n_samples=`` is its deprecated spelling, one release).
     seed : int, default 0
         Seed of the joint draws (``numpy.random.default_rng``).
     unvisited : {"auto", "prior", "failure"}, default "auto"
@@ -279,7 +277,7 @@ class DirichletPosterior(EstimatorDisplay):
     >>> import tracetochain as tt
     >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=0)
     >>> chain = tt.ChainEstimator().fit(traces).fetch_model()
-    >>> post = DirichletPosterior(n_samples=1000).fit(chain).fetch_model()
+    >>> post = DirichletPosterior(samples=1000).fit(chain).fetch_model()
     >>> w = post.intervals.width_summary("Q")
     >>> 0 <= w["min"] <= w["median"] <= w["max"] < 1
     True
@@ -287,13 +285,16 @@ class DirichletPosterior(EstimatorDisplay):
     1000
     """
 
+    n_samples = renamed_attribute("n_samples", "samples")
+
+    @renamed_parameters(n_samples="samples")
     def __init__(self, *, pseudocount: float | None = None, prior: str | None = None, confidence: float = 0.95,
-                 n_samples: int = 2000, seed: int = 0, unvisited: Unvisited = "auto",
+                 samples: int = 2000, seed: int = 0, unvisited: Unvisited = "auto",
                  initial: InitialDraw = "sample", design_effect: float = 1.0) -> None:
         self.pseudocount = pseudocount
         self.prior = prior
         self.confidence = confidence
-        self.n_samples = n_samples
+        self.samples = samples
         self.seed = seed
         self.unvisited = unvisited
         self.initial = initial
@@ -303,9 +304,8 @@ class DirichletPosterior(EstimatorDisplay):
     def fit(self, data: AbsorbingChain | TransitionCounts) -> DirichletPosterior:
         """Take the counts (from a fitted chain's metadata, or given directly) and form the posterior."""
         level = check_confidence(self.confidence)
-        if isinstance(self.n_samples, bool) or not isinstance(self.n_samples, (int, np.integer)) \
-                or self.n_samples < 1:
-            raise ValueError(f"n_samples must be a positive integer, got {self.n_samples!r}")
+        if isinstance(self.samples, bool) or not isinstance(self.samples, (int, np.integer)) or self.samples < 1:
+            raise ValueError(f"samples must be a positive integer, got {self.samples!r}")
         if self.initial not in ("fixed", "sample"):
             raise ValueError(f"initial must be 'fixed' or 'sample', got {self.initial!r}")
         deff = float(self.design_effect)
@@ -348,7 +348,7 @@ class DirichletPosterior(EstimatorDisplay):
             est = "the chain as given"
         info = {"point_estimator": est, "n_traces": dict(counts.n_traces), "unvisited_states":
                 [counts.state_names[i] for i in np.flatnonzero(empty)]}
-        self._model = ChainPosterior(reference, counts, prior, policy, self.initial, level, int(self.n_samples),
+        self._model = ChainPosterior(reference, counts, prior, policy, self.initial, level, int(self.samples),
                                      self.seed, intervals, deff, info)
         return self
 

@@ -21,10 +21,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain._display import Display, ResultDisplay, Table
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import ChainValidationError, UndefinedMetricError
-from tracetochain.numerics._checks import ROW_SUM_ATOL
 from tracetochain.numerics.batched import ChainBatch
+from tracetochain.numerics.shared import ROW_SUM_ATOL
 from tracetochain.quantities import HEADLINE_QUANTITIES, QUANTITIES, Quantity
 from tracetochain.uncertainty._stats import EntryIntervals, QuantityStats, check_confidence, equal_tailed
 

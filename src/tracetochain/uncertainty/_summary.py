@@ -9,14 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from tracetochain._compat import renamed_parameters
 from tracetochain._display import Display, ResultDisplay, Table
 from tracetochain._version import __version__
-from tracetochain.chain._counts import TransitionCounts
-from tracetochain.chain._estimator import ChainEstimator
-from tracetochain.chain._model import AbsorbingChain
-from tracetochain.chain._prior import ChainPrior
+from tracetochain.chain import AbsorbingChain, ChainEstimator, ChainPrior, TransitionCounts
 from tracetochain.quantities import reported, reported_scalars
-from tracetochain.traces._table import TraceTable
+from tracetochain.traces import TraceTable
 from tracetochain.uncertainty._bootstrap import TraceBootstrap
 from tracetochain.uncertainty._dirichlet import DirichletPosterior
 from tracetochain.uncertainty._ensemble import ChainEnsemble
@@ -84,7 +82,8 @@ def _resolve(source: Any, traces: TraceTable | None) -> tuple[AbsorbingChain | N
                     f"traces (TraceTable); got {type(source).__name__}")
 
 
-def interval_summary(source: Any, *, method: Method = "posterior", confidence: float = 0.95,
+@renamed_parameters(method="intervals")
+def interval_summary(source: Any, *, intervals: Method = "posterior", confidence: float = 0.95,
                      samples: int | None = None, seed: int = 0, horizon: int = 50,
                      ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01, traces: TraceTable | None = None,
                      states: Any = None, by: Literal["auto", "trace", "task"] = "auto",
@@ -96,7 +95,7 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
     Parameters
     ----------
     source
-        What the chain was fitted from, or a :class:`ChainEnsemble` already drawn (summarized as it is: ``method``,
+        What the chain was fitted from, or a :class:`ChainEnsemble` already drawn (summarized as it is: ``intervals``,
         ``samples`` and ``confidence`` come from it). What each method needs:
 
         * ``"posterior"`` — the transition counts: an :class:`AbsorbingChain` fitted by ``ChainEstimator`` /
@@ -107,7 +106,7 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
           labelled traces it was fitted on; the chain fixes the state order and the estimator settings).
         * ``"bootstrap-full"`` — the traces (raw or labelled; the features come from their step columns) **and**
           the state estimator in ``states=`` (e.g. ``WardStates(...)``), which is refitted on every replicate.
-    method : {"posterior", "bootstrap", "bootstrap-full"}
+    intervals : {"posterior", "bootstrap", "bootstrap-full"}
     confidence : float, default 0.95
     samples : int, optional
         Posterior draws (default 2000) or bootstrap replicates (default 200).
@@ -140,8 +139,9 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
     if isinstance(source, ChainEnsemble):  # already drawn (e.g. by a partitioned audit): summarize it as it is
         return _summary(source, source.entry_intervals(), source.method, source.n_samples, source.confidence,
                         horizon, ks, delta)
+    method = intervals
     if method not in DEFAULT_SAMPLES:
-        raise ValueError(f"method must be 'posterior', 'bootstrap' or 'bootstrap-full', got {method!r}")
+        raise ValueError(f"intervals must be 'posterior', 'bootstrap' or 'bootstrap-full', got {method!r}")
     n = DEFAULT_SAMPLES[method] if samples is None else int(samples)
     chain, counts, labelled = _resolve(source, traces)
     m = chain.n_states if chain is not None else counts.n_states if counts is not None else \
@@ -163,25 +163,25 @@ def interval_summary(source: Any, *, method: Method = "posterior", confidence: f
         if chain is None and counts is None:
             assert labelled is not None
             chain = ChainEstimator(prior=prior.kind, pseudocount=prior.strength).fit(labelled).fetch_model()
-        post = DirichletPosterior(prior=prior.kind, pseudocount=prior.strength, confidence=level, n_samples=n,
+        post = DirichletPosterior(prior=prior.kind, pseudocount=prior.strength, confidence=level, samples=n,
                                   seed=seed, unvisited=policy, design_effect=design_effect).fit(
             chain if chain is not None else counts).fetch_model()  # type: ignore[arg-type]
         ensemble: ChainEnsemble = post.ensemble
         entries = post.intervals
     else:
         if labelled is None:
-            raise ValueError(f"method={method!r} resamples traces: pass a FitResult, the labelled traces, or the "
+            raise ValueError(f"intervals={method!r} resamples traces: pass a FitResult, the labelled traces, or the "
                              "chain with traces=<the labelled traces it was fitted on>")
         if method == "bootstrap":
-            boot = TraceBootstrap(n_resamples=n, by=by, path="fast",
+            boot = TraceBootstrap(samples=n, by=by, path="fast",
                                   state_names=chain.state_names if chain is not None else None,
                                   prior=prior.kind, pseudocount=prior.strength, unvisited=policy, initial=initial,
                                   confidence=level, seed=seed)
         else:
             if states is None or not hasattr(states, "fit"):
-                raise ValueError("method='bootstrap-full' refits the states on every replicate: pass the state "
+                raise ValueError("intervals='bootstrap-full' refits the states on every replicate: pass the state "
                                  "estimator, e.g. states=WardStates(featurizer=RuleFeaturizer(...))")
-            boot = TraceBootstrap(n_resamples=n, by=by, path="full", states=states, prior=prior.kind,
+            boot = TraceBootstrap(samples=n, by=by, path="full", states=states, prior=prior.kind,
                                   pseudocount=prior.strength, unvisited=policy, initial=initial, confidence=level,
                                   seed=seed)
         ensemble = boot.fit(labelled).fetch_model()

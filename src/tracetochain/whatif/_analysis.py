@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tracetochain._display import Display, ResultDisplay, Table
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import UndefinedMetricError
 from tracetochain.numerics.sensitivity import first_order_delta, prop2_bound
 from tracetochain.whatif._edits import Edit, EditError, RemoveState, Reroute, apply_edits
@@ -67,7 +67,7 @@ class WhatIfResult(ResultDisplay):
         if self.prop2_bound is not None:
             lines.append(f"  Prop. 2 bound on |Δ|: {self.prop2_bound:.4f}")
         if self.costs is not None:
-            from tracetochain.costs import fmt_amount
+            from tracetochain._display import fmt_amount
 
             c, u = self.costs, self.costs["unit"]
             before, after = c["base"]["per_success"], c["edited"]["per_success"]
@@ -185,8 +185,9 @@ def what_if(chain: AbsorbingChain, edits: Sequence[Edit], *, horizons: tuple[int
 
 def _what_if_costs(chain: AbsorbingChain, edited: AbsorbingChain, edits: Sequence[Edit], ensemble: Any,
                    costs: Any, cost_metric: str | None, edge_costs: Sequence[EdgeCost]) -> dict[str, Any] | None:
-    from tracetochain.costs import METRICS, CostModel
-    from tracetochain.costs._intervals import posterior_mean_draws
+    from tracetochain.chain.shared import METRICS
+    from tracetochain.costs import CostModel
+    from tracetochain.costs.shared import posterior_mean_draws
 
     model = costs if costs is not None else CostModel.of_chain(chain)
     if model is None or not model.available:

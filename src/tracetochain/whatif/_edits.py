@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from tracetochain.chain._model import AbsorbingChain
+from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import TraceToChainError
 
 SUCCESS, FAILURE = "success", "failure"
