@@ -39,8 +39,8 @@ from tracetochain.chain import TransitionCounts, count_transitions_from_codes
 from tracetochain.chain._counts import per_trace_counts, zero_step_counts, zero_step_outcome_codes
 from tracetochain.partitioned._counts import _merge, _pad_counts, _Partial, partition_costs
 from tracetochain.traces import Problem, TraceTable
-from tracetochain.uncertainty._design import UnitCounts
 from tracetochain.traces._hashing import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
+from tracetochain.uncertainty._design import UnitCounts
 
 SUCCESS, FAILURE, CENSORED, INVALID = 0, 1, 2, 3
 FIT, TEST = 0, 1
@@ -268,7 +268,7 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
                                                                       spec.weights)).T
     unit_of_trace = unit_hashes(ids, task_col)[usable]
     points = TracePoints.build(trace_hash[usable], unit_of_trace, outcomes[usable], test, c_u, o_u)
-    units = UnitCounts.build(unit_of_trace, P) if has_tasks else None
+    units = UnitCounts.build(unit_of_trace, P, len_u) if has_tasks else None
     return CorpusSummary(base, spec, visits, split_counts, split_initial, split_lengths, all_lengths, triplets,
                          tasks, boot, split_exits, points, units)
 

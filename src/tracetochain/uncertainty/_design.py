@@ -48,13 +48,20 @@ class UnitCounts:
     keys: NDArray[np.uint64]
     counts: scipy.sparse.csr_matrix
     n_traces: NDArray[np.int64]
+    #: Per trace: its unit's hash and its number of steps (the speed-heterogeneity test, ``audit._speed``).
+    trace_unit: NDArray[np.uint64] = field(default_factory=lambda: np.zeros(0, np.uint64))
+    trace_length: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @staticmethod
-    def build(unit: NDArray[np.uint64], per_trace: scipy.sparse.csr_matrix) -> UnitCounts:
-        uniq, inv = np.unique(np.asarray(unit, np.uint64), return_inverse=True)
+    def build(unit: NDArray[np.uint64], per_trace: scipy.sparse.csr_matrix,
+              lengths: NDArray[np.int64] | None = None) -> UnitCounts:
+        unit = np.asarray(unit, np.uint64)
+        uniq, inv = np.unique(unit, return_inverse=True)
         n = int(inv.size)
         A = scipy.sparse.csr_matrix((np.ones(n), (inv, np.arange(n))), shape=(uniq.size, n))
-        return UnitCounts(uniq, (A @ per_trace).tocsr(), np.bincount(inv, minlength=uniq.size).astype(np.int64))
+        L = np.zeros(n, np.int64) if lengths is None else np.asarray(lengths, np.int64)
+        return UnitCounts(uniq, (A @ per_trace).tocsr(), np.bincount(inv, minlength=uniq.size).astype(np.int64),
+                          unit, L)
 
     @property
     def repeated(self) -> bool:
@@ -68,7 +75,9 @@ class UnitCounts:
         stacked = scipy.sparse.vstack([self.counts, other.counts]).tocsr()
         return UnitCounts(uniq, (A @ stacked).tocsr(),
                           np.bincount(inv, np.concatenate([self.n_traces, other.n_traces]),
-                                      minlength=uniq.size).astype(np.int64))
+                                      minlength=uniq.size).astype(np.int64),
+                          np.concatenate([self.trace_unit, other.trace_unit]),
+                          np.concatenate([self.trace_length, other.trace_length]))
 
     def reindexed(self, idx: NDArray[np.int64], M: int) -> UnitCounts:
         """Columns moved to the vocabulary of M states (``idx[old] = new``)."""
@@ -78,7 +87,8 @@ class UnitCounts:
         coo = self.counts.tocoo()
         cols = col_map[coo.col] if m else coo.col
         return UnitCounts(self.keys, scipy.sparse.csr_matrix((coo.data, (coo.row, cols)),
-                                                             shape=(self.keys.size, M * M + 3 * M)), self.n_traces)
+                                                             shape=(self.keys.size, M * M + 3 * M)), self.n_traces,
+                          self.trace_unit, self.trace_length)
 
 
 def _ratio(phi: NDArray[np.float64], phi0: NDArray[np.float64], X: NDArray[np.float64], x0: NDArray[np.float64],
