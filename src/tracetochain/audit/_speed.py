@@ -77,7 +77,7 @@ def speed_heterogeneity_test(unit: NDArray[np.uint64], length: NDArray[np.int64]
     L = np.asarray(length, np.float64)
     key = np.lexsort((L, u))  # canonical order: any partitioning gives the same arrays
     u, L = u[key], L[key]
-    uniq, inv, counts = np.unique(u, return_inverse=True, return_counts=True)
+    _, inv, counts = np.unique(u, return_inverse=True, return_counts=True)
     rep = counts[inv] >= 2
     n = int(rep.sum())
     n_tasks = int(np.sum(counts >= 2))
