@@ -118,7 +118,8 @@ class QuantityDesign:
 
     @property
     def n_rows(self) -> NDArray[np.float64]:
-        return self.X.sum(axis=1)
+        out: NDArray[np.float64] = np.asarray(self.X.sum(axis=1), np.float64)
+        return out
 
     def _rows(self) -> NDArray[np.float64]:
         c = self.chain
@@ -176,8 +177,7 @@ class QuantityDesign:
 
 def _steps(chain: AbsorbingChain) -> NDArray[np.float64]:
     m = chain.n_states
-    out: NDArray[np.float64] = np.linalg.solve(np.eye(m) - chain.Q, np.ones(m))
-    return out
+    return np.asarray(np.linalg.solve(np.eye(m) - chain.Q, np.ones(m)), np.float64)
 
 
 def _horizon_grid(horizon: int) -> NDArray[np.int64]:
@@ -281,7 +281,7 @@ def stretch_draws(values: NDArray[np.float64], factor: NDArray[np.float64] | flo
     return res
 
 
-def quantity_design(chain: AbsorbingChain, X: NDArray[np.float64], x0: NDArray[np.float64], units: UnitCounts | None,
+def quantity_design(chain: AbsorbingChain, X: NDArray[Any], x0: NDArray[Any], units: UnitCounts | None,
                     tempered_by: float) -> QuantityDesign | None:
     """The per-quantity design of ``chain`` (fitted on the data counts ``X``, first states ``x0``) when some unit
     repeats; None otherwise (no clustering to measure)."""
