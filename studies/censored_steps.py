@@ -18,7 +18,7 @@ probability c gets a cap C ~ Geometric(p) and is cut after C steps if it has not
 cell (about 30 % of traces end censored in both).
 
 **Coverage.** ``reps`` corpora of 3,000 traces per cell; R∞'s 95 % interval from the posterior (400 draws) and, on
-fewer corpora, from the bootstrap (200 replicates); bias of the new and the old rule.
+fewer corpora, from the bootstrap (100 replicates); bias of the new and the old rule.
 
 **Compare size.** ``pairs`` pairs of independent corpora of 500 traces from the same chain and censoring, compared
 with ``method="posterior"`` and ``method="bootstrap"``: the rate at which ΔR∞'s interval excludes 0 ("better" or
@@ -85,7 +85,7 @@ def _coverage_job(job: tuple[str, int, str, int]) -> dict[str, Any]:
     rng = np.random.default_rng(np.random.SeedSequence([seed, rep, CELLS.index(cell), 1]))
     traces = corpus(cell, N_TRACES, rng)
     truth = chain_of(cell).r_inf
-    res = analyze(traces, audit=False, intervals=method, n_samples=400 if method == "posterior" else 200, seed=rep)
+    res = analyze(traces, audit=False, intervals=method, n_samples=400 if method == "posterior" else 100, seed=rep)
     s = res.ensemble.stats("r_inf")
     return {"cell": cell, "method": method, "covers": bool(s.lower <= truth <= s.upper), "point": float(s.point),
             "old_point": old_rule_r_inf(traces), "width": float(s.upper - s.lower),
@@ -107,10 +107,10 @@ def _compare_job(job: tuple[str, int, int]) -> dict[str, Any]:
 
 def run(quick: bool = False, seed: int = 20261203, jobs: int = 2, reps: dict[str, int] | None = None,
         pairs: int | None = None) -> dict[str, Any]:
-    """Corpora per cell: ``reps`` per interval method (default 120 posterior, 30 bootstrap — the bootstrap of 3,000
-    traces is ten times dearer), ``pairs`` compare pairs (default 120)."""
-    reps = reps or ({"posterior": 10, "bootstrap": 3} if quick else {"posterior": 120, "bootstrap": 30})
-    pairs = pairs or (10 if quick else 120)
+    """Corpora per cell: ``reps`` per interval method (default 100 posterior, 30 bootstrap of 100 replicates — the
+    bootstrap of 3,000 traces is several times dearer), ``pairs`` compare pairs (default 100)."""
+    reps = reps or ({"posterior": 10, "bootstrap": 3} if quick else {"posterior": 100, "bootstrap": 30})
+    pairs = pairs or (10 if quick else 100)
     t0 = time.perf_counter()
     cov_jobs = [(cell, r, m, seed) for cell in CELLS for m in METHODS for r in range(reps[m])]
     cmp_jobs = [(cell, r, seed) for cell in CELLS for r in range(pairs)]
