@@ -130,3 +130,20 @@ def test_no_tasks_no_design() -> None:
     t = _table(chain, np.arange(80), rng, "t").drop(["task_id"])
     acc = summarize_input(TraceTable.from_arrow(t, source="x"), SummarySpec(n_splits=0)).summary
     assert acc.units is None
+
+
+def test_saved_chain_redraws_the_analysis_intervals() -> None:
+    """One implementation for every surface: a chain saved by the analysis and read back (``summarize CHAIN``,
+    ``interval_summary(chain)``) gives the analysis's per-quantity intervals, not the pass rate's d alone."""
+    from tracetochain import AbsorbingChain
+    from tracetochain.analysis import analyze
+    from tracetochain.uncertainty import interval_summary
+
+    res = analyze(speed_corpus(40, 5, seed=2), audit=False, intervals="posterior", n_samples=500, seed=0)
+    assert res.ensemble is not None and res.ensemble.design is not None
+    s = res.ensemble.stats("mean_steps")
+    chain = AbsorbingChain.from_dict(res.chain.to_dict())
+    doc = dict(interval_summary(chain, samples=500, seed=0))
+    ms = doc["metrics"]["mean_steps"]
+    assert (ms["lower"], ms["upper"]) == pytest.approx((s.lower, s.upper), rel=1e-9)
+    assert res.ensemble.info["design_effect_per_quantity"]["mean_steps"] > 1.5

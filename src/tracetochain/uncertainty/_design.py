@@ -27,16 +27,20 @@ surface. The bootstrap by task needs none of this: it resamples the units themse
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse
 from numpy.typing import NDArray
 
 from tracetochain.chain._model import AbsorbingChain
 
+if TYPE_CHECKING:
+    import scipy.sparse
+
 #: Horizons of R(d) at which the design effect is computed exactly; between them it is interpolated (log scale).
 _MAX_EXACT_HORIZONS = 12
+#: Horizons of R(d)'s design effect a saved chain keeps.
+STORED_HORIZON = 100
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,6 +59,8 @@ class UnitCounts:
     @staticmethod
     def build(unit: NDArray[np.uint64], per_trace: scipy.sparse.csr_matrix,
               lengths: NDArray[np.int64] | None = None) -> UnitCounts:
+        import scipy.sparse
+
         unit = np.asarray(unit, np.uint64)
         uniq, inv = np.unique(unit, return_inverse=True)
         n = int(inv.size)
@@ -69,6 +75,8 @@ class UnitCounts:
         return bool(np.any(self.n_traces >= 2))
 
     def merge(self, other: UnitCounts) -> UnitCounts:
+        import scipy.sparse
+
         keys = np.concatenate([self.keys, other.keys])
         uniq, inv = np.unique(keys, return_inverse=True)
         A = scipy.sparse.csr_matrix((np.ones(inv.size), (inv, np.arange(inv.size))), shape=(uniq.size, inv.size))
@@ -81,6 +89,8 @@ class UnitCounts:
 
     def reindexed(self, idx: NDArray[np.int64], M: int) -> UnitCounts:
         """Columns moved to the vocabulary of M states (``idx[old] = new``)."""
+        import scipy.sparse
+
         m = idx.size
         col_map = np.concatenate([(idx[:, None] * M + idx[None, :]).ravel()]
                                  + [M * M + k * M + idx for k in range(3)])
@@ -159,20 +169,67 @@ class QuantityDesign:
         return out
 
     def stretch(self, quantity: str, params: dict[str, Any]) -> NDArray[np.float64] | float | None:
-        d0 = self.tempered_by
-        if quantity in ("r_inf", "failure_probability", "pass_hat_k", "pass_at_k"):
-            return float(np.sqrt(self.r_inf() / d0))
-        if quantity == "mean_steps":
-            return float(np.sqrt(self.mean_steps() / d0))
-        if quantity == "reliability":
-            return np.sqrt(self.reliability(int(params["horizon"])) / d0)
-        return None
+        return _stretch(self, quantity, params)
+
+    def stored(self, horizon: int = STORED_HORIZON) -> dict[str, Any]:
+        """What a saved chain keeps (``metadata["design_effect_per_quantity"]``) to give the same intervals when its
+        posterior is drawn again without the traces (:class:`StoredDesign`)."""
+        return {"r_inf": self.r_inf(), "mean_steps": self.mean_steps(),
+                "reliability": [float(x) for x in self.reliability(horizon)]}
 
     def to_dict(self, horizon: int = 10) -> dict[str, Any]:
         return {"r_inf": self.r_inf(), "mean_steps": self.mean_steps(),
                 f"R({horizon})": float(self.reliability(horizon)[-1]), "tempered_by": self.tempered_by,
                 "n_units": int(self.units.keys.size), "method": "infinitesimal jackknife by task (cluster sandwich "
                 "variance over the chain's multinomial variance)"}
+
+
+def _stretch(design: Any, quantity: str, params: dict[str, Any]) -> NDArray[np.float64] | float | None:
+    d0 = design.tempered_by
+    if quantity in ("r_inf", "failure_probability", "pass_hat_k", "pass_at_k"):
+        return float(np.sqrt(design.r_inf() / d0))
+    if quantity == "mean_steps":
+        return float(np.sqrt(design.mean_steps() / d0))
+    if quantity == "reliability":
+        out: NDArray[np.float64] = np.sqrt(np.asarray(design.reliability(int(params["horizon"])), np.float64) / d0)
+        return out
+    return None
+
+
+@dataclass(frozen=True)
+class StoredDesign:
+    """Design effects saved with a chain (:meth:`QuantityDesign.stored`): a posterior drawn again from the saved
+    counts (``tracetochain summarize CHAIN``, ``interval_summary(chain)``) is stretched as the analysis's was. R(d)
+    past the stored horizon keeps the last stored value."""
+
+    doc: dict[str, Any]
+    tempered_by: float = 1.0
+
+    def r_inf(self) -> float:
+        return float(self.doc["r_inf"])
+
+    def mean_steps(self) -> float:
+        return float(self.doc["mean_steps"])
+
+    def reliability(self, horizon: int) -> NDArray[np.float64]:
+        r = np.asarray(self.doc["reliability"], np.float64)
+        out = np.full(int(horizon) + 1, r[-1] if r.size else 1.0)
+        k = min(r.size, out.size)
+        out[:k] = r[:k]
+        return out
+
+    def stretch(self, quantity: str, params: dict[str, Any]) -> NDArray[np.float64] | float | None:
+        return _stretch(self, quantity, params)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"r_inf": self.r_inf(), "mean_steps": self.mean_steps(), "R(10)": float(self.reliability(10)[-1]),
+                "tempered_by": self.tempered_by, "method": "saved with the chain"}
+
+    @staticmethod
+    def valid(doc: Any) -> bool:
+        return (isinstance(doc, dict) and all(isinstance(doc.get(k), (int, float)) and doc[k] >= 1
+                                              for k in ("r_inf", "mean_steps"))
+                and isinstance(doc.get("reliability"), list))
 
 
 def _steps(chain: AbsorbingChain) -> NDArray[np.float64]:
@@ -188,6 +245,8 @@ def _horizon_grid(horizon: int) -> NDArray[np.int64]:
 
 
 def _reliability_effects(design: QuantityDesign, horizon: int) -> NDArray[np.float64]:
+    import scipy.sparse
+
     c = design.chain
     m = c.n_states
     out = np.ones(horizon + 1)
