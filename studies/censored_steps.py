@@ -151,13 +151,18 @@ def run(quick: bool = False, seed: int = 20261203, jobs: int = 2, reps: dict[str
             rows = [r for r in cov if r["cell"] == cell and r["method"] == m]
             pts = np.array([r["point"] for r in rows])
             old = np.array([r["old_point"] for r in rows])
-            entry[m] = {"coverage": _rate([r["covers"] for r in rows]),
-                        "bias": float(pts.mean() - truth),
-                        "bias_se": float(pts.std(ddof=1) / np.sqrt(max(pts.size, 1))),
-                        "old_rule_bias": float(old.mean() - truth),
-                        "old_rule_bias_se": float(old.std(ddof=1) / np.sqrt(max(old.size, 1))),
-                        "median_width": float(np.median([r["width"] for r in rows])),
-                        "censored_share": float(np.mean([r["censored"] for r in rows]))}
+
+            def mean_se(x: np.ndarray, truth: float = truth) -> tuple[float | None, float | None]:
+                if x.size < 2:
+                    return (float(x.mean() - truth) if x.size else None), None
+                return float(x.mean() - truth), float(x.std(ddof=1) / np.sqrt(x.size))
+
+            bias, bias_se = mean_se(pts)
+            old_bias, old_se = mean_se(old)
+            entry[m] = {"coverage": _rate([r["covers"] for r in rows]), "bias": bias, "bias_se": bias_se,
+                        "old_rule_bias": old_bias, "old_rule_bias_se": old_se,
+                        "median_width": float(np.median([r["width"] for r in rows])) if rows else None,
+                        "censored_share": float(np.mean([r["censored"] for r in rows])) if rows else None}
         rows_c = [r for r in cmp_rows if r["cell"] == cell]
         entry["compare"] = {m: {k: _rate([r[m][k] for r in rows_c]) for k in ("delta", "state", "any")}
                             for m in METHODS}
@@ -172,6 +177,8 @@ def run(quick: bool = False, seed: int = 20261203, jobs: int = 2, reps: dict[str
 
 def render(doc: dict[str, Any]) -> str:
     def pct(e: dict[str, Any]) -> str:
+        if e["rate"] is None:
+            return "— (0)"
         lo, hi = e["wilson"]
         return f"{100 * e['rate']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}] ({e['n']})"
 
@@ -189,9 +196,13 @@ def render(doc: dict[str, Any]) -> str:
     for cell, e in doc["cells"].items():
         for m in METHODS:
             x = e[m]
-            lines.append(f"| {cell} | {m} | {100 * x['censored_share']:.0f} % | {e['truth_r_inf']:.4f} | "
-                         f"{pct(x['coverage'])} | {x['bias']:+.4f} ± {x['bias_se']:.4f} | "
-                         f"{x['old_rule_bias']:+.4f} ± {x['old_rule_bias_se']:.4f} | {x['median_width']:.4f} |")
+            def num(v: float | None, fmt: str) -> str:
+                return "—" if v is None else format(v, fmt)
+
+            lines.append(f"| {cell} | {m} | {num(x['censored_share'] and 100 * x['censored_share'], '.0f')} % | "
+                         f"{e['truth_r_inf']:.4f} | {pct(x['coverage'])} | {num(x['bias'], '+.4f')} ± "
+                         f"{num(x['bias_se'], '.4f')} | {num(x['old_rule_bias'], '+.4f')} ± "
+                         f"{num(x['old_rule_bias_se'], '.4f')} | {num(x['median_width'], '.4f')} |")
     lines += ["", "## compare: size on two samples of one agent", "",
               "| cell | method | ΔR∞ excludes 0 | a state called changed | either (verdict not 'same') |",
               "|---|---|---:|---:|---:|"]
