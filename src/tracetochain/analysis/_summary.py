@@ -357,8 +357,10 @@ def merge_summaries(a: CorpusSummary, b: CorpusSummary) -> CorpusSummary:
 
 
 def _merge_units(a: UnitCounts | None, b: UnitCounts | None) -> UnitCounts | None:
+    # A partition without task ids keeps no units (each trace its own): the merged units would miss its traces, so
+    # the per-quantity design effect is then left out (the pass rate's d still applies).
     if a is None or b is None:
-        return a if b is None else b
+        return None
     return a.merge(b)
 
 
