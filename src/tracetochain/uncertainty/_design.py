@@ -66,7 +66,7 @@ class UnitCounts:
         n = int(inv.size)
         A = scipy.sparse.csr_matrix((np.ones(n), (inv, np.arange(n))), shape=(uniq.size, n))
         L = np.zeros(n, np.int64) if lengths is None else np.asarray(lengths, np.int64)
-        return UnitCounts(uniq, (A @ per_trace).tocsr(), np.bincount(inv, minlength=uniq.size).astype(np.int64),
+        return UnitCounts(uniq, _canonical(A @ per_trace), np.bincount(inv, minlength=uniq.size).astype(np.int64),
                           unit, L)
 
     @property
@@ -81,7 +81,7 @@ class UnitCounts:
         uniq, inv = np.unique(keys, return_inverse=True)
         A = scipy.sparse.csr_matrix((np.ones(inv.size), (inv, np.arange(inv.size))), shape=(uniq.size, inv.size))
         stacked = scipy.sparse.vstack([self.counts, other.counts]).tocsr()
-        return UnitCounts(uniq, (A @ stacked).tocsr(),
+        return UnitCounts(uniq, _canonical(A @ stacked),
                           np.bincount(inv, np.concatenate([self.n_traces, other.n_traces]),
                                       minlength=uniq.size).astype(np.int64),
                           np.concatenate([self.trace_unit, other.trace_unit]),
@@ -96,9 +96,19 @@ class UnitCounts:
                                  + [M * M + k * M + idx for k in range(3)])
         coo = self.counts.tocoo()
         cols = col_map[coo.col] if m else coo.col
-        return UnitCounts(self.keys, scipy.sparse.csr_matrix((coo.data, (coo.row, cols)),
-                                                             shape=(self.keys.size, M * M + 3 * M)), self.n_traces,
+        return UnitCounts(self.keys, _canonical(scipy.sparse.csr_matrix((coo.data, (coo.row, cols)),
+                                                                        shape=(self.keys.size, M * M + 3 * M))),
+                          self.n_traces,
                           self.trace_unit, self.trace_length)
+
+
+def _canonical(matrix: Any) -> scipy.sparse.csr_matrix:
+    """CSR with summed duplicates and sorted column indices: the same counts give the same arrays, so every sum over
+    them runs in one order — the same design effects, bit for bit, on every engine and partitioning."""
+    out = matrix.tocsr()
+    out.sum_duplicates()
+    out.sort_indices()
+    return out
 
 
 def _ratio(phi: NDArray[np.float64], phi0: NDArray[np.float64], X: NDArray[np.float64], x0: NDArray[np.float64],
