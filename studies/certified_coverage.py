@@ -120,16 +120,18 @@ def _job(job: tuple[str, int, int, int]) -> dict[str, Any]:
     return out
 
 
-def run(quick: bool = False, seed: int = 20261202, jobs: int = 2, reps: int | None = None) -> dict[str, Any]:
-    """Corpora per size: ``reps`` at 100 traces, half at 500, a quarter at 1,000 (the CPU goes where n is small)."""
+def run(quick: bool = False, seed: int = 20261202, jobs: int = 2, reps: int | None = None,
+        only: tuple[str, ...] = CELLS) -> dict[str, Any]:
+    """Corpora per size: ``reps`` at 100 traces, half at 500, a quarter at 1,000 (the CPU goes where n is small).
+    ``only``: the cells to run (the others are left to :func:`merge_archive`)."""
     base = reps if reps is not None else (6 if quick else 60)
     per_size = {100: base, 500: max(2, base // 2), 1000: max(2, base // 4)}
     t0 = time.perf_counter()
-    work = [(cell, n, r, seed) for cell in CELLS for n in SIZES for r in range(per_size[n])]
+    work = [(cell, n, r, seed) for cell in only for n in SIZES for r in range(per_size[n])]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         rows = list(pool.map(_job, work, chunksize=1))
     cells: dict[str, Any] = {}
-    for cell in CELLS:
+    for cell in only:
         for n in SIZES:
             sub = [r for r in rows if r["cell"] == cell and r["n"] == n]
             entry: dict[str, Any] = {"truth": truth(cell), "corpora": len(sub),
@@ -145,6 +147,18 @@ def run(quick: bool = False, seed: int = 20261202, jobs: int = 2, reps: int | No
             "audit": AUDIT, "cells": cells, "runtime_s": round(time.perf_counter() - t0, 1)}
 
 
+def merge_archive(doc: dict[str, Any], archive: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` (some cells re-run) completed with the archive's other cells, which the code change did not touch
+    (same seed and sizes required); the re-run cells and both runtimes are recorded."""
+    for key in ("seed", "corpora_per_size", "sizes", "audit"):
+        if doc[key] != archive[key]:
+            raise ValueError(f"cannot merge: {key} differs from the archive ({doc[key]!r} vs {archive[key]!r})")
+    rerun = sorted({k.split("/")[0] for k in doc["cells"]})
+    cells = {k: (doc["cells"][k] if k in doc["cells"] else v) for k, v in archive["cells"].items()}
+    return {**doc, "cells": cells, "rerun_cells": rerun,
+            "runtime_s_kept_cells": archive.get("runtime_s_kept_cells", archive["runtime_s"])}
+
+
 def render(doc: dict[str, Any]) -> str:
     def pct(e: dict[str, Any]) -> str:
         if e["rate"] is None:
@@ -155,7 +169,10 @@ def render(doc: dict[str, Any]) -> str:
     lines = [f"# {doc['title']}", "",
              f"Corpora per size: {doc['corpora_per_size']}; audit replicates {doc['audit']}. For each output: the "
              "share of corpora where it is certified, and among those the coverage of its 95 % interval, in % with "
-             f"the Wilson 95 % interval and the number of corpora. Runtime {doc['runtime_s']} s.", "",
+             f"the Wilson 95 % interval and the number of corpora. Runtime {doc['runtime_s']} s"
+             + (f" (re-run cells: {', '.join(doc['rerun_cells'])}; the others are kept from the run before, "
+                f"{doc['runtime_s_kept_cells']} s, which the change did not touch)" if doc.get("rerun_cells") else "")
+             + ".", "",
              "| cell | n | withholds something | " + " | ".join(f"{q} certified | {q} covered if certified"
                                                         for q in QUANTITIES) + " |",
              "|---|---:|---:|" + "---:|" * (2 * len(QUANTITIES))]
@@ -176,9 +193,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--reps", type=int, default=None, help="corpora at 100 traces (half at 500, a quarter at 1,000)")
     ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--cells", default=",".join(CELLS),
+                    help="comma-separated cells to run; the others are kept from the archive (same seed and sizes)")
     args = ap.parse_args(argv)
-    doc = run(args.quick, args.seed, args.jobs, args.reps)
+    only = tuple(c for c in args.cells.split(",") if c)
+    unknown = sorted(set(only) - set(CELLS))
+    if unknown:
+        ap.error(f"unknown cells {unknown}; choose from {', '.join(CELLS)}")
+    doc = run(args.quick, args.seed, args.jobs, args.reps, only)
     out = RESULTS / "quick" if args.quick else RESULTS
+    if set(only) != set(CELLS):
+        doc = merge_archive(doc, json.loads((out / "CC.json").read_text()))
     out.mkdir(parents=True, exist_ok=True)
     (out / "CC.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     (out / "CC.md").write_text(render(doc))

@@ -281,17 +281,20 @@ def _rate(hits: list[bool]) -> dict[str, Any]:
     return {"rate": k / n if n else None, "k": k, "n": n, "wilson": [lo, hi]}
 
 
-def run(quick: bool = False, seed: int = 20261201, jobs: int = 2) -> dict[str, Any]:
+def run(quick: bool = False, seed: int = 20261201, jobs: int = 2, cells: tuple[str, ...] = COVERAGE_CELLS,
+        scenarios: tuple[str, ...] = tuple(AUDIT_SCENARIOS), audit_reps: int | None = None) -> dict[str, Any]:
+    """``cells`` and ``scenarios``: what to run (the rest is left to :func:`merge_archive`); ``audit_reps``: corpora
+    per scenario (default 200; each scenario records its own number)."""
     reps = 40 if quick else 400
-    audit_reps = 20 if quick else 200
+    audit_reps = audit_reps or (20 if quick else 200)
     t0 = time.perf_counter()
-    cov_jobs = [(cell, n, r, seed) for cell in COVERAGE_CELLS for n in SIZES for r in range(reps)]
-    aud_jobs = [(s, r, seed) for s in AUDIT_SCENARIOS for r in range(audit_reps)]
+    cov_jobs = [(cell, n, r, seed) for cell in cells for n in SIZES for r in range(reps)]
+    aud_jobs = [(s, r, seed) for s in scenarios for r in range(audit_reps)]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         cov = list(pool.map(_coverage_job, cov_jobs, chunksize=4))
         aud = list(pool.map(_audit_job, aud_jobs, chunksize=2))
     coverage: dict[str, Any] = {}
-    for cell in COVERAGE_CELLS:
+    for cell in cells:
         for n in SIZES:
             rows = [r for r in cov if r["cell"] == cell and r["n"] == n]
             entry: dict[str, Any] = {"truth": truth(cell)}
@@ -300,10 +303,10 @@ def run(quick: bool = False, seed: int = 20261201, jobs: int = 2) -> dict[str, A
                 entry[method]["median_width_r_inf"] = float(np.median([r[f"{method}_width_r_inf"] for r in rows]))
             coverage[f"{cell}/{n}"] = entry
     audit: dict[str, Any] = {}
-    for scenario in AUDIT_SCENARIOS:
+    for scenario in scenarios:
         rows = [r for r in aud if r["scenario"] == scenario]
         audit[scenario] = {
-            "n_traces": AUDIT_SCENARIOS[scenario][0],
+            "n_traces": AUDIT_SCENARIOS[scenario][0], "corpora": len(rows),
             "raw_rejection": {k: _rate([r["raw_reject"][k] for r in rows if r["applicable"][k]])
                               for k in rows[0]["raw_reject"]},
             "layer_rejection": {k: _rate([r["layer_reject"][k] for r in rows]) for k in rows[0]["layer_reject"]},
@@ -317,6 +320,19 @@ def run(quick: bool = False, seed: int = 20261201, jobs: int = 2) -> dict[str, A
             "coverage": coverage, "audit": audit, "runtime_s": round(time.perf_counter() - t0, 1)}
 
 
+def merge_archive(doc: dict[str, Any], archive: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` (some cells or scenarios re-run) completed with the archive's others, which the code change did not
+    touch (same seed and replicate counts required); what was re-run and both runtimes are recorded."""
+    for key in ("seed", "reps", "sizes") + (("audit_reps",) if doc["coverage"] else ()):
+        if doc[key] != archive[key]:
+            raise ValueError(f"cannot merge: {key} differs from the archive ({doc[key]!r} vs {archive[key]!r})")
+    coverage = {k: doc["coverage"].get(k, v) for k, v in archive["coverage"].items()}
+    audit = {k: doc["audit"].get(k, v) for k, v in archive["audit"].items()}
+    rerun = sorted(set(archive.get("rerun", [])) | {k.split("/")[0] for k in doc["coverage"]} | set(doc["audit"]))
+    return {**doc, "coverage": coverage, "audit": audit, "rerun": rerun, "audit_reps": archive["audit_reps"],
+            "runtime_s_kept": archive.get("runtime_s_kept", archive["runtime_s"])}
+
+
 def render(doc: dict[str, Any]) -> str:
     def pct(e: dict[str, Any]) -> str:
         lo, hi = e["wilson"]
@@ -324,7 +340,9 @@ def render(doc: dict[str, Any]) -> str:
 
     lines = [f"# {doc['title']}", "",
              f"{doc['reps']} corpora per cell and size; 95 % intervals; coverage in % with its Wilson 95 % "
-             f"interval (Monte Carlo error). Runtime {doc['runtime_s']} s.", "",
+             f"interval (Monte Carlo error). Runtime {doc['runtime_s']} s"
+             + (f" (re-run: {', '.join(doc['rerun'])}; the rest is kept from the run before, {doc['runtime_s_kept']} "
+                "s, which the change did not touch)" if doc.get("rerun") else "") + ".", "",
              "| cell | n | R∞ posterior | R∞ bootstrap | R(10) posterior | R(10) bootstrap | pass^3 posterior | "
              "pass^3 bootstrap |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for key, e in doc["coverage"].items():
@@ -334,17 +352,21 @@ def render(doc: dict[str, Any]) -> str:
             for m in ("posterior", "bootstrap"):
                 cells.append(pct(e[m][q]) if q in e[m] else "—")
         lines.append(f"| {cell} | {n} | " + " | ".join(cells) + " |")
-    lines += ["", f"Certificate: {doc['audit_reps']} corpora per scenario; rejection rates in % (Wilson 95 %).", "",
+    lines += ["", f"Certificate: {doc['audit_reps']} corpora per scenario unless the table says otherwise; rejection "
+              "rates in % (Wilson 95 %).", "",
               "| scenario | n | R∞ check | timing | order | trials | certificate withholds something |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for s, e in doc["audit"].items():
         row = [pct(e["raw_rejection"][k]) if e["raw_rejection"][k]["n"] else "— (not tested)"
                for k in ("r_inf", "timing", "order", "trials")]
-        lines.append(f"| {s} | {e['n_traces']} | " + " | ".join(row) + f" | {pct(e['withholds_something'])} |")
+        corpora = f" ({e['corpora']} corpora)" if "corpora" in e and e["corpora"] != doc["audit_reps"] else ""
+        lines.append(f"| {s}{corpora} | {e['n_traces']} | " + " | ".join(row) + f" | {pct(e['withholds_something'])} |")
     lines += ["", "Layer rates are each layer's own test at 5 % (over the corpora where it could test); the "
-              "certificate applies Holm's step-down over the four layers (family-wise 5 %). `null` has no task ids "
-              "(the trials layer does not apply); `null-tasks` repeats every task 4 times with one success "
-              "probability."]
+              "certificate tests each output's own family — the layers it rests on, not-applicable layers left "
+              "out — at level/L per layer (Bonferroni), so 'withholds something' is the rate of any output "
+              "withheld. When tasks repeat the timing layer's p combines (Cauchy) the held-out KS test, the trials "
+              "layer's dispersion test and the task-speed test of trace lengths. `null` has no task ids (the trials "
+              "layer does not apply); `null-tasks` repeats every task 4 times with one chain for every task."]
     return "\n".join(lines) + "\n"
 
 
@@ -353,9 +375,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--cells", default=",".join(COVERAGE_CELLS), help="comma-separated coverage cells to run")
+    ap.add_argument("--scenarios", default=",".join(AUDIT_SCENARIOS), help="comma-separated audit scenarios to run")
+    ap.add_argument("--audit-reps", type=int, default=None, help="corpora per audit scenario (default 200)")
     args = ap.parse_args(argv)
-    doc = run(args.quick, args.seed, args.jobs)
+    cells = tuple(c for c in args.cells.split(",") if c)
+    scenarios = tuple(c for c in args.scenarios.split(",") if c)
+    bad = sorted((set(cells) - set(COVERAGE_CELLS)) | (set(scenarios) - set(AUDIT_SCENARIOS)))
+    if bad:
+        ap.error(f"unknown cells or scenarios {bad}")
+    doc = run(args.quick, args.seed, args.jobs, cells, scenarios, args.audit_reps)
     out = RESULTS / "quick" if args.quick else RESULTS
+    if set(cells) != set(COVERAGE_CELLS) or set(scenarios) != set(AUDIT_SCENARIOS):
+        doc = merge_archive(doc, json.loads((out / "RN.json").read_text()))
     out.mkdir(parents=True, exist_ok=True)
     (out / "RN.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     (out / "RN.md").write_text(render(doc))

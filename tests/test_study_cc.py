@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 ARCHIVE = REPO / "studies" / "results" / "CC.json"
 QUANTITIES = ("r_inf", "r10", "pass3", "mean_steps")
@@ -28,29 +26,31 @@ def test_archive_covers_every_cell_and_size() -> None:
     assert all(e["corpora"] >= 5 for e in cells.values())
 
 
-#: Known gap (issue 30, item 1): tasks that differ only in speed leave mean steps certified (neither the held-out KS
-#: test nor the dispersion of successes sees them at these sizes) while the pooled chain's mean steps is biased.
-KNOWN_GAP = {("speed", "mean_steps")}
-
-
 def test_certified_outputs_cover_the_truth() -> None:
     checked = 0
     for name, e in _load()["cells"].items():
         for q in QUANTITIES:
             cov = e[q]["coverage_if_certified"]
-            if cov["n"] == 0 or (name.split("/")[0], q) in KNOWN_GAP:
+            if cov["n"] == 0:
                 continue  # never certified in this cell: nothing was promised
             assert cov["wilson"][1] >= 0.90, (name, q, cov)
             checked += 1
     assert checked >= 24
 
 
-@pytest.mark.xfail(strict=True, reason="mean steps under speed heterogeneity: certified but under-covered (71 % at "
-                                       "500 and 1,000 traces); needs a per-task test of trace lengths")
 def test_mean_steps_under_speed_heterogeneity() -> None:
+    """Tasks that differ only in speed (issue 30, item 1): mean steps' interval carries its own design effect, so it
+    covers in every corpus, certified or not (it covered 71–82 % with the pass rate's d ≈ 1), and the task-speed
+    test withholds R(d) and mean steps once it has the power (most corpora at 500 and 1,000 traces)."""
+    cells = _load()["cells"]
+    assert set(_load().get("rerun_cells", ["speed"])) >= {"speed"}
     for n in (100, 500, 1000):
-        cov = _load()["cells"][f"speed/{n}"]["mean_steps"]["coverage_if_certified"]
+        e = cells[f"speed/{n}"]["mean_steps"]
+        assert e["coverage_all"]["wilson"][1] >= 0.90, (n, e["coverage_all"])
+        cov = e["coverage_if_certified"]
         assert cov["n"] == 0 or cov["wilson"][1] >= 0.90, (n, cov)
+    for n in (500, 1000):
+        assert cells[f"speed/{n}"]["mean_steps"]["certified"]["rate"] <= 0.25, n
 
 
 def test_null_rate_of_withholding_anything() -> None:

@@ -43,7 +43,8 @@ def test_tasks_of_different_difficulty_withhold_r_d_but_not_r_inf() -> None:
     timing = cert.layers["timing"]
     assert timing.statistics["p_task_heterogeneity"] == cert.layers["trials"].p_value
     assert timing.p_value == pytest.approx(cauchy_combination([timing.statistics["p_success_time"],
-                                                               cert.layers["trials"].p_value]))
+                                                               cert.layers["trials"].p_value,
+                                                               timing.statistics["p_task_speed"]]))
     assert cert.layers["trials"].status == "reject" and timing.status == "reject"
     assert cert.status("R(d)") == "withheld" and cert.status("mean_steps") == "withheld"
     assert cert.status("R_inf") == "certified"
@@ -54,4 +55,39 @@ def test_identical_tasks_keep_the_timing_layer_calibrated() -> None:
     res = analyze(_tasks((1.0,), 80, 5, seed=4), intervals=None, **QUICK)
     cert = res.certificate
     assert cert is not None and "p_task_heterogeneity" in cert.layers["timing"].statistics
+    assert "p_task_speed" in cert.layers["timing"].statistics
     assert cert.status("R(d)") == "certified"
+
+
+def test_tasks_that_differ_only_in_speed_withhold_mean_steps() -> None:
+    """Half the tasks take every step twice as often (a self-loop of ½ on every state: same R∞): the task-speed test
+    sees it, the timing layer rejects, R(d) and mean steps are withheld, R∞ is not."""
+    from tracetochain import AbsorbingChain
+    from tracetochain.numerics import simulate_traces
+
+    base = ss7_chain()
+    m = base.n_states
+    slow = AbsorbingChain(0.5 * np.eye(m) + 0.5 * base.Q, 0.5 * base.R_success, 0.5 * base.R_failure, base.pi0,
+                          base.state_names)
+    rng = np.random.default_rng(7)
+    kind = rng.random(100) < 0.5
+    parts = []
+    for flag, chain in ((False, base), (True, slow)):
+        task = np.repeat(np.flatnonzero(kind == flag), 5)
+        sim = simulate_traces(chain.Q, chain.R_success, chain.R_failure, chain.pi0, task.size, rng,
+                              record_paths=True)
+        tr = np.repeat(np.arange(task.size), sim.length)
+        step = np.arange(tr.size) - np.repeat(np.concatenate([[0], np.cumsum(sim.length)[:-1]]), sim.length)
+        parts.append(pa.table({
+            "trace_id": pa.array([f"{int(flag)}-{i}" for i in tr]), "step_idx": pa.array(step, pa.int64()),
+            "state": pa.array(np.array(chain.state_names, dtype=object)[sim.states]),
+            "outcome": pa.array(np.array(["success", "failure", "censored"])[sim.outcome][tr]),
+            "task_id": pa.array([str(x) for x in task[tr]])}))
+    res = analyze(tt.TraceTable.from_arrow(pa.concat_tables(parts), source="speed"), intervals=None, **QUICK)
+    cert = res.certificate
+    assert cert is not None
+    timing = cert.layers["timing"]
+    assert timing.statistics["p_task_speed"] <= 0.01
+    assert timing.status == "reject"
+    assert cert.status("mean_steps") == "withheld" and cert.status("R(d)") == "withheld"
+    assert cert.status("R_inf") == "certified"

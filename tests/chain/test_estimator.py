@@ -39,10 +39,12 @@ def test_counts_follow_the_paper_rules() -> None:
 def test_laplace_formula_and_row_sums() -> None:
     t = traces_from([(["a", "b", "b"], "success"), (["a", "a"], "failure"), (["b", "a"], "censored")])
     chain = tt.ChainEstimator(pseudocount=1.0).fit(t).fetch_model()
-    denom = 3 + 1 * 4
-    np.testing.assert_allclose(chain.Q, [[2 / denom, 2 / denom], [2 / denom, 2 / denom]], rtol=0, atol=1e-15)
-    np.testing.assert_allclose(chain.R_success, [1 / denom, 2 / denom], atol=1e-15)
-    np.testing.assert_allclose(chain.R_failure, [2 / denom, 1 / denom], atol=1e-15)
+    # Row a: a→b, a→a, a⊖, and the censored trace's last move out of a (seen not to end there), split over a's
+    # observed next states 1:1 → [1.5, 1.5 | 0 | 1], 4 counts + 4 pseudo-counts. Row b: [1, 1 | 1 | 0] + 4.
+    da, db = 4 + 4, 3 + 4
+    np.testing.assert_allclose(chain.Q, [[2.5 / da, 2.5 / da], [2 / db, 2 / db]], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(chain.R_success, [1 / da, 2 / db], atol=1e-15)
+    np.testing.assert_allclose(chain.R_failure, [2 / da, 1 / db], atol=1e-15)
     np.testing.assert_allclose(chain.pi0, [2 / 3, 1 / 3])
     assert chain.metadata["pseudocount"] == 1.0
     assert chain.metadata["n_traces"]["censored"] == 1

@@ -114,7 +114,7 @@ def test_drawn_prior_replicates_add_gamma_pseudo_counts_to_the_resample(traces: 
         w = plan.trace_weights(plan.seeds[b]).astype(int)
         resample, _ = take_traces(traces, np.repeat(np.arange(w.size), w))
         x = tt.count_transitions(resample, names)
-        rows = np.column_stack([x.transitions, x.exits_success, x.exits_failure]).astype(float)
+        rows = x.outcome_matrix(censored_moves=True)  # censored traces' last moves allocated, as the estimator does
         rng = np.random.default_rng(np.random.SeedSequence([11, 0x9D1A, b]))
         rows = rows + rng.standard_gamma(np.broadcast_to(a, (1, m, m + 2)))[0]
         rows /= rows.sum(axis=1, keepdims=True)

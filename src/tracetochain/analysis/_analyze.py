@@ -635,6 +635,8 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         check_ensemble_size(n_draws, chain.n_states)
         ensemble = summary_ensemble(acc, chain, method=intervals, prior=prior_obj, unvisited=policy, initial=initial,
                                     n_samples=n_draws, seed=seed, confidence=confidence)
+        if ensemble.design is not None:  # a saved chain redraws the same per-quantity intervals
+            chain = chain.with_metadata(design_effect_per_quantity=ensemble.design.stored())
     t4 = time.perf_counter()
     selection = None
     if not is_first_order(model):

@@ -33,6 +33,7 @@ from tracetochain.audit import Certificate, LayerResult, RInfCheck, TimingResult
 from tracetochain.audit.shared import (
     DEFAULT_MAX_SIMULATED_TRACES,
     MIN_REPEATED_TRACES,
+    SpeedResult,
     build_certificate,
     cap_survival,
     cauchy_combination,
@@ -42,6 +43,7 @@ from tracetochain.audit.shared import (
     observed_success_pmf,
     order_test_counts,
     r_inf_check_counts,
+    speed_heterogeneity_test,
     trials_check_table,
 )
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
@@ -221,30 +223,51 @@ def _timing_layer(summary: CorpusSummary, chains: list[AbsorbingChain | None], f
     return _combine("timing", ps, settings.level, _timing_ok(first), _timing_bad(first), results, {})
 
 
-def _with_task_heterogeneity(timing: LayerResult, trials: LayerResult, level: float) -> LayerResult:
-    """The timing layer, made sensitive to tasks that differ in difficulty.
+def _with_task_heterogeneity(timing: LayerResult, trials: LayerResult, level: float,
+                             speed: SpeedResult | None = None) -> LayerResult:
+    """The timing layer, made sensitive to tasks that differ in difficulty or in speed.
 
     One chain fitted to tasks of different difficulty reproduces their pooled pass rate, but not their success-time
     law: the population's R(d) = E_t R_t(d) is a mixture of the tasks' laws, which a single chain does not have (a
     20-state chain with easy, medium and hard tasks: R(10) 0.121 against a true 0.148, and the held-out KS test
-    could not see it, so R(d) was certified while its interval covered the truth in 14–43 % of corpora). When tasks
-    repeat, the timing layer's p-value therefore combines (Cauchy) the held-out KS test with the trials layer's
-    exact dispersion test of "tasks share one success probability": both are valid under the null (one chain for
-    every task), so the combination is too, and R(d), budgets and mean steps are withheld when tasks differ. Tasks
-    that differ only in speed are the KS test's to see."""
+    could not see it, so R(d) was certified while its interval covered the truth in 14–43 % of corpora). Tasks that
+    differ only in speed do the same to R(d), budgets and mean steps, and the KS test sees that weakly too. When
+    tasks repeat, the timing layer's p-value therefore combines (Cauchy) the held-out KS test with the trials layer's
+    exact dispersion test of "tasks share one success probability" and the exact permutation test of "trace
+    lengths do not depend on the task" (``audit._speed``): each is valid under the null (one chain for every task),
+    so the combination is too, and R(d), budgets and mean steps are withheld when tasks differ."""
     from dataclasses import replace
 
-    if timing.status not in ("pass", "reject") or timing.p_value is None or trials.p_value is None \
-            or trials.status not in ("pass", "reject"):
+    if timing.status not in ("pass", "reject") or timing.p_value is None:
         return timing
-    p = cauchy_combination([timing.p_value, trials.p_value])
+    parts = [timing.p_value]
+    stats: dict[str, Any] = {**timing.statistics, "p_success_time": timing.p_value}
+    use_trials = trials.p_value is not None and trials.status in ("pass", "reject")
+    if use_trials:
+        parts.append(float(trials.p_value))  # type: ignore[arg-type]
+        stats["p_task_heterogeneity"] = trials.p_value
+    use_speed = speed is not None and speed.p_value is not None
+    if use_speed:
+        assert speed is not None and speed.p_value is not None
+        parts.append(speed.p_value)
+        stats["p_task_speed"] = speed.p_value
+        stats["task_speed"] = speed.to_dict()
+    if len(parts) == 1:
+        return timing
+    p = cauchy_combination(parts)
     rej = p <= level
-    stats = {**timing.statistics, "p_success_time": timing.p_value, "p_task_heterogeneity": trials.p_value,
-             "combination": "Cauchy of the held-out KS p and the trials layer's dispersion p"}
+    stats["combination"] = ("Cauchy of the held-out KS p" + (", the trials layer's dispersion p" if use_trials else "")
+                            + (" and the task-speed permutation p" if use_speed else ""))
     msg = timing.message
     if rej and timing.status != "reject":
-        msg = ("tasks differ in difficulty, so one chain's success-time law is not the population's (dispersion "
-               f"p = {fmt_number(trials.p_value, 4)}); the held-out success times alone fit it")
+        why = []
+        if use_trials:
+            why.append(f"difficulty: dispersion p = {fmt_number(trials.p_value, 4)}")
+        if use_speed:
+            assert speed is not None
+            why.append(f"speed: trace lengths by task p = {fmt_number(speed.p_value, 4)}")
+        msg = ("tasks differ (" + "; ".join(why) + "), so one chain's success-time law is not the population's; "
+               "the held-out success times alone fit it")
     return replace(timing, status="reject" if rej else "pass", p_value=p, reason="rejected" if rej else "consistent",
                    message=msg, statistics=stats)
 
@@ -352,7 +375,12 @@ def audit_summary(summary: CorpusSummary, full: AbsorbingChain, *, prior: ChainP
     step("audit: order layer", 2, 4)
     order = _order_layer(summary, settings, order_seed)
     step("audit: timing layer (KS)", 3, 4)
-    timing = _with_task_heterogeneity(_timing_layer(summary, chains, full, settings, ks_seeds), trials, settings.level)
+    speed = None
+    if summary.units is not None and summary.units.repeated:
+        speed = speed_heterogeneity_test(summary.units.trace_unit, summary.units.trace_length,
+                                         n_permutations=settings.trials_permutations, seed=root.spawn(1)[0])
+    timing = _with_task_heterogeneity(_timing_layer(summary, chains, full, settings, ks_seeds), trials, settings.level,
+                                      speed)
     layers = {"r_inf": r_inf, "timing": timing, "order": order, "trials": trials}
     longest = int(np.flatnonzero(summary.all_lengths.sum(axis=0))[-1]) if summary.n_usable else 0
     D = longest if horizon is None else int(horizon)

@@ -1,8 +1,10 @@
 """The ensemble behind every interval, from a corpus summary: Dirichlet posterior or bootstrap replicates.
 
 * ``"posterior"``: the Dirichlet posterior of the counts under the chain's prior, π0 drawn too, tempered by the design
-  effect of repeated trials when tasks repeat (``uncertainty._dirichlet``). It assumes the chain: transitions are
-  independent given the state.
+  effect of repeated trials when tasks repeat (``uncertainty._dirichlet``); R∞, pass^k, R(d) and mean steps are then
+  stretched to their own design effect (``uncertainty._design``: the task-clustered infinitesimal jackknife over the
+  chain's variance), so tasks that differ in speed widen mean steps and R(d), and a quantity that barely clusters is
+  not over-widened. Otherwise it assumes the chain: transitions independent given the state.
 * ``"bootstrap"``: the summary's replicate count vectors — Poisson(1) weights per trace, or per task when tasks
   repeat, functions of the ids (``traces._hashing``) — each plus a draw of the prior's pseudo-counts, re-estimated
   (``uncertainty._bootstrap``). It resamples whole traces (or tasks), so it is robust to dependence inside a trace or
@@ -19,7 +21,7 @@ from tracetochain.analysis._summary import CorpusSummary
 from tracetochain.chain import AbsorbingChain, ChainPrior
 from tracetochain.exceptions import EmptyTraceSetError
 from tracetochain.uncertainty import ChainEnsemble, DirichletPosterior
-from tracetochain.uncertainty.shared import estimate_batch, prior_draws_for
+from tracetochain.uncertainty.shared import estimate_batch, prior_draws_for, quantity_design
 
 Method = Literal["posterior", "bootstrap"]
 
@@ -39,7 +41,8 @@ def summary_ensemble(summary: CorpusSummary, chain: AbsorbingChain, *, method: M
                                   design_effect=deff).fit(chain).fetch_model()
         ens = post.ensemble
         ens.info["design_effect"] = deff
-        return ens
+        design = quantity_design(chain, summary.counts.outcome_matrix(), summary.counts.initial, summary.units, deff)
+        return ens if design is None else ens.with_design(design)
     if method != "bootstrap":
         raise ValueError(f"intervals must be 'posterior' or 'bootstrap', got {method!r}")
     B = summary.boot.shape[0]

@@ -44,6 +44,7 @@ from tracetochain.chain import (
 from tracetochain.partitioned.shared import _merge, _pad_counts, _Partial, partition_costs
 from tracetochain.traces import Problem, TraceTable
 from tracetochain.traces.shared import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
+from tracetochain.uncertainty.shared import UnitCounts
 
 FIT, TEST = 0, 1
 _WEIGHT_BLOCK = 32  # replicates per weight block (bounds the n_traces × block weight matrix)
@@ -100,6 +101,9 @@ class CorpusSummary:
     split_start_exits: NDArray[np.int64] | None = None  # (S, 2): zero-step (success, failure) of each fit half
     #: Per usable trace: outcome, unit, held-out splits and states at the scored positions (the discrimination).
     points: TracePoints | None = None
+    #: Per unit (task, else trace) with a task somewhere in the corpus: summed count vectors (the per-quantity design
+    #: effect, ``uncertainty._design``).
+    units: UnitCounts | None = None
 
     @property
     def state_names(self) -> tuple[str, ...]:
@@ -265,9 +269,11 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
             stop = min(B, start + _WEIGHT_BLOCK)
             boot[start:stop, K:] = np.asarray(Z_T @ replicate_weights(zero_unit, spec.seed, range(start, stop),
                                                                       spec.weights)).T
-    points = TracePoints.build(trace_hash[usable], unit_hashes(ids, task_col)[usable], outcomes[usable], test, c_u, o_u)
+    unit_of_trace = unit_hashes(ids, task_col)[usable]
+    points = TracePoints.build(trace_hash[usable], unit_of_trace, outcomes[usable], test, c_u, o_u)
+    units = UnitCounts.build(unit_of_trace, P, len_u) if has_tasks else None
     return CorpusSummary(base, spec, visits, split_counts, split_initial, split_lengths, all_lengths, triplets,
-                         tasks, boot, split_exits, points)
+                         tasks, boot, split_exits, points, units)
 
 
 # ---------------------------------------------------------------------------------------------------- merging
@@ -325,7 +331,8 @@ def reindex_summary(a: CorpusSummary, names: tuple[str, ...]) -> CorpusSummary:
     return replace(a, base=replace(a.base, counts=_pad_counts(a.base.counts, names)), visits=visits,
                    split_counts=_remap_rows(a.split_counts, idx, M), split_initial=init,
                    triplets=_remap_triplets(a.triplets, idx, M, a.spec.include_outcomes),
-                   boot=_remap_layout(a.boot, idx, M), points=None if a.points is None else a.points.reindexed(idx))
+                   boot=_remap_layout(a.boot, idx, M), points=None if a.points is None else a.points.reindexed(idx),
+                   units=None if a.units is None else a.units.reindexed(idx, M))
 
 
 def _pad_last(x: NDArray[np.int64], n: int) -> NDArray[np.int64]:
@@ -348,7 +355,16 @@ def merge_summaries(a: CorpusSummary, b: CorpusSummary) -> CorpusSummary:
                          a.split_initial + b.split_initial, _pad_last(a.lengths, L) + _pad_last(b.lengths, L),
                          _pad_last(a.all_lengths, L) + _pad_last(b.all_lengths, L), a.triplets + b.triplets, tasks,
                          _pad_boot(a.boot, b.boot.shape[1]) + _pad_boot(b.boot, a.boot.shape[1]),
-                         _split_exits(a) + _split_exits(b), _merge_points(a.points, b.points))
+                         _split_exits(a) + _split_exits(b), _merge_points(a.points, b.points),
+                         _merge_units(a.units, b.units))
+
+
+def _merge_units(a: UnitCounts | None, b: UnitCounts | None) -> UnitCounts | None:
+    # A partition without task ids keeps no units (each trace its own): the merged units would miss its traces, so
+    # the per-quantity design effect is then left out (the pass rate's d still applies).
+    if a is None or b is None:
+        return None
+    return a.merge(b)
 
 
 def _merge_points(a: TracePoints | None, b: TracePoints | None) -> TracePoints | None:

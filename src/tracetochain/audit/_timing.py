@@ -291,7 +291,8 @@ def _refit_batch(rc: _ReplicateCounts, prior: ChainPrior, policy: str, initial: 
     """The chains re-estimated from replicate counts, all at once (the estimator's own row formula and start
     distribution)."""
     m = rc.transitions.shape[-1]
-    rows = estimate_rows(outcome_matrix(rc.transitions, rc.exits_success, rc.exits_failure), prior, policy)
+    rows = estimate_rows(outcome_matrix(rc.transitions, rc.exits_success, rc.exits_failure, rc.initial), prior,
+                         policy)
     pi0, exits = start_distribution(rc.initial, rc.start_exits, initial)
     return ChainBatch(rows[..., :m], rows[..., m], rows[..., m + 1], pi0, exits)
 

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from tracetochain.audit._order import order_observations_from_codes as order_observations_from_codes
     from tracetochain.audit._order import order_test_counts as order_test_counts
     from tracetochain.audit._order import order_triplets as order_triplets
+    from tracetochain.audit._speed import SpeedResult as SpeedResult
+    from tracetochain.audit._speed import speed_heterogeneity_test as speed_heterogeneity_test
     from tracetochain.audit._timing import DEFAULT_MAX_SIMULATED_TRACES as DEFAULT_MAX_SIMULATED_TRACES
     from tracetochain.audit._timing import UNCAPPED_SIMULATION_STEPS as UNCAPPED_SIMULATION_STEPS
     from tracetochain.audit._timing import ks_calibrated_counts as ks_calibrated_counts
@@ -58,6 +60,7 @@ _MODULES: dict[str, str] = {
     "DEFAULT_MAX_SIMULATED_TRACES": "tracetochain.audit._timing",
     "Discrimination": "tracetochain.audit._discrimination",
     "MIN_REPEATED_TRACES": "tracetochain.audit._trials",
+    "SpeedResult": "tracetochain.audit._speed",
     "TaskTable": "tracetochain.audit._trials",
     "TracePoints": "tracetochain.audit._discrimination",
     "UNCAPPED_SIMULATION_STEPS": "tracetochain.audit._timing",
@@ -87,6 +90,7 @@ _MODULES: dict[str, str] = {
     "prefix_steps": "tracetochain.audit._discrimination",
     "r_inf_check_counts": "tracetochain.audit._holdout",
     "score_discrimination": "tracetochain.audit._discrimination",
+    "speed_heterogeneity_test": "tracetochain.audit._speed",
     "success_time_cdf": "tracetochain.audit._timing",
     "trials_check_table": "tracetochain.audit._trials",
     "uninformative_sentence": "tracetochain.audit._discrimination",

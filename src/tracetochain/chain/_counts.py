@@ -66,10 +66,12 @@ class TransitionCounts(ResultDisplay):
         totals: NDArray[np.int64] = self.transitions.sum(axis=1) + self.exits_success + self.exits_failure
         return totals
 
-    def outcome_matrix(self) -> NDArray[np.float64]:
-        """[C | c⊕ | c⊖] as floats, shape (m, m + 2): each state's outcome counts, the table the estimator smooths
-        and the homogeneity test compares (:func:`tracetochain.chain.outcome_matrix`)."""
-        return outcome_matrix(self.transitions, self.exits_success, self.exits_failure)
+    def outcome_matrix(self, *, censored_moves: bool = False) -> NDArray[np.float64]:
+        """[C | c⊕ | c⊖] as floats, shape (m, m + 2): each state's outcome counts, the table the homogeneity test
+        compares; with ``censored_moves`` the censored traces' last moves are allocated over each state's observed
+        next states — the table the estimator smooths (:func:`tracetochain.chain.outcome_matrix`)."""
+        return outcome_matrix(self.transitions, self.exits_success, self.exits_failure,
+                              self.initial if censored_moves else None)
 
     @property
     def n_fitted_traces(self) -> int:

@@ -134,7 +134,7 @@ def estimate_chain(counts: TransitionCounts, pseudocount: float | None = None, u
     if initial not in ("empirical", "modal"):
         raise ValueError(f"initial must be 'empirical' or 'modal', got {initial!r}")
     m = counts.n_states
-    rows = estimate_rows(counts.outcome_matrix(), p, policy)
+    rows = estimate_rows(counts.outcome_matrix(censored_moves=True), p, policy)
     pi0, start_exits = start_distribution(counts.initial, counts.start_exits, initial)
     metadata = {
         "estimator": "ChainEstimator",

@@ -151,11 +151,49 @@ class ChainPrior:
                 "½ failure) spread over the states by their observations")
 
 
+def censored_continuations(transitions: NDArray[Any], exits_success: NDArray[Any], exits_failure: NDArray[Any],
+                           initial: NDArray[Any]) -> NDArray[np.float64]:
+    """k_s (…, m): the censored traces whose last state is s — seen not to end there, next state unseen.
+
+    Every visit but a trace's first is entered by a counted transition, and every visit but its last leaves by one; a
+    completed trace's last visit leaves by its exit. So inflow − outflow = (first states + transitions into s) −
+    (transitions out of s + exits from s) is exactly the number of censored traces ending at s, for any sum of
+    traces' counts (a corpus, a split half, a bootstrap replicate). Clipped at 0 for hand-made counts.
+
+    >>> censored_continuations(np.array([[0, 2], [0, 0]]), np.array([0, 1]), np.array([0, 0]), np.array([2, 0]))
+    array([0., 1.])
+    """
+    C = np.asarray(transitions, np.float64)
+    inflow = C.sum(axis=-2) + np.asarray(initial, np.float64)
+    outflow = C.sum(axis=-1) + np.asarray(exits_success, np.float64) + np.asarray(exits_failure, np.float64)
+    out: NDArray[np.float64] = np.maximum(inflow - outflow, 0.0)
+    return out
+
+
 def outcome_matrix(transitions: NDArray[Any], exits_success: NDArray[Any],
-                   exits_failure: NDArray[Any]) -> NDArray[np.float64]:
-    """[C | c⊕ | c⊖] of shape (…, m, m + 2) from transition counts (…, m, m) and exit counts (…, m)."""
-    return np.concatenate([np.asarray(transitions, np.float64), np.asarray(exits_success, np.float64)[..., None],
-                           np.asarray(exits_failure, np.float64)[..., None]], axis=-1)
+                   exits_failure: NDArray[Any], initial: NDArray[Any] | None = None) -> NDArray[np.float64]:
+    """[C | c⊕ | c⊖] of shape (…, m, m + 2) from transition counts (…, m, m) and exit counts (…, m).
+
+    With the first-state counts ``initial`` (…, m), the censored traces count too. A trace censored after L steps
+    was seen *not* to end at its L-th step (the convention of the simulator and the audit: a trace absorbed at step
+    T is observed to end iff T ≤ C, ``audit._censoring``), so its last state s moved on to some state not recorded:
+    a coarsened observation of row s. Its likelihood factor is Σ_t Q_st; the row's MLE then puts the k_s such moves
+    (:func:`censored_continuations`) on s's observed next states in proportion to their counts,
+    C_st ← C_st (1 + k_s / Σ_t C_st) (the EM fixed point, reached in one step: the destinations' shares do not
+    depend on k). Dropping them instead — the old rule — over-counts the exits of states where traces are cut
+    (R∞ biased, 86 % coverage at 3,000 traces with 28 % random censoring). A state never seen moving on keeps
+    its row (nothing to allocate to)."""
+    X = np.concatenate([np.asarray(transitions, np.float64), np.asarray(exits_success, np.float64)[..., None],
+                        np.asarray(exits_failure, np.float64)[..., None]], axis=-1)
+    if initial is None:
+        return X
+    m = X.shape[-1] - 2
+    k = censored_continuations(transitions, exits_success, exits_failure, initial)
+    moved = X[..., :m].sum(axis=-1)
+    share = np.divide(k, moved, out=np.zeros_like(k), where=moved > 0)
+    if share.any():
+        X[..., :m] *= 1.0 + share[..., None]
+    return X
 
 
 def estimate_rows(counts: NDArray[np.float64], prior: ChainPrior, unvisited: str) -> NDArray[np.float64]:

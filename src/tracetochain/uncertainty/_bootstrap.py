@@ -94,7 +94,7 @@ def estimate_batch(counts: NDArray[np.float64], n_states: int, prior: ChainPrior
     if counts.shape[1] not in (K, K + 2):
         raise ValueError(f"count vectors of {m} states have {K} or {K + 2} entries, got {counts.shape[1]}")
     X = outcome_matrix(counts[:, : m * m].reshape(b, m, m), counts[:, m * m: m * m + m],
-                       counts[:, m * m + m: m * m + 2 * m])
+                       counts[:, m * m + m: m * m + 2 * m], counts[:, m * m + 2 * m: K])
     if prior_draws is None:
         rows = estimate_rows(X, prior, unvisited_policy)
     else:

@@ -60,8 +60,9 @@ def counts_from_chain(chain: AbsorbingChain) -> TransitionCounts:
 
 
 def outcome_counts(counts: TransitionCounts) -> NDArray[np.float64]:
-    """The m × (m + 2) matrix [C | c⊕ | c⊖] of every row's outcome counts."""
-    return np.column_stack([counts.transitions, counts.exits_success, counts.exits_failure]).astype(np.float64)
+    """The m × (m + 2) matrix [C | c⊕ | c⊖] of every row's outcome counts (censored traces' last moves allocated:
+    :func:`tracetochain.chain.outcome_matrix`)."""
+    return counts.outcome_matrix(censored_moves=True)
 
 
 def resolve_unvisited(unvisited: str, pseudocount: float | None) -> str:

@@ -97,6 +97,9 @@ class ChainEnsemble(ResultDisplay):
     confidence: float
     seed: int | None
     info: dict[str, Any]
+    #: Per-quantity design effects (``uncertainty._design``): draws of R∞, pass^k, R(d) and mean steps are stretched
+    #: by √(d_θ / d₀) in :meth:`stats`; None: every quantity keeps the draws' own spread.
+    design: Any = None
 
     def __init__(self, reference: AbsorbingChain, samples: Sequence[AbsorbingChain] | Mapping[str, Any], *,
                  method: str = "custom", confidence: float = 0.95, seed: int | None = None,
@@ -244,6 +247,8 @@ class ChainEnsemble(ResultDisplay):
                     reasons[why] = reasons.get(why, 0) + int(lost.sum())
                 keep &= defined
             values = np.asarray(values, dtype=np.float64)
+            if self.design is not None:
+                values = self._stretched(quantity, params, values, keep)
             point, point_why = _point(lambda: spec.on_chain(self.reference, params))
             name = quantity
         elif callable(quantity):
@@ -271,6 +276,29 @@ class ChainEnsemble(ResultDisplay):
         return QuantityStats(name, mean, std, lower, upper, point, level, self.method, n,
                              self.n_samples - n, reasons, self.point_estimator, point_why, shown,
                              used if return_samples else None)
+
+    def with_design(self, design: Any) -> ChainEnsemble:
+        """This ensemble with per-quantity design effects (a :class:`~tracetochain.uncertainty._design.
+        QuantityDesign`, or None to drop them); the design effects are recorded in ``info``."""
+        out = ChainEnsemble(self.reference, {"Q": self.Q, "R_success": self.R_success, "R_failure": self.R_failure,
+                                             "pi0": self.pi0, "start_exits": self.start_exits},
+                            method=self.method, confidence=self.confidence, seed=self.seed, info=dict(self.info))
+        object.__setattr__(out, "design", design)
+        if design is not None:
+            out.info["design_effect_per_quantity"] = design.to_dict()
+        return out
+
+    def _stretched(self, quantity: str, params: dict[str, Any], values: NDArray[np.float64],
+                   keep: NDArray[np.bool_]) -> NDArray[np.float64]:
+        from tracetochain.uncertainty._design import PROBABILITY_QUANTITIES, stretch_draws
+
+        factor = self.design.stretch(quantity, params)
+        if factor is None or not keep.any():
+            return values
+        out = values.copy()
+        scale = "probability" if quantity in PROBABILITY_QUANTITIES else "positive"
+        out[keep] = stretch_draws(values[keep], factor, scale)
+        return out
 
     def _evaluate_callable(self, fn: Callable[..., Any], params: dict[str, Any]
                            ) -> tuple[NDArray[np.float64], NDArray[np.bool_], dict[str, int]]:

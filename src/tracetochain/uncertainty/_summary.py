@@ -16,6 +16,7 @@ from tracetochain.chain import AbsorbingChain, ChainEstimator, ChainPrior, Trans
 from tracetochain.quantities import reported, reported_scalars
 from tracetochain.traces import TraceTable
 from tracetochain.uncertainty._bootstrap import TraceBootstrap
+from tracetochain.uncertainty._design import StoredDesign
 from tracetochain.uncertainty._dirichlet import DirichletPosterior
 from tracetochain.uncertainty._ensemble import ChainEnsemble
 from tracetochain.uncertainty._stats import EntryIntervals, QuantityStats, check_confidence
@@ -168,6 +169,9 @@ def interval_summary(source: Any, *, intervals: Method = "posterior", confidence
             chain if chain is not None else counts).fetch_model()  # type: ignore[arg-type]
         ensemble: ChainEnsemble = post.ensemble
         entries = post.intervals
+        stored = md.get("design_effect_per_quantity")
+        if isinstance(stored, dict) and StoredDesign.valid(stored):
+            ensemble = ensemble.with_design(StoredDesign(stored, float(design_effect)))
     else:
         if labelled is None:
             raise ValueError(f"intervals={method!r} resamples traces: pass a FitResult, the labelled traces, or the "

@@ -14,11 +14,15 @@ if TYPE_CHECKING:
     from tracetochain.uncertainty._bootstrap import estimate_batch as estimate_batch
     from tracetochain.uncertainty._bootstrap import prior_draws_for as prior_draws_for
     from tracetochain.uncertainty._bootstrap import tasks_repeat as tasks_repeat
+    from tracetochain.uncertainty._design import UnitCounts as UnitCounts
+    from tracetochain.uncertainty._design import quantity_design as quantity_design
 
 #: shared name → the private module that defines it.
 _MODULES: dict[str, str] = {
+    "UnitCounts": "tracetochain.uncertainty._design",
     "estimate_batch": "tracetochain.uncertainty._bootstrap",
     "prior_draws_for": "tracetochain.uncertainty._bootstrap",
+    "quantity_design": "tracetochain.uncertainty._design",
     "tasks_repeat": "tracetochain.uncertainty._bootstrap",
 }
 
