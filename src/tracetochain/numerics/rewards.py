@@ -291,6 +291,10 @@ def lattice_pmf(mean: Array, var: Array, step: float, n_levels: int, rounding: s
     return P[:, :L]
 
 
+_BUDGET_BLOCK = 64  # levels per block of the budget programme: long enough to amortise one correlation call
+# per state, short enough that the level-by-level remainder (distance < block) stays small
+
+
 def budget_reliability(Q: Array, r_success: Array, pi0: Array, visit_pmf: Array, n_levels: int) -> Array:
     """R(kδ) = P(S and C ≤ kδ) for k = 0..n_levels, with per-visit costs on a lattice (``visit_pmf`` (m, L)).
 
@@ -330,18 +334,44 @@ def budget_reliability(Q: Array, r_success: Array, pi0: Array, visit_pmf: Array,
                     raise ValueError(f"illegal value in argument {-info} of getrs")
                 return np.asarray(x, dtype=np.float64)
     # Column K − k holds v_k, so the levels one visit reaches back to (v_{k−1}, …, v_{k−hi}) are contiguous in
-    # each row, and Σ_a p(a) ∘ v_{k−a} is one row-wise dot product per level (numerically the same sums).
+    # each row. Levels are taken in blocks of b: what a level owes to the levels *before* its block is, for every
+    # state, a correlation of its pmf with those earlier levels — computed for the whole block at once, only over
+    # the window where that state's pmf has mass (np.correlate: direct sums, the same products as level by level,
+    # grouped in two partial sums; no FFT, so no rounding beyond a few ulps) — and what it owes to the levels of its
+    # own block (distance < b) is added level by level, as they are computed.
     Vt = np.zeros((m, K + 1))
     out = np.zeros(K + 1)
     rs = np.asarray(r_success, dtype=np.float64)
     pi = np.asarray(pi0, dtype=np.float64)
     # Large sparse chains: one CSR mat-vec per level instead of a dense one (as the horizon sweep does).
     Qop: Any = scipy.sparse.csr_matrix(Q) if m >= 128 and np.count_nonzero(Q) <= 0.2 * m * m else Q
-    for k in range(K + 1):
-        hi = min(k, L - 1)
-        j = K - k + 1
-        rest = np.einsum("ia,ia->i", p[:, 1: hi + 1], Vt[:, j: j + hi]) if hi >= 1 else np.zeros(m)
-        u = solve(p0 * rs + rest) if zero_cost else rest
-        Vt[:, K - k] = rs + Qop @ u
-        out[k] = float(pi @ u)
+    b = _BUDGET_BLOCK
+    p_pad = np.zeros((m, L + b))
+    p_pad[:, :L] = p
+    mass = np.concatenate([np.zeros((m, 1), dtype=bool), p[:, 1:] > 0], axis=1)  # a ≥ 1 with p(a) > 0
+    has = mass.any(axis=1)
+    first = mass.argmax(axis=1)  # smallest such a (0 for a state without any)
+    last = L - 1 - mass[:, ::-1].argmax(axis=1)  # largest such a
+    rows = np.flatnonzero(has)
+    earlier = np.zeros((m, b))
+    for k0 in range(0, K + 1, b):
+        nb = min(b, K + 1 - k0)
+        # earlier[:, t] = Σ_{s ≥ 1, s ≤ k0} p(t + s) ∘ v_{k0 − s}: contributions of the levels before the block.
+        earlier[:] = 0.0
+        base = K - k0  # column of v_{k0}; v_{k0 − s} is column base + s
+        for i in rows:
+            s_lo = max(1, int(first[i]) - (nb - 1))
+            s_hi = min(k0, int(last[i]))
+            if s_lo > s_hi:
+                continue
+            earlier[i, :nb] = np.correlate(p_pad[i, s_lo: s_hi + nb], Vt[i, base + s_lo: base + s_hi + 1], "valid")
+        for t in range(nb):
+            k = k0 + t
+            hi = min(t, L - 1)
+            j = K - k + 1
+            rest = earlier[:, t] + np.einsum("ia,ia->i", p[:, 1: hi + 1], Vt[:, j: j + hi]) if hi >= 1 \
+                else earlier[:, t].copy()
+            u = solve(p0 * rs + rest) if zero_cost else rest
+            Vt[:, K - k] = rs + Qop @ u
+            out[k] = float(pi @ u)
     return np.clip(out, 0.0, None)
