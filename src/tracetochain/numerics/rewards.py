@@ -291,8 +291,8 @@ def lattice_pmf(mean: Array, var: Array, step: float, n_levels: int, rounding: s
     return P[:, :L]
 
 
-_BUDGET_BLOCK = 64  # levels per block of the budget programme: long enough to amortise one correlation call
-# per state, short enough that the level-by-level remainder (distance < block) stays small
+_BUDGET_BLOCK = 128  # levels per block of the budget programme: enough to amortise one correlation call per
+# state and block, few enough that the within-block updates (b·m per level) stay small beside the mat-vec
 
 
 def budget_reliability(Q: Array, r_success: Array, pi0: Array, visit_pmf: Array, n_levels: int) -> Array:
@@ -333,45 +333,52 @@ def budget_reliability(Q: Array, r_success: Array, pi0: Array, visit_pmf: Array,
                 if info != 0:
                     raise ValueError(f"illegal value in argument {-info} of getrs")
                 return np.asarray(x, dtype=np.float64)
-    # Column K − k holds v_k, so the levels one visit reaches back to (v_{k−1}, …, v_{k−hi}) are contiguous in
-    # each row. Levels are taken in blocks of b: what a level owes to the levels *before* its block is, for every
-    # state, a correlation of its pmf with those earlier levels — computed for the whole block at once, only over
-    # the window where that state's pmf has mass (np.correlate: direct sums, the same products as level by level,
-    # grouped in two partial sums; no FFT, so no rounding beyond a few ulps) — and what it owes to the levels of its
-    # own block (distance < b) is added level by level, as they are computed.
+    # Column K − k of Vt holds v_k, so the levels one visit reaches back to (v_{k−1}, …, v_{k−L+1}) are
+    # contiguous in each row. Levels are taken in blocks of b: what a level owes to the levels *before* its block
+    # is, for every state, a correlation of its pmf with those earlier levels, computed for the whole block at once
+    # and only over the window where that state's pmf has mass (np.correlate: direct sums of the same products as
+    # level by level, no FFT); what it owes to the levels of its own block (distance < b) is added as each of them
+    # is computed. Only the grouping of the sums changes: equal to the level-by-level programme to a few ulps.
     Vt = np.zeros((m, K + 1))
-    out = np.zeros(K + 1)
+    U = np.empty((K + 1, m))
     rs = np.asarray(r_success, dtype=np.float64)
     pi = np.asarray(pi0, dtype=np.float64)
+    c0 = p0 * rs
     # Large sparse chains: one CSR mat-vec per level instead of a dense one (as the horizon sweep does).
     Qop: Any = scipy.sparse.csr_matrix(Q) if m >= 128 and np.count_nonzero(Q) <= 0.2 * m * m else Q
     b = _BUDGET_BLOCK
     p_pad = np.zeros((m, L + b))
     p_pad[:, :L] = p
+    near = np.ascontiguousarray(p_pad[:, 1:b].T)  # near[a − 1] = p(a) for the distances inside a block
     mass = np.concatenate([np.zeros((m, 1), dtype=bool), p[:, 1:] > 0], axis=1)  # a ≥ 1 with p(a) > 0
-    has = mass.any(axis=1)
     first = mass.argmax(axis=1)  # smallest such a (0 for a state without any)
     last = L - 1 - mass[:, ::-1].argmax(axis=1)  # largest such a
-    rows = np.flatnonzero(has)
-    earlier = np.zeros((m, b))
+    rows = np.flatnonzero(mass.any(axis=1))
+    E = np.zeros((b, m))  # E[t] = what level k0 + t owes to the levels before it
+    Vblk = np.empty((b, m))  # v_{k0 + t}, copied into Vt at the end of the block
+    dense = Qop is Q
     for k0 in range(0, K + 1, b):
         nb = min(b, K + 1 - k0)
-        # earlier[:, t] = Σ_{s ≥ 1, s ≤ k0} p(t + s) ∘ v_{k0 − s}: contributions of the levels before the block.
-        earlier[:] = 0.0
-        base = K - k0  # column of v_{k0}; v_{k0 − s} is column base + s
+        E[:] = 0.0
+        base = K - k0  # column of v_{k0} in Vt: v_{k0 − s} is column base + s
         for i in rows:
+            # E[t, i] = Σ_{1 ≤ s ≤ k0} p_i(t + s) v_i(k0 − s), s restricted to where p_i(t + s) can be > 0.
             s_lo = max(1, int(first[i]) - (nb - 1))
             s_hi = min(k0, int(last[i]))
-            if s_lo > s_hi:
-                continue
-            earlier[i, :nb] = np.correlate(p_pad[i, s_lo: s_hi + nb], Vt[i, base + s_lo: base + s_hi + 1], "valid")
+            if s_lo <= s_hi:
+                E[:nb, i] = np.correlate(p_pad[i, s_lo: s_hi + nb], Vt[i, base + s_lo: base + s_hi + 1], "valid")
+        Vb = Vblk[:nb]
         for t in range(nb):
-            k = k0 + t
-            hi = min(t, L - 1)
-            j = K - k + 1
-            rest = earlier[:, t] + np.einsum("ia,ia->i", p[:, 1: hi + 1], Vt[:, j: j + hi]) if hi >= 1 \
-                else earlier[:, t].copy()
-            u = solve(p0 * rs + rest) if zero_cost else rest
-            Vt[:, K - k] = rs + Qop @ u
-            out[k] = float(pi @ u)
+            u = solve(c0 + E[t]) if zero_cost else E[t]
+            U[k0 + t] = u
+            v = Vb[t]
+            if dense:
+                np.dot(Q, u, out=v)
+            else:
+                v[:] = Qop @ u
+            v += rs
+            if t + 1 < nb:
+                E[t + 1: nb] += near[: nb - t - 1] * v
+        Vt[:, K - k0 - nb + 1: K - k0 + 1] = Vb[::-1].T
+    out = U @ pi
     return np.clip(out, 0.0, None)
