@@ -376,8 +376,10 @@ def budget_reliability(Q: Array, r_success: Array, pi0: Array, visit_pmf: Array,
                 E[:nb, i] = np.correlate(p_pad[i, s_lo: s_hi + nb], Vt[i, base + s_lo: base + s_hi + 1], "valid")
         Vb = Vblk[:nb]
         for t in range(nb):
-            u = solve(c0 + E[t]) if zero_cost else E[t]
-            U[k0 + t] = u
+            if zero_cost:
+                u = U[k0 + t] = solve(c0 + E[t])
+            else:
+                u = E[t]  # final once its level is reached (later updates go to later rows): copied below
             v = Vb[t]
             if dense:
                 np.dot(Q, u, out=v)
@@ -387,5 +389,7 @@ def budget_reliability(Q: Array, r_success: Array, pi0: Array, visit_pmf: Array,
             if t + 1 < nb:
                 E[t + 1: nb] += near[: nb - t - 1] * v
         Vt[:, K - k0 - nb + 1: K - k0 + 1] = Vb[::-1].T
+        if not zero_cost:
+            U[k0: k0 + nb] = E[:nb]
     out = U @ pi
     return np.clip(out, 0.0, None)
