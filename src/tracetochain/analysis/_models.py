@@ -304,13 +304,9 @@ def _quantities(compiled: Any, horizon: int, ks: list[int], delta: float) -> dic
 def _exact_step_budget(chain: AbsorbingChain, delta: float, max_horizon: int = 16_384) -> float | None:
     """Smallest d with R∞ − R(d) ≤ δ, by the forward sweep in growing blocks (the exact part of
     :meth:`AbsorbingChain.step_budget`, without its eigendecomposition-based bound, which refits do not need)."""
-    from tracetochain.numerics.horizon import forward_sweep
-
     horizon = 64
     while horizon <= max_horizon:
-        sweep = forward_sweep(chain.Q, chain.R_success, chain.R_failure, chain.pi0, horizon,
-                              chain.success_probabilities)
-        hit = np.flatnonzero(sweep.residual <= delta)
+        hit = np.flatnonzero(chain.sweep(horizon).residual <= delta)
         if hit.size:
             return float(hit[0])
         horizon *= 4
