@@ -82,3 +82,23 @@ def test_the_replicate_law_of_a_large_chain_matches_the_exact_one() -> None:
         fast = replicate_success_cdf(chain, 120)
         assert np.max(np.abs(fast - exact)) < 1e-12
         assert np.array_equal(replicate_success_cdf(chain, 50, 40), success_time_cdf(chain, 50, 40))
+
+
+def test_a_sequential_screen_stops_early_when_the_model_fits_and_runs_out_when_it_does_not() -> None:
+    """Besag & Clifford's sequential p (h / l): a fitting model stops after h exceedances; a rejected one draws
+    every replicate and keeps the smallest attainable p (the screen can still reject)."""
+    truth = tt.datasets.notation_chain()
+    model = MarkovModel().fit(tt.datasets.simulate_traces(truth, 3000, seed=1))
+    compiled = model.to_chain()
+    test = encode_traces(tt.datasets.simulate_traces(truth, 400, seed=2), model.state_names_)
+    full = timing_check(compiled, test, n_bootstrap=199, seed=0)
+    seq = timing_check(compiled, test, n_bootstrap=199, seed=0, stop_after=10)
+    assert seq.statistic == full.statistic
+    drawn = seq.settings["sequential"]["replicates_drawn"]
+    assert drawn < 199 and seq.p_value == 10 / drawn and seq.p_value > 0.05
+    slow = truth.with_changes(Q=truth.Q * 0.5, R_success=truth.R_success + truth.Q.sum(axis=1) * 0.25,
+                              R_failure=truth.R_failure + truth.Q.sum(axis=1) * 0.25)
+    bad = encode_traces(tt.datasets.simulate_traces(slow, 400, seed=3), model.state_names_)
+    rej = timing_check(compiled, bad, n_bootstrap=199, seed=0, stop_after=10)
+    assert "sequential" not in rej.settings and rej.p_value == timing_check(compiled, bad, n_bootstrap=199,
+                                                                             seed=0).p_value == 1 / 200

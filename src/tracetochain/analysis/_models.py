@@ -71,6 +71,11 @@ DEFAULT_MODEL_REFITS = 200
 SCREEN_BOOTSTRAP = 49
 
 
+#: Exceedances after which a screen's timing replicates stop (Besag & Clifford 1991's sequential p = h / l): a
+#: screen the data reject still draws all of its replicates, one that fits stops after about h / p of them.
+SCREEN_STOP_AFTER = 10
+
+
 def screen_replicates(level: float, n_layers: int = 3) -> int:
     """Timing replicates of the screen of a non-chosen candidate: enough that the smallest attainable p-value,
     1/(B + 1), lies below the family threshold level / L by half again (B + 1 ≥ 1.5 L / level; 89 at the 5 % level
@@ -454,12 +459,13 @@ class _Checks:
 
 def heldout_checks(name: str, make: Callable[[], Any], enc: Any, held_out: list[NDArray[np.bool_]],
                    settings: AuditSettings, *, seed: int, horizon: int, test_fraction: float,
-                   n_timing: int | None = None) -> _Checks:
+                   n_timing: int | None = None, stop_after: int | None = None) -> _Checks:
     """The certificate's held-out layers for one candidate (module docstring, step 3), before Holm.
 
     ``held_out[s]`` marks the traces of ``enc`` held out in split s; the candidate (``make()``) is fitted on the rest.
     ``n_timing``: Monte Carlo replicates of the timing null (default: the audit's ``n_bootstrap``; twice as many,
-    plus one, when the model is held fixed, as :func:`~tracetochain.models.choose_model` does).
+    plus one, when the model is held fixed, as :func:`~tracetochain.models.choose_model` does). ``stop_after``: the
+    sequential stop of a screen (:func:`~tracetochain.models.evaluation.timing_check`).
     """
     from tracetochain.models.evaluation import timing_check
     from tracetochain.models.passk import pass_k_test
@@ -510,7 +516,7 @@ def heldout_checks(name: str, make: Callable[[], Any], enc: Any, held_out: list[
         replicates = base if refit else 2 * base + 1
         tm = timing_check(compiled, test, n_bootstrap=replicates, seed=_int_seed(t_seed[s]),
                           max_steps=settings.max_steps, refit=model.like if refit else None,
-                          fit_shape=fit if refit else None)
+                          fit_shape=fit if refit else None, stop_after=stop_after)
         t_results.append(tm)
         t_ps.append(tm.p_value)
         if tasks:
@@ -702,7 +708,8 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
                 checks[c.name] = heldout_checks(
                     c.name, make_candidate(c.name, seed=seed, group=group).make, enc, held_traces, audit, seed=seed,
                     horizon=horizon, test_fraction=test_fraction,
-                    n_timing=None if c.name == chosen else screen_replicates(audit.level))
+                    n_timing=None if c.name == chosen else screen_replicates(audit.level),
+                    stop_after=None if c.name == chosen else SCREEN_STOP_AFTER)
     evaluated = np.unique(np.concatenate(held_units)) if held_units else np.zeros(0, np.int64)
     n_eval = int(np.bincount(enc.unit, minlength=enc.n_units)[evaluated].sum())
 
@@ -730,7 +737,8 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
             verdict = ("chosen" if c.name == chosen else "baseline" if c.name == "markov" else
                        "not chosen" if c.verdict == "chosen" else c.verdict)
             if c.name != chosen and c.name in checks and c.name not in full_checks:
-                note = "; ".join(x for x in (note, f"screening check ({reps} timing replicates)") if x)
+                note = "; ".join(x for x in (note, f"screening check (at most {reps} timing replicates, stopped "
+                                                   f"after {SCREEN_STOP_AFTER} reach the observed statistic)") if x)
             rows.append(CandidateResult(
                 c.name, c.family, c.size, c.n_parameters, c.heldout_loglik_per_trace,
                 _loglik_se(choice.unit_loglik.get(c.name, []), n_eval), c.gain_vs_baseline, c.se_vs_baseline,

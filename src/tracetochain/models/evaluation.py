@@ -141,7 +141,7 @@ def replicate_success_cdf(chain: Any, horizon: int, max_steps: int | None = None
 
 def timing_check(compiled: CompiledModel, test: EncodedTraces, *, n_bootstrap: int = 199, seed: int = 0,
                  max_steps: int | None = None, refit: Callable[[], TraceModel] | None = None,
-                 fit_shape: EncodedTraces | None = None) -> TimingResult:
+                 fit_shape: EncodedTraces | None = None, stop_after: int | None = None) -> TimingResult:
     """KS of the held-out success times against the compiled model's success-time law, with a Monte Carlo null of
     held-out corpora shaped like ``test`` (its units and their trial counts; module docstring).
 
@@ -150,6 +150,11 @@ def timing_check(compiled: CompiledModel, test: EncodedTraces, *, n_bootstrap: i
     model, refits the family on it and measures the fresh held-out corpus against the refitted law — the null then
     carries the fit half's noise too (the family's counterpart of the audit's ``refit="train"``). It costs one fit
     per replicate.
+
+    ``stop_after`` = h: the sequential Monte Carlo p-value of Besag & Clifford (1991, Biometrika 78:301–304): the
+    replicates stop once h of them reach the observed statistic, and p = h / l after l replicates (else the usual
+    (1 + #)/(B + 1) after all B). It is a valid p-value; a model the data reject draws all B replicates, so the test
+    keeps its smallest attainable p and its power, while a model that fits stops after about h / p replicates.
     """
     if n_bootstrap < 1:
         raise ValueError(f"n_bootstrap must be >= 1, got {n_bootstrap}")
@@ -188,9 +193,16 @@ def timing_check(compiled: CompiledModel, test: EncodedTraces, *, n_bootstrap: i
     rep = sim.task // max(sizes.size, 1)
     d_star = np.full(n_bootstrap, np.inf)
     fit_sizes = np.bincount(fit_shape.unit, minlength=fit_shape.n_units) if fit_shape is not None else None
+    tie = d_obs - 1e-12 * max(1.0, d_obs)
+    reached = 0
+    stopped: int | None = None
     for b in range(n_bootstrap):
+        if stop_after is not None and reached >= stop_after:
+            stopped = b
+            break
         x = sim.length[(rep == b) & done]
         if not x.size:
+            reached += 1  # counted as D* ≥ D below (d_star stays inf)
             continue
         law = cdf
         if refit is not None:
@@ -199,12 +211,20 @@ def timing_check(compiled: CompiledModel, test: EncodedTraces, *, n_bootstrap: i
                 again = refit().fit(simulate_encoded(compiled, fit_sizes, rng, max_steps=cap)).to_chain().chain
                 law = replicate_success_cdf(again, int(x.max()), max_steps)
             except (ValueError, ArithmeticError, UndefinedMetricError):
+                reached += 1
                 continue  # an unusable replicate counts as D* ≥ D (conservative)
         d_star[b] = lattice_ks_statistic(x, law)
-    p = (1 + int(np.count_nonzero(d_star >= d_obs - 1e-12 * max(1.0, d_obs)))) / (n_bootstrap + 1)
+        reached += int(d_star[b] >= tie)
+    if stopped is not None:
+        d_star = d_star[:stopped]
+        p = reached / stopped
+        settings["sequential"] = {"stop_after": stop_after, "replicates_drawn": stopped,
+                                  "rule": "Besag & Clifford (1991): p = h / l, stopped at h exceedances"}
+    else:
+        p = (1 + int(np.count_nonzero(d_star >= tie))) / (n_bootstrap + 1)
     emp = np.cumsum(np.bincount(times, minlength=int(times.max()) + 1)) / times.size
     finite = d_star[np.isfinite(d_star)]
-    boot = {"n_replicates": n_bootstrap, "n_undefined": int(n_bootstrap - finite.size),
+    boot = {"n_replicates": int(d_star.size), "n_undefined": int(d_star.size - finite.size),
             "d_star_quantiles": ({str(q): float(np.quantile(finite, q)) for q in (0.5, 0.9, 0.95, 0.99)}
                                  if finite.size else None), "min_p_value": 1.0 / (n_bootstrap + 1)}
     return TimingResult("monte-carlo", d_obs, p, "success", int(times.size), test.n_traces, settings, boot,
