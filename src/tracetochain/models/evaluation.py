@@ -111,7 +111,7 @@ def replicate_success_cdf(chain: Any, horizon: int, max_steps: int | None = None
     import scipy.sparse
     import scipy.sparse.linalg
 
-    from tracetochain.numerics.horizon import sweep_operator
+    from tracetochain.numerics.horizon import SPARSE_SWEEP_DENSITY, SPARSE_SWEEP_STATES, sweep_operator
 
     Q, rs, rf = chain.Q, chain.R_success, chain.R_failure
     rows, cols = np.nonzero(Q)
@@ -128,7 +128,9 @@ def replicate_success_cdf(chain: Any, horizon: int, max_steps: int | None = None
     r_inf = s + float(chain.pi0 @ np.clip(h, 0.0, 1.0))
     if r_inf <= 0.0:
         return success_time_cdf(chain, horizon, max_steps)  # raises with the message of the exact path
-    op = sweep_operator(Q)
+    # Qᵀ as sweep_operator builds it, from the non-zeros found above (one scan of the dense m × m array, not two)
+    op = (scipy.sparse.csr_matrix((Q[rows, cols], (cols, rows)), shape=(m, m))
+          if m >= SPARSE_SWEEP_STATES and rows.size <= SPARSE_SWEEP_DENSITY * m * m else sweep_operator(Q))
     fs = np.zeros(horizon + 1)
     fs[0] = s
     pi = np.asarray(chain.pi0, dtype=np.float64).copy()

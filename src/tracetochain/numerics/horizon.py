@@ -18,6 +18,8 @@ from numpy.typing import NDArray
 #: Dense Q with at least this many states and at most this density is swept as a CSR matrix.
 _SPARSE_SWEEP_STATES = 128
 _SPARSE_SWEEP_DENSITY = 0.2
+#: Public names of the two thresholds above (callers that build Qᵀ from non-zeros they already have).
+SPARSE_SWEEP_STATES, SPARSE_SWEEP_DENSITY = _SPARSE_SWEEP_STATES, _SPARSE_SWEEP_DENSITY
 #: Most multiply-adds one step-budget sweep may spend (about ten seconds), and the fewest steps it always tries.
 _SWEEP_WORK = 20_000_000_000
 _MIN_BUDGET_SWEEP = 1_000
