@@ -62,3 +62,45 @@ def test_refitting_null_carries_the_fit_noise_and_like_keeps_the_size() -> None:
     assert dur.like().buckets == dur.edges and not dur.like().state_names_
     tc = TaskClassModel(LiftedModel(3), 2, seed=4).like()
     assert isinstance(tc.base, LiftedModel) and tc.base.order == 3 and tc.n_classes == 2 and tc.seed == 4
+
+
+def test_the_replicate_law_of_a_large_chain_matches_the_exact_one() -> None:
+    """Above 400 states the timing null's refits get R∞ from BiCGSTAB instead of an LU: the law must agree with
+    the exact path far inside the KS comparison's 1e-12 tie tolerance, and small chains take the exact path."""
+    import numpy as np
+
+    from tracetochain.audit._timing import success_time_cdf
+    from tracetochain.chain import AbsorbingChain
+    from tracetochain.models.evaluation import replicate_success_cdf
+
+    rng = np.random.default_rng(7)
+    for m in (30, 600):
+        Q = np.where(rng.random((m, m)) < 8 / m, rng.random((m, m)), 0.0)
+        rs, rf = rng.random(m) * 0.05, rng.random(m) * 0.05
+        tot = Q.sum(axis=1) + rs + rf
+        pi0 = rng.random(m)
+        chain = AbsorbingChain(Q / tot[:, None], rs / tot, rf / tot, pi0 / pi0.sum())
+        exact = success_time_cdf(chain, 120)
+        fast = replicate_success_cdf(chain, 120)
+        assert np.max(np.abs(fast - exact)) < 1e-12
+        assert np.array_equal(replicate_success_cdf(chain, 50, 40), success_time_cdf(chain, 50, 40))
+
+
+def test_a_sequential_screen_stops_early_when_the_model_fits_and_runs_out_when_it_does_not() -> None:
+    """Besag & Clifford's sequential p (h / l): a fitting model stops after h exceedances; a rejected one draws
+    every replicate and keeps the smallest attainable p (the screen can still reject)."""
+    truth = tt.datasets.notation_chain()
+    model = MarkovModel().fit(tt.datasets.simulate_traces(truth, 3000, seed=1))
+    compiled = model.to_chain()
+    test = encode_traces(tt.datasets.simulate_traces(truth, 400, seed=2), model.state_names_)
+    full = timing_check(compiled, test, n_bootstrap=199, seed=0)
+    seq = timing_check(compiled, test, n_bootstrap=199, seed=0, stop_after=10)
+    assert seq.statistic == full.statistic
+    drawn = seq.settings["sequential"]["replicates_drawn"]
+    assert drawn < 199 and seq.p_value == 10 / drawn and seq.p_value > 0.05
+    slow = truth.with_changes(Q=truth.Q * 0.5, R_success=truth.R_success + truth.Q.sum(axis=1) * 0.25,
+                              R_failure=truth.R_failure + truth.Q.sum(axis=1) * 0.25)
+    bad = encode_traces(tt.datasets.simulate_traces(slow, 400, seed=3), model.state_names_)
+    rej = timing_check(compiled, bad, n_bootstrap=199, seed=0, stop_after=10)
+    assert "sequential" not in rej.settings and rej.p_value == timing_check(compiled, bad, n_bootstrap=199,
+                                                                             seed=0).p_value == 1 / 200

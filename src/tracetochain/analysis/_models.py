@@ -54,6 +54,7 @@ from tracetochain.analysis._audit import (
     _survival,
     _too_few_times,
 )
+from tracetochain.analysis._weigh import certified_outputs, weigh_certificate, would_certify
 from tracetochain.audit import LAYERS, Certificate, LayerResult
 from tracetochain.audit.shared import (
     MIN_REPEATED_TRACES,
@@ -82,6 +83,11 @@ DEFAULT_MODEL_REFITS = 200
 #: Monte Carlo replicates of the timing check for the candidates that are not chosen (a screen beside the
 #: certificate-grade check of the choice).
 SCREEN_BOOTSTRAP = 49
+
+
+#: Exceedances after which a screen's timing replicates stop (Besag & Clifford 1991's sequential p = h / l): a
+#: screen the data reject still draws all of its replicates, one that fits stops after about h / p of them.
+SCREEN_STOP_AFTER = 10
 
 
 def screen_replicates(level: float, n_layers: int = 3) -> int:
@@ -164,6 +170,9 @@ class ModelSelection(ResultDisplay):
     interval_settings: dict[str, Any] = field(default_factory=dict)
     intervals_unavailable: str | None = None
     notes: tuple[str, ...] = ()
+    #: Outputs the choice does not certify and the checked candidate that would, with why it was not chosen
+    #: (:func:`~tracetochain.analysis._weigh.would_certify`).
+    would_certify: tuple[dict[str, Any], ...] = ()
     #: (3, L + 1) modelled traces by outcome (success, failure, censored) and length.
     length_histogram: NDArray[np.int64] | None = field(default=None, repr=False)
     _interval_cache: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
@@ -217,9 +226,12 @@ class ModelSelection(ResultDisplay):
             "splits": self.splits, "candidates": [c.to_dict() for c in self.candidates],
             "z_threshold": getattr(self.choice, "z_threshold", None), "notes": list(self.notes),
             "intervals": {"settings": self.interval_settings, "unavailable": self.intervals_unavailable},
+            "would_certify": list(self.would_certify),
             "rule": "held-out log-likelihood over the analysis's held-out splits of units; better than the "
                     "first-order chain when the summed gain is >= z_threshold standard errors (Bonferroni over the "
-                    "candidates); among those, the fewest parameters within one standard error of the best",
+                    "candidates); among those, the fewest parameters within one standard error of the best; with auto, "
+                    "a candidate within one standard error of that choice whose held-out layers certify more "
+                    "outputs replaces it",
         }
         if self.compiled is not None:
             c = self.compiled
@@ -310,13 +322,9 @@ def _quantities(compiled: Any, horizon: int, ks: list[int], delta: float) -> dic
 def _exact_step_budget(chain: AbsorbingChain, delta: float, max_horizon: int = 16_384) -> float | None:
     """Smallest d with R∞ − R(d) ≤ δ, by the forward sweep in growing blocks (the exact part of
     :meth:`AbsorbingChain.step_budget`, without its eigendecomposition-based bound, which refits do not need)."""
-    from tracetochain.numerics.horizon import forward_sweep
-
     horizon = 64
     while horizon <= max_horizon:
-        sweep = forward_sweep(chain.Q, chain.R_success, chain.R_failure, chain.pi0, horizon,
-                              chain.success_probabilities)
-        hit = np.flatnonzero(sweep.residual <= delta)
+        hit = np.flatnonzero(chain.sweep(horizon).residual <= delta)
         if hit.size:
             return float(hit[0])
         horizon *= 4
@@ -464,12 +472,13 @@ class _Checks:
 
 def heldout_checks(name: str, make: Callable[[], Any], enc: Any, held_out: list[NDArray[np.bool_]],
                    settings: AuditSettings, *, seed: int, horizon: int, test_fraction: float,
-                   n_timing: int | None = None) -> _Checks:
+                   n_timing: int | None = None, stop_after: int | None = None) -> _Checks:
     """The certificate's held-out layers for one candidate (module docstring, step 3), before Holm.
 
     ``held_out[s]`` marks the traces of ``enc`` held out in split s; the candidate (``make()``) is fitted on the rest.
     ``n_timing``: Monte Carlo replicates of the timing null (default: the audit's ``n_bootstrap``; twice as many,
-    plus one, when the model is held fixed, as :func:`~tracetochain.models.choose_model` does).
+    plus one, when the model is held fixed, as :func:`~tracetochain.models.choose_model` does). ``stop_after``: the
+    sequential stop of a screen (:func:`~tracetochain.models.evaluation.timing_check`).
     """
     from tracetochain.models.evaluation import timing_check
     from tracetochain.models.passk import pass_k_test
@@ -520,7 +529,7 @@ def heldout_checks(name: str, make: Callable[[], Any], enc: Any, held_out: list[
         replicates = base if refit else 2 * base + 1
         tm = timing_check(compiled, test, n_bootstrap=replicates, seed=_int_seed(t_seed[s]),
                           max_steps=settings.max_steps, refit=model.like if refit else None,
-                          fit_shape=fit if refit else None)
+                          fit_shape=fit if refit else None, stop_after=stop_after)
         t_results.append(tm)
         t_ps.append(tm.p_value)
         if tasks:
@@ -713,48 +722,88 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
                 checks[c.name] = heldout_checks(
                     c.name, make_candidate(c.name, seed=seed, group=group).make, enc, held_traces, audit, seed=seed,
                     horizon=horizon, test_fraction=test_fraction,
-                    n_timing=None if c.name == chosen else screen_replicates(audit.level))
+                    n_timing=None if c.name == chosen else screen_replicates(audit.level),
+                    stop_after=None if c.name == chosen else SCREEN_STOP_AFTER)
     evaluated = np.unique(np.concatenate(held_units)) if held_units else np.zeros(0, np.int64)
     n_eval = int(np.bincount(enc.unit, minlength=enc.n_units)[evaluated].sum())
-    rows: list[CandidateResult] = []
-    for c in table:
-        layers: dict[str, LayerResult] = {}
-        l_inf: float | None = None
-        null: str | None = None
-        reps: int | None = None
-        note = ""
-        if is_first_order(c.name) and first_order is not None:
-            layers = dict(first_order.layers)
-            l_inf = _first_order_l_inf(enc, held_traces, first_order_split_chain, horizon)
-            timing = first_order.layers.get("timing")
-            null = "refit" if timing is not None and timing.status in ("pass", "reject") else None
-            reps = audit.n_bootstrap if audit is not None else None
-            note = "the analysis's first-order chain and its certificate"
-        elif c.name in checks:
-            ch = checks[c.name]
-            held = apply_family({**ch.layers, "order": order_not_applicable(c.name, c.family)},
-                              audit.level if audit is not None else 0.05)
-            layers = {n: held[n] for n in LAYERS if n in held}  # the certificate's order of layers
-            l_inf, null, reps, note = ch.l_inf, ch.timing_null, ch.replicates, ch.note
-        verdict = ("chosen" if c.name == chosen else "baseline" if is_first_order(c.name) else
-                   "not chosen" if c.verdict == "chosen" else c.verdict)
-        if c.name != chosen and c.name in checks:
-            note = "; ".join(x for x in (note, f"screening check ({reps} timing replicates)") if x)
-        rows.append(CandidateResult(
-            c.name, c.family, c.size, c.n_parameters, c.heldout_loglik_per_trace,
-            _loglik_se(choice.unit_loglik.get(c.name, []), n_eval), c.gain_vs_baseline, c.se_vs_baseline,
-            c.z_vs_baseline, c.name == chosen, verdict, layers, l_inf, null, reps, note))
+
+    def build_rows(chosen: str) -> list[CandidateResult]:
+        rows: list[CandidateResult] = []
+        for c in table:
+            layers: dict[str, LayerResult] = {}
+            l_inf: float | None = None
+            null: str | None = None
+            reps: int | None = None
+            note = ""
+            if is_first_order(c.name) and first_order is not None:
+                layers = dict(first_order.layers)
+                l_inf = _first_order_l_inf(enc, held_traces, first_order_split_chain, horizon)
+                timing = first_order.layers.get("timing")
+                null = "refit" if timing is not None and timing.status in ("pass", "reject") else None
+                reps = audit.n_bootstrap if audit is not None else None
+                note = "the analysis's first-order chain and its certificate"
+            elif c.name in checks:
+                ch = checks[c.name]
+                held = apply_family({**ch.layers, "order": order_not_applicable(c.name, c.family)},
+                                    audit.level if audit is not None else 0.05)
+                layers = {n: held[n] for n in LAYERS if n in held}  # the certificate's order of layers
+                l_inf, null, reps, note = ch.l_inf, ch.timing_null, ch.replicates, ch.note
+            verdict = ("chosen" if c.name == chosen else "baseline" if is_first_order(c.name) else
+                       "not chosen" if c.verdict == "chosen" else c.verdict)
+            if c.name != chosen and c.name in checks and c.name not in full_checks:
+                note = "; ".join(x for x in (note, f"screening check (at most {reps} timing replicates, stopped "
+                                                   f"after {SCREEN_STOP_AFTER} reach the observed statistic)") if x)
+            rows.append(CandidateResult(
+                c.name, c.family, c.size, c.n_parameters, c.heldout_loglik_per_trace,
+                _loglik_se(choice.unit_loglik.get(c.name, []), n_eval), c.gain_vs_baseline, c.se_vs_baseline,
+                c.z_vs_baseline, c.name == chosen, verdict, layers, l_inf, null, reps, note))
+        return rows
+
+    full_checks = {chosen}
+    rows = build_rows(chosen)
+    better = [c.name for c in table if c.verdict in ("chosen", "better than the baseline, not chosen")]
+    switched: str | None = None
+    if requested == "auto" and audit is not None:
+        # auto weighs the certificate (analysis/_weigh.py): a candidate as good on held-out likelihood (within one
+        # standard error) that certifies more outputs replaces the choice, once re-checked with full replicates.
+        alt = weigh_certificate(rows, chosen, choice.unit_loglik, better)
+        if alt is not None and not is_first_order(alt):
+            step(f"re-checking {alt} with the certificate's replicates")
+            checks[alt] = heldout_checks(alt, make_candidate(alt, seed=seed, group=group).make, enc, held_traces,
+                                         audit, seed=seed, horizon=horizon, test_fraction=test_fraction)
+            full_checks.add(alt)
+            again = weigh_certificate(build_rows(chosen), chosen, choice.unit_loglik, better)
+            if again == alt:
+                switched, chosen = chosen, alt
+        if switched is not None:
+            rows = build_rows(chosen)
+            choice = replace(choice, chosen=chosen, model=make_candidate(chosen, seed=seed, group=group).make()
+                             .fit(enc))
+        else:
+            rows = build_rows(chosen)
     notes = list(choice.notes) + [n for n in enc.notes if n not in choice.notes]
+    wc = would_certify(rows, chosen, choice.unit_loglik, better) if audit is not None else []
+    if switched is not None:
+        mine = next(r for r in rows if r.name == chosen)
+        notes.append(f"{chosen} replaces {switched}, the likelihood's choice: its held-out log-likelihood is within "
+                     f"one standard error of {switched}'s and its own held-out layers certify more outputs "
+                     f"({', '.join(certified_outputs(mine.layers))})")
     notes += _forecast_hint(rows, chosen)
+    notes += [f"{w['candidate']} would certify {w['output']}; not chosen because {w['why_not_chosen']}"
+              for w in wc if w["output"] in ("R(d)", "pass^k", "R_inf")]
     splits = {"n_splits": n_splits, "by": split_by, "test_fraction": test_fraction, "seed": seed,
               "rule": "held out iff u(id hash, seed, split) < test_fraction (SplitMix64); the choice holds out whole "
                       "units (tasks when task ids repeat, else traces), the checks the certificate's halves (by "
                       f"{split_by})",
               "choice_by": group, "n_units": enc.n_units, "n_test_traces": [int(m.sum()) for m in held_traces]}
     family = next((c.family for c in table if c.name == chosen), first_order_family().name)
-    selection = ModelSelection(requested, chosen, family, _reason(requested, choice), tuple(rows), enc.grouped_by,
+    reason = _reason(requested, choice)
+    if switched is not None:
+        reason = (f"{chosen} is chosen: as good on held-out traces as {switched} (within one standard error) and "
+                  "its held-out layers certify more outputs")
+    selection = ModelSelection(requested, chosen, family, reason, tuple(rows), enc.grouped_by,
                                enc.n_units, enc.n_traces, splits, choice, notes=tuple(notes),
-                               length_histogram=_length_histogram(enc))
+                               length_histogram=_length_histogram(enc), would_certify=tuple(wc))
     if is_first_order(chosen):
         return selection, None
     model = choice.model

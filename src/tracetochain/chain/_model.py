@@ -213,8 +213,15 @@ class AbsorbingChain(ResultDisplay):
         """Forward sweep d = 0..horizon: R(d), first-passage PMFs, survival and the exact tail R∞ − R(d)."""
         return nx.forward_sweep(
             self.Q, self.R_success, self.R_failure, self.pi0, int(horizon), self.success_probabilities,
-            self.start_exits if self._has_start_exits else None,
+            self.start_exits if self._has_start_exits else None, op=self._sweep_op,
         )
+
+    @cached_property
+    def _sweep_op(self) -> Any:
+        """Qᵀ for the forward sweeps, built once per chain."""
+        from tracetochain.numerics.horizon import sweep_operator
+
+        return sweep_operator(self.Q)
 
     def reliability(self, horizon: int) -> NDArray[np.float64]:
         """R(d) = Pr[success within d steps] for d = 0..horizon (R(0) = s, the zero-step successes; 0 without)."""

@@ -18,6 +18,8 @@ from numpy.typing import NDArray
 #: Dense Q with at least this many states and at most this density is swept as a CSR matrix.
 _SPARSE_SWEEP_STATES = 128
 _SPARSE_SWEEP_DENSITY = 0.2
+#: Public names of the two thresholds above (callers that build Qᵀ from non-zeros they already have).
+SPARSE_SWEEP_STATES, SPARSE_SWEEP_DENSITY = _SPARSE_SWEEP_STATES, _SPARSE_SWEEP_DENSITY
 #: Most multiply-adds one step-budget sweep may spend (about ten seconds), and the fewest steps it always tries.
 _SWEEP_WORK = 20_000_000_000
 _MIN_BUDGET_SWEEP = 1_000
@@ -39,12 +41,19 @@ class HorizonSweep:
     residual: NDArray[np.float64]
 
 
-def _sweep_operator(Q: NDArray[np.float64]) -> NDArray[np.float64] | scipy.sparse.csr_matrix:
-    """Qᵀ in the cheaper format for repeated mat-vecs."""
+def sweep_operator(Q: NDArray[np.float64]) -> NDArray[np.float64] | scipy.sparse.csr_matrix:
+    """Qᵀ in the cheaper format for repeated mat-vecs (build it once per chain: on a chain of a thousand expanded
+    states the conversion costs more than a short sweep)."""
     m = Q.shape[0]
-    if m >= _SPARSE_SWEEP_STATES and np.count_nonzero(Q) <= _SPARSE_SWEEP_DENSITY * m * m:
-        return scipy.sparse.csr_matrix(Q.T)
+    if m >= _SPARSE_SWEEP_STATES:
+        rows, cols = np.nonzero(Q)
+        if rows.size <= _SPARSE_SWEEP_DENSITY * m * m:
+            # Qᵀ from the non-zeros found once (csr_matrix(dense) scans the m × m array again)
+            return scipy.sparse.csr_matrix((Q[rows, cols], (cols, rows)), shape=(m, m))
     return np.ascontiguousarray(Q.T)
+
+
+_sweep_operator = sweep_operator
 
 
 def forward_sweep(
@@ -55,16 +64,19 @@ def forward_sweep(
     horizon: int,
     h: NDArray[np.float64],
     start_exits: NDArray[np.float64] | None = None,
+    op: NDArray[np.float64] | scipy.sparse.csr_matrix | None = None,
 ) -> HorizonSweep:
     """Sweep d = 1..horizon: f⊕(d) = π_{d−1}·r⊕, f⊖(d) = π_{d−1}·r⊖, π_d = π_{d−1} Q (docs/numerics.md §4).
 
     ``h`` is the success-absorption vector N r⊕ (from :class:`ChainSolver`), used for the exact tail.
     ``start_exits`` (s, f): the episodes that end before any step, f⊕(0) = s and f⊖(0) = f (π0 is then a
-    sub-distribution, π0·1 = 1 − s − f); the tail R∞ − R(d) = π_d·h is unchanged.
+    sub-distribution, π0·1 = 1 − s − f); the tail R∞ − R(d) = π_d·h is unchanged. ``op``: Qᵀ as
+    :func:`sweep_operator` builds it, when the caller sweeps one chain several times.
     """
     if horizon < 0:
         raise ValueError(f"horizon must be >= 0, got {horizon}")
-    op = _sweep_operator(Q)
+    if op is None:
+        op = sweep_operator(Q)
     n = horizon + 1
     fs = np.zeros(n)
     ff = np.zeros(n)
