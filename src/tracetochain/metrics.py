@@ -57,6 +57,7 @@ class ReliabilitySummary(ResultDisplay):
       sd of steps                               2.6021
       mean steps | success                      4.0333
       mean steps | failure                      3.2778
+      median steps | success                    3
       spectral radius ρ(Q)                      0.6000
       steps to within 0.01 of R∞                12
         bound (Tran-Truong & Le 2026, Prop. 8)  16
@@ -106,7 +107,10 @@ class ReliabilitySummary(ResultDisplay):
         fields: list[tuple[str, Any]] = []
         for q in reported("scalar", "curve"):  # the registry's order
             if q.kind == "scalar":
-                fields.append((q.title, self.values.get(q.key, getattr(self, q.key, None))))
+                value = self.values.get(q.key, getattr(self, q.key, None))
+                if q.digits == 0 and isinstance(value, float) and value.is_integer():
+                    value = int(value)  # a count of steps prints as one
+                fields.append((q.title, value))
             elif q.key == "reliability":
                 fields += [(f"R({d})", self.reliability[d]) for d in (5, 10, 20) if d < self.horizon]
                 fields += [(f"R({self.horizon}) (horizon)", self.reliability[self.horizon]),

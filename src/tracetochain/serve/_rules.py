@@ -230,7 +230,7 @@ def parse_rule_expression(expression: str, window: WindowSpec) -> tuple[str, tup
     metric, args = parse_metric(m.group("metric"))
     n_windows, over = parse_span(m.group("over"), window)
     threshold = float(m.group("value"))
-    probability = metric not in ("traces", *QUANTITIES) or QUANTITIES[metric].unit == "probability"
+    probability = metric != "traces" and (metric not in QUANTITIES or QUANTITIES[metric].unit == "probability")
     if probability and not 0 <= threshold <= 1:
         raise ValueError(f"{m.group('metric').strip()} is a probability; the threshold {threshold:g} is outside [0, 1]")
     return metric, args, m.group("op"), threshold, n_windows, over

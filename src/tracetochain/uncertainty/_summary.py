@@ -123,7 +123,9 @@ def interval_summary(source: Any, *, intervals: Method = "posterior", confidence
     design_effect : float, optional
         Posterior only: temper the counts by the design effect of repeated trials (``DirichletPosterior``). Default:
         the chain's own (``metadata["design_effect"]``, which :func:`~tracetochain.analyze` and ``tracetochain fit``
-        save with the chain, so that a saved chain's intervals are the analysis's), else 1.
+        save with the chain, so that a saved chain's intervals are the analysis's), else 1. Given explicitly, it
+        applies to every quantity; left out, the chain's per-quantity design effects
+        (``metadata["design_effect_per_quantity"]``) apply where it has them.
 
     Returns
     -------
@@ -157,6 +159,8 @@ def interval_summary(source: Any, *, intervals: Method = "posterior", confidence
     if policy == "prior" and not prior.has_mass:
         policy = "failure"
     initial = md.get("initial", "empirical")
+    # An explicit design effect applies to every quantity; the chain's stored per-quantity ones only when none is given.
+    use_stored = design_effect is None
     if design_effect is None:
         design_effect = float(md.get("design_effect", 1.0))
     entries: EntryIntervals
@@ -170,7 +174,7 @@ def interval_summary(source: Any, *, intervals: Method = "posterior", confidence
         ensemble: ChainEnsemble = post.ensemble
         entries = post.intervals
         stored = md.get("design_effect_per_quantity")
-        if isinstance(stored, dict) and StoredDesign.valid(stored):
+        if use_stored and isinstance(stored, dict) and StoredDesign.valid(stored):
             ensemble = ensemble.with_design(StoredDesign(stored, float(design_effect)))
     else:
         if labelled is None:
