@@ -85,7 +85,7 @@ def _coverage_job(job: tuple[str, int, str, int]) -> dict[str, Any]:
     rng = np.random.default_rng(np.random.SeedSequence([seed, rep, CELLS.index(cell), 1]))
     traces = corpus(cell, N_TRACES, rng)
     truth = chain_of(cell).r_inf
-    res = analyze(traces, audit=False, intervals=method, n_samples=400 if method == "posterior" else 100, seed=rep)
+    res = analyze(traces, audit=False, intervals=method, samples=400 if method == "posterior" else 100, seed=rep)
     s = res.ensemble.stats("r_inf")
     return {"cell": cell, "method": method, "covers": bool(s.lower <= truth <= s.upper), "point": float(s.point),
             "old_point": old_rule_r_inf(traces), "width": float(s.upper - s.lower),

@@ -44,7 +44,7 @@ def fit_json() -> dict:
 @pytest.fixture(scope="module")
 def report_doc() -> dict:
     traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 400, seed=5)
-    return json.loads(json.dumps(build_report(analyze(traces, n_samples=100, **FAST), horizon=30)))
+    return json.loads(json.dumps(build_report(analyze(traces, samples=100, **FAST), horizon=30)))
 
 
 def test_the_registry_has_reported_scalars() -> None:

@@ -139,7 +139,7 @@ def test_saved_chain_redraws_the_analysis_intervals() -> None:
     from tracetochain.analysis import analyze
     from tracetochain.uncertainty import interval_summary
 
-    res = analyze(speed_corpus(40, 5, seed=2), audit=False, intervals="posterior", n_samples=500, seed=0)
+    res = analyze(speed_corpus(40, 5, seed=2), audit=False, intervals="posterior", samples=500, seed=0)
     assert res.ensemble is not None and res.ensemble.design is not None
     s = res.ensemble.stats("mean_steps")
     chain = AbsorbingChain.from_dict(res.chain.to_dict())
