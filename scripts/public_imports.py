@@ -37,8 +37,9 @@ Each name is imported from its module on first use, so importing one costs what 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracetochain._lazy import lazy_attributes
 
 if TYPE_CHECKING:
 '''
@@ -104,17 +105,7 @@ def write_shared(pkg: str, names: dict[str, str]) -> None:
         lines.append(f'    "{name}": "{module}",')
     lines.append("}")
     lines.append("")
-    lines.append("")
-    lines.append("def __dir__() -> list[str]:")
-    lines.append("    return sorted({*globals(), *_MODULES})")
-    lines.append("")
-    lines.append("")
-    lines.append("def __getattr__(name: str) -> Any:")
-    lines.append("    if name not in _MODULES:")
-    lines.append('        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")')
-    lines.append("    value = getattr(importlib.import_module(_MODULES[name]), name)")
-    lines.append("    globals()[name] = value  # later look-ups skip this function")
-    lines.append("    return value")
+    lines.append("__getattr__, __dir__ = lazy_attributes(__name__, _MODULES)")
     lines.append("")
     (PACKAGE / pkg / "shared.py").write_text("\n".join(lines), encoding="utf-8")
 

@@ -7,8 +7,9 @@ Each name is imported from its module on first use, so importing one costs what 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracetochain._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from tracetochain.numerics._checks import ROW_SUM_ATOL as ROW_SUM_ATOL
@@ -26,14 +27,4 @@ _MODULES: dict[str, str] = {
     "ensure_chain_arrays": "tracetochain.numerics._checks",
 }
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULES})
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_MODULES[name]), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__, __dir__ = lazy_attributes(__name__, _MODULES)

@@ -7,8 +7,9 @@ Each name is imported from its module on first use, so importing one costs what 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracetochain._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from tracetochain.serve._alerts import check_webhook_url as check_webhook_url
@@ -22,14 +23,4 @@ _MODULES: dict[str, str] = {
     "parse_duration": "tracetochain.serve._live",
 }
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULES})
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_MODULES[name]), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__, __dir__ = lazy_attributes(__name__, _MODULES)
