@@ -3,7 +3,9 @@
 Both sets get one state model (learned on a seeded sample of both, or the traces' own labels, whose vocabularies are
 united), so their chains share states. Each set is reduced to its summary (``analysis._summary``) with its own
 bootstrap replicates — Poisson weights by trace, or by task when tasks repeat —, so ΔR∞ and ΔR(d) get percentile
-intervals from the two sets' independent replicates (or posterior draws), paired by index; the per-state homogeneity
+intervals from the two sets' independent replicates (or posterior draws), over every pair of a draw of A and a draw
+of B (``uncertainty.shared.difference_interval``: pairing draws by index left the 2.5 % tail on about five
+differences, and two samples of one agent were called different too often); the per-state homogeneity
 test (Rao–Scott corrected G², ``audit._homogeneity``) says which rows differ; the transitions that moved most are
 listed; a verdict sums it up. A difference is never called on too little data: each side needs ``min_traces`` usable
 traces, else the verdict is *insufficient evidence* and says how many are missing.
@@ -35,6 +37,7 @@ from tracetochain.audit import HomogeneityResult
 from tracetochain.audit.shared import homogeneity_from_counts
 from tracetochain.chain import AbsorbingChain, ChainPrior, estimate_chain
 from tracetochain.exceptions import EmptyTraceSetError
+from tracetochain.uncertainty.shared import difference_interval
 
 #: Usable traces each side needs before a difference is called.
 MIN_TRACES_PER_SIDE = 20
@@ -213,8 +216,9 @@ def cost_deltas(sides: tuple[tuple[AbsorbingChain, Any], tuple[AbsorbingChain, A
 
     ``sides`` = ((chain, ensemble) of A, (chain, ensemble) of B); each chain carries its cost model. On every draw
     of a side's ensemble the cost per success E[C]/R∞ is computed with per-visit cost means drawn from their sampling
-    law (:func:`tracetochain.costs.shared.cost_per_success_draws`); draw i of A is subtracted from draw i of B (the
-    two sides are independent, as for ΔR∞). With the ``traces`` of a side (in memory), its observed spend per success
+    law (:func:`tracetochain.costs.shared.cost_per_success_draws`); the interval of B − A is taken over every pair of
+    draws (the two sides are independent, as for ΔR∞: :func:`~tracetochain.uncertainty.shared.difference_interval`).
+    With the ``traces`` of a side (in memory), its observed spend per success
     is given beside.
     """
     from tracetochain.chain.shared import METRICS
@@ -226,24 +230,23 @@ def cost_deltas(sides: tuple[tuple[AbsorbingChain, Any], tuple[AbsorbingChain, A
     if ma is None or mb is None:
         return ()
     out: list[dict[str, Any]] = []
-    alpha = (1 - confidence) / 2
     for metric in metrics:
         if metric not in ma.metrics or metric not in mb.metrics:
             continue
         sa, sb = summarize_costs(ca, ma, metric), summarize_costs(cb, mb, metric)
         da = cost_per_success_draws(ca, ea, None, None, ma, metric, seed=seed)
         db = cost_per_success_draws(cb, eb, None, None, mb, metric, seed=seed + 1)
-        n = min(da.size, db.size)
-        diff = db[:n] - da[:n]
-        diff = diff[np.isfinite(diff)]
+        da, db = da[np.isfinite(da)], db[np.isfinite(db)]
         delta = None if sa.per_success is None or sb.per_success is None else sb.per_success - sa.per_success
-        interval = ([float(np.quantile(diff, alpha)), float(np.quantile(diff, 1 - alpha))] if diff.size
-                    else [None, None])
+        interval: list[float | None] = [None, None]
+        if da.size and db.size:
+            lo, hi = difference_interval(da, db, confidence)
+            interval = [float(lo), float(hi)]
         oa = observed_costs(traces[0], ma, metric).per_success if traces[0] is not None else None
         ob = observed_costs(traces[1], mb, metric).per_success if traces[1] is not None else None
         out.append({"metric": metric, "unit": METRICS[metric][0], "a": sa.per_success, "b": sb.per_success,
                     "delta": delta, "delta_interval": interval, "confidence": confidence,
-                    "n_draws": int(diff.size), "observed_a": oa, "observed_b": ob,
+                    "n_draws": int(min(da.size, db.size)), "observed_a": oa, "observed_b": ob,
                     "failed_share_a": sa.failed_share, "failed_share_b": sb.failed_share})
     return tuple(out)
 
@@ -347,10 +350,8 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
         chosen = _compare_models(model, parts_a, parts_b, state_model=state_model, union=union, seed=seed,
                                  samples=samples, horizon=horizon, options=model_options)
         (ra, rb), (ca, cb) = chosen.r_inf_draws, chosen.reliability_draws
-    n = min(ra.size, rb.size)
-    alpha = (1 - confidence) / 2
-    diff = rb[:n] - ra[:n]
-    curve_diff = cb[:n] - ca[:n]
+    r_lo, r_hi = difference_interval(ra, rb, confidence)
+    c_lo, c_hi = difference_interval(ca, cb, confidence)
     Pa, Pb = _rows(chain_a), _rows(chain_b)
     support = (sa.counts.row_totals >= min_row_count) & (sb.counts.row_totals >= min_row_count)
     targets = [*union, "success", "failure"]
@@ -367,10 +368,9 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
         rel_a, rel_b, r_a, r_b = ma.chain.reliability(horizon), mb.chain.reliability(horizon), ma.chain.r_inf, \
             mb.chain.r_inf
     return Comparison(names, chain_a, chain_b, r_b - r_a,
-                      (float(np.quantile(diff, alpha)), float(np.quantile(diff, 1 - alpha))), horizon,
-                      [float(x) for x in rel_b - rel_a],
-                      [float(x) for x in np.quantile(curve_diff, alpha, axis=0)],
-                      [float(x) for x in np.quantile(curve_diff, 1 - alpha, axis=0)], homog, tuple(moves[:top]),
+                      (float(r_lo), float(r_hi)), horizon,
+                      [float(x) for x in rel_b - rel_a], [float(x) for x in c_lo], [float(x) for x in c_hi], homog,
+                      tuple(moves[:top]),
                       confidence, samples, seed, intervals if chosen is None else "bootstrap (model refits)",
                       (sa.n_usable, sb.n_usable),
                       (sa.n_success / max(1, sa.n_usable), sb.n_success / max(1, sb.n_usable)), (float(da), float(db)),

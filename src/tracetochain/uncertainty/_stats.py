@@ -25,6 +25,46 @@ def equal_tailed(confidence: float) -> tuple[float, float]:
     return (1.0 - c) / 2.0, (1.0 + c) / 2.0
 
 
+#: Most pairs of draws :func:`difference_interval` takes per column (beyond it, a balanced subset of them).
+MAX_DIFFERENCE_PAIRS = 4_000_000
+
+
+def difference_interval(a: NDArray[np.float64], b: NDArray[np.float64], confidence: float
+                        ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Equal-tailed interval of B − A from independent draws of A (``a``) and of B (``b``), per column.
+
+    The draws of two independent sets are exchangeable within each set, so every pair (a_i, b_j) is a draw of the
+    difference: the interval is taken over all n_a·n_b of them, not over the n pairs (a_i, b_i). The quantiles of
+    the convolution then carry far less Monte Carlo noise than those of n paired differences (whose 2.5 % tail rests
+    on about five draws at n = 200 and made compare's ΔR∞ interval call two samples of one agent different too often).
+    Beyond :data:`MAX_DIFFERENCE_PAIRS` pairs the cyclic shifts b_{(i+s) mod n} − a_i for the first shifts s are used
+    (each draw of either side used equally often). ``a`` and ``b`` are (n,) or (n, k); returns (lower, upper) of
+    shape () or (k,).
+    """
+    lo_q, hi_q = equal_tailed(confidence)
+    A, B = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    scalar = A.ndim == 1
+    A, B = (A[:, None], B[:, None]) if scalar else (A, B)
+    A, B = A[np.isfinite(A).all(axis=1)], B[np.isfinite(B).all(axis=1)]
+    if A.shape[0] == 0 or B.shape[0] == 0:
+        raise ValueError("difference_interval needs at least one finite draw on each side")
+    if A.shape[0] * B.shape[0] <= MAX_DIFFERENCE_PAIRS:
+        def column(j: int) -> NDArray[np.float64]:
+            out: NDArray[np.float64] = (B[None, :, j] - A[:, None, j]).ravel()
+            return out
+    else:
+        n = min(A.shape[0], B.shape[0])
+        shifts = max(1, MAX_DIFFERENCE_PAIRS // n)
+        idx = (np.arange(n)[None, :] + np.arange(shifts)[:, None]) % n
+
+        def column(j: int) -> NDArray[np.float64]:
+            out: NDArray[np.float64] = (B[idx, j] - A[None, :n, j]).ravel()
+            return out
+    bounds = np.array([np.quantile(column(j), [lo_q, hi_q]) for j in range(A.shape[1])])
+    lower, upper = bounds[:, 0], bounds[:, 1]
+    return (lower[0], upper[0]) if scalar else (lower, upper)
+
+
 def check_confidence(confidence: float) -> float:
     c = float(confidence)
     if not 0.0 < c < 1.0:
