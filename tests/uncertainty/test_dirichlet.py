@@ -270,3 +270,39 @@ def test_every_draw_is_a_stochastic_matrix_and_intervals_bracket_the_mean(counts
     mean, lo, hi = beta_intervals(c, 0.95)
     assert np.all(lo <= mean + 1e-12) and np.all(mean <= hi + 1e-12)
     assert np.all((0 <= lo) & (hi <= 1))
+
+
+def test_censored_last_moves_enter_the_transient_total_not_the_split() -> None:
+    """The coarsened observation's exact posterior (sample_rows' docstring): with k censored last moves at a row of
+    Dirichlet parameters β (transient β_t, exits β⊕, β⊖), the transient total is Beta(Σβ_t + k, β⊕ + β⊖) and the split
+    among the transient states Dir(β_t), independent of it — checked against that construction drawn directly."""
+    beta = np.array([[6.0, 3.0, 1.0, 2.0, 4.0]])  # 3 transient states, then ⊕, ⊖
+    k = np.array([5.0])
+    n = 200_000
+    X = sample_rows(beta, n, np.random.default_rng(1), continuations=k)[:, 0, :]
+    assert np.allclose(X.sum(axis=1), 1.0)
+    rng = np.random.default_rng(2)
+    total = rng.beta(beta[0, :3].sum() + k[0], beta[0, 3:].sum(), n)
+    split = rng.dirichlet(beta[0, :3], n)
+    direct = np.column_stack([total[:, None] * split, (1 - total)[:, None] * rng.dirichlet(beta[0, 3:], n)])
+    se = direct.std(axis=0) / np.sqrt(n)
+    np.testing.assert_array_less(np.abs(X.mean(axis=0) - direct.mean(axis=0)), 5 * np.sqrt(2) * se)
+    np.testing.assert_allclose(X.std(axis=0), direct.std(axis=0), rtol=0.02)
+    # The transient total's law: Beta(Σβ_t + k, β⊕ + β⊖) (a KS test at a fixed seed).
+    t = X[:, :3].sum(axis=1)
+    assert scipy.stats.kstest(t, scipy.stats.beta(beta[0, :3].sum() + k[0], beta[0, 3:].sum()).cdf).pvalue > 0.01
+    # Allocating the k moves as if seen narrows the split (what the draws did before).
+    alloc = beta.copy()
+    alloc[0, :3] *= 1 + k[0] / beta[0, :3].sum()
+    Y = sample_rows(alloc, n, np.random.default_rng(1))[:, 0, :]
+    assert Y[:, 0].std() < 0.97 * X[:, 0].std()
+
+
+def test_posterior_of_censored_traces_is_unchanged_without_censoring(notation_fit: tt.AbsorbingChain) -> None:
+    """No censored trace: the draws are bit for bit those of plain Dirichlet rows (no extra random draws)."""
+    post = DirichletPosterior(samples=300, seed=4).fit(notation_fit).fetch_model()
+    shape, absorbing = post._shape
+    assert post._draw_shape[1] is None
+    X = sample_rows(shape, 300, np.random.default_rng(4), absorbing)
+    m = notation_fit.n_states
+    np.testing.assert_array_equal(post.ensemble.Q, X[:, :, :m])

@@ -125,15 +125,30 @@ def beta_intervals(shape: NDArray[np.float64], confidence: float, absorbing_rows
 
 
 def sample_rows(shape: NDArray[np.float64], n_samples: int, rng: np.random.Generator,
-                absorbing_rows: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
+                absorbing_rows: NDArray[np.bool_] | None = None,
+                continuations: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
     """``n_samples`` joint draws of independent Dirichlet rows with parameters ``shape`` (m, k): shape (n, m, k).
 
     Every row of every draw at once: G ~ Gamma(shape) elementwise, X = G / Σ_row G. Entries with parameter 0 are
     exactly 0. Rows in ``absorbing_rows`` are (0, …, 0, 0, 1) in every draw. A row whose gamma draws all underflow to
     0 (possible only for tiny parameters) is replaced by its mean.
+
+    ``continuations`` (m,): per row, the censored traces' last moves, seen to go on to *some* state of the first
+    k − 2 columns (the transient ones) but not which. Their likelihood factor is (Σ_t P_st)^{k_s}, so the posterior
+    of the row is exact and still easy to draw (Dirichlet aggregation): the transient total gets k_s more, the split
+    among the transient states does not. With H_s ~ Gamma(k_s) independent of G, the transient block is scaled by
+    (Σ_t G_st + H_s) / Σ_t G_st before normalising. Allocating the k_s moves over the observed next states as if
+    they were seen (the point estimator's EM fixed point) would make the split too sure: ΔR∞'s interval on two
+    samples of one agent with 28 % of traces censored was ~5 % too narrow (size 7.2 % over 1,000 pairs).
     """
     s = np.asarray(shape, dtype=np.float64)
     G = rng.standard_gamma(np.broadcast_to(s, (n_samples, *s.shape)))
+    if continuations is not None and np.any(np.asarray(continuations) > 0):
+        k = np.asarray(continuations, dtype=np.float64)
+        moved = G[..., : s.shape[1] - 2].sum(axis=2)
+        H = rng.standard_gamma(np.broadcast_to(k, (n_samples, k.size)))
+        scale = np.divide(moved + H, moved, out=np.ones_like(moved), where=moved > 0)
+        G[..., : s.shape[1] - 2] *= scale[..., None]
     total = G.sum(axis=2, keepdims=True)
     empty = total[..., 0] <= 0
     X = np.divide(G, total, out=np.zeros_like(G), where=total > 0)
@@ -184,6 +199,20 @@ class ChainPosterior(ResultDisplay):
     def _shape(self) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
         return posterior_shape(outcome_counts(self.counts), self.prior, self.unvisited_policy, self.design_effect)
 
+    @cached_property
+    def _draw_shape(self) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+        """The joint draws' parameters: the rows' shape with the censored traces' last moves taken out of the split,
+        and those moves per row (tempered like the counts) for :func:`sample_rows` — the exact posterior of the
+        coarsened observation (the closed-form entry intervals keep the allocated shape, its Beta approximation)."""
+        shape, _ = self._shape
+        seen = self.counts.outcome_matrix()
+        allocated = outcome_counts(self.counts)
+        extra = allocated - seen
+        if not extra.any():
+            return shape, None
+        k = extra.sum(axis=1) / self.design_effect
+        return np.maximum(shape - extra / self.design_effect, 0.0), k
+
     @property
     def absorbing_rows(self) -> NDArray[np.bool_]:
         """Rows with no data that the "failure" policy sends to failure with probability 1 in every draw."""
@@ -201,8 +230,9 @@ class ChainPosterior(ResultDisplay):
         seed_used = self.seed if seed is None else seed
         rng = seed_used if isinstance(seed_used, np.random.Generator) else np.random.default_rng(seed_used)
         m = self.counts.n_states
-        shape, absorbing = self._shape
-        X = sample_rows(shape, n, rng, absorbing)
+        _, absorbing = self._shape
+        shape, continuations = self._draw_shape
+        X = sample_rows(shape, n, rng, absorbing, continuations)
         Q, rs, rf = X[:, :, :m], X[:, :, m], X[:, :, m + 1]  # the ensemble makes contiguous copies
         exits = None
         if init == "sample" and self.reference.metadata.get("initial", "empirical") == "empirical":
