@@ -98,7 +98,7 @@ def _compare_job(job: tuple[str, int, int]) -> dict[str, Any]:
     a, b = corpus(cell, N_COMPARE, rng, "a"), corpus(cell, N_COMPARE, rng, "b")
     out: dict[str, Any] = {"cell": cell}
     for method in METHODS:
-        c = compare(a, b, method=method, samples=200, seed=rep)
+        c = compare(a, b, intervals=method, samples=200, seed=rep)
         moved = c.direction in ("better", "worse")
         changed = bool(c.homogeneity.differing)
         out[method] = {"delta": moved, "state": changed, "any": moved or changed}
@@ -222,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=20261203)
     ap.add_argument("--deadline", type=float, default=None, help="stop after this many seconds, report what finished")
+    ap.add_argument("--pairs", type=int, default=None, help="compare pairs per cell (default 60; 10 with --quick)")
     args = ap.parse_args(argv)
-    doc = run(args.quick, args.seed, args.jobs, deadline_s=args.deadline)
+    doc = run(args.quick, args.seed, args.jobs, pairs=args.pairs, deadline_s=args.deadline)
     out = RESULTS / "quick" if args.quick else RESULTS
     out.mkdir(parents=True, exist_ok=True)
     (out / "CS.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
