@@ -27,7 +27,7 @@ def test_archive_is_a_full_run_with_about_30_percent_censoring() -> None:
         assert e["posterior"]["coverage"]["n"] >= 60 and e["bootstrap"]["coverage"]["n"] >= 20
         for m in ("posterior", "bootstrap"):
             assert 0.25 <= e[m]["censored_share"] <= 0.35
-            assert e["compare"][m]["any"]["n"] >= 60
+            assert e["compare"][m]["any"]["n"] >= 300
 
 
 def test_r_inf_covers_at_3000_traces() -> None:
@@ -44,13 +44,24 @@ def test_r_inf_unbiased_under_the_new_rule() -> None:
         assert abs(x["bias"]) <= 3 * x["bias_se"] + 1e-4, (cell, x)
 
 
-@pytest.mark.xfail(strict=True, reason="compare's ΔR∞ interval excludes 0 on two samples of one agent in 6.7-15 % of "
-                                       "pairs (posterior and bootstrap alike; 7/60 without censoring too in a side "
-                                       "check): not caused by censoring, not yet found (issue 30)")
-def test_compare_size_for_every_method() -> None:
-    for cell, e in _load()["cells"].items():
-        for m, c in e["compare"].items():
-            assert c["any"]["wilson"][0] <= 0.05, (cell, m, c["any"])
+def test_compare_delta_r_inf_size_where_it_holds() -> None:
+    """ΔR∞'s interval on two samples of one agent: size ≤ 5 % up to Monte Carlo error (300 pairs) in the cell where
+    traces hand over between two states."""
+    e = _load()["cells"]["ping-pong"]
+    for m, c in e["compare"].items():
+        assert c["delta"]["n"] >= 300 and c["delta"]["wilson"][0] <= 0.05, (m, c["delta"])
+
+
+@pytest.mark.xfail(strict=True, reason="SS7 chain with 28 % of traces censored, 500 traces a side: ΔR∞'s interval "
+                                       "excludes 0 in 7.7 % (posterior) and 8.3 % (bootstrap) of 300 pairs (7.1 % of "
+                                       "1,000 in a side run); without censoring 6.7 % of 300 with a width that "
+                                       "matches the spread. Neither pairing of draws (fixed) nor the posterior of "
+                                       "censored last moves (made exact) explains it; both methods are ~4 % too "
+                                       "narrow there (issue 30)")
+def test_compare_delta_r_inf_size_under_heavy_censoring() -> None:
+    e = _load()["cells"]["ss7"]
+    for m, c in e["compare"].items():
+        assert c["delta"]["wilson"][0] <= 0.05, (m, c["delta"])
 
 
 def test_compare_changed_states_within_size() -> None:
