@@ -41,7 +41,7 @@ BLAS_ONE_THREAD = OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 test: $(STAMP)
 	$(BLAS_ONE_THREAD) $(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
-# Studies, large simulations and calibration runs (pytest -m slow).
+# Studies, large simulations, calibration runs (levels, coverage) and resource measurements (pytest -m slow).
 test-slow: $(STAMP)
 	$(BLAS_ONE_THREAD) $(PY) -m pytest -m slow -n $(TEST_WORKERS) --dist loadfile
 

@@ -104,6 +104,7 @@ def test_a_partitioned_corpus_is_refused_with_a_way_forward(tmp_path: Path, firs
 
 
 # ------------------------------------------------------------------------------------------------ auto
+@pytest.mark.slow
 def test_auto_keeps_the_first_order_chain_on_first_order_data(first_order: tt.TraceTable) -> None:
     res = analyze(first_order, model="auto", model_options=SIZES, intervals=None, **QUICK)
     plain = analyze(first_order, intervals=None, **QUICK)
@@ -121,6 +122,7 @@ def test_auto_keeps_the_first_order_chain_on_first_order_data(first_order: tt.Tr
     assert {c.family for c in mc.candidates} >= {"markov", "mixture", "lifted", "hmm", "duration"}
 
 
+@pytest.mark.slow
 def test_auto_finds_the_mixture_and_certifies_it_with_its_own_checks(
         mixture_result: AnalysisResult) -> None:
     res = mixture_result
@@ -159,6 +161,7 @@ def test_auto_finds_the_mixture_and_certifies_it_with_its_own_checks(
     assert mc.candidate("markov").layers["trials"].status == "reject"
 
 
+@pytest.mark.slow
 def test_the_chosen_model_gives_pass_k_and_intervals(mixture_result: AnalysisResult) -> None:
     res = mixture_result
     compiled = res.compiled

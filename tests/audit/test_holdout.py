@@ -272,6 +272,7 @@ def test_mover_p_value_is_where_zero_meets_the_interval(r: float, n_fit: int, k:
     assert chk.p_value == p_value and chk.holds == (p_value > 0.05)
 
 
+@pytest.mark.slow
 def test_held_out_r_inf_check_keeps_its_level_on_sound_chains() -> None:
     """SS7 truth, 600 traces split 50/50: the old rule (R∞ in the held-out interval) failed 20% of sound chains."""
     chain = ss7_chain()

@@ -56,6 +56,7 @@ def test_heterogeneous_tasks_are_flagged_and_homogeneous_are_not() -> None:
     assert res.applicable and res.flagged is False and res.design_effect < 1.5
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10_000))
 def test_dispersion_test_holds_its_level_on_exchangeable_trials(seed: int) -> None:

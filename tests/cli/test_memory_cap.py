@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+#: Each case is a process measured for its peak memory: resource measurements run in the slow tier.
+pytestmark = pytest.mark.slow
+
 ONE_GB = 1 << 30
 #: The hard cap: generous above 1 GB so that an excess is measured (ru_maxrss) rather than turned into a crash.
 ADDRESS_SPACE_CAP = 3 << 30

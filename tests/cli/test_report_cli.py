@@ -45,6 +45,7 @@ def test_report_html_md_json_and_gates(tmp_path: Path) -> None:
     assert r.returncode == 2 and "cannot read the gate" in r.stderr
 
 
+@pytest.mark.slow
 def test_report_withholds_timing_on_swebench(shared_data: Path, tmp_path: Path) -> None:
     corpus = shared_data / "tracetochain-artifact" / "swebench_real" / "corpus.json"
     out = tmp_path / "swe.json"

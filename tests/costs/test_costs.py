@@ -291,6 +291,7 @@ def test_certification_follows_the_layers() -> None:
 # ------------------------------------------------------------------------------------------------ real runs
 
 
+@pytest.mark.slow
 def test_mini_swe_agent_observed_cost_per_success_inside_the_chain_interval(shared_data: Path) -> None:
     """Acceptance: on the shared mini-swe-agent runs the observed dollars per success lie inside the chain's
     interval of E[C]/R∞ (and the report shows both)."""

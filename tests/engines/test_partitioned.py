@@ -71,7 +71,8 @@ def write_jsonl(table: pa.Table, path: Path, *, extra_lines: dict[int, str] | No
 
 # ---------------------------------------------------------------------------------------------------- parity
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
-@pytest.mark.parametrize(("rows", "size"), [(1, 8000), (700, 60_000), (10**9, 10**9)])
+@pytest.mark.parametrize(("rows", "size"),
+                         [pytest.param(1, 8000, marks=pytest.mark.slow), (700, 60_000), (10**9, 10**9)])
 def test_counts_and_chain_equal_the_in_memory_path(engine: Engine, corpus: dict[str, Path], fmt: str,
                                                    rows: int, size: int) -> None:
     """Parquet: one partition per row group (115), a few, one; JSONL: 8 kB (~160 partitions), 60 kB, one."""

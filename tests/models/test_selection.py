@@ -22,6 +22,7 @@ def test_unit_splits_are_repeated_k_fold() -> None:
         unit_splits(3, 5, 0.2, seed=0)
 
 
+@pytest.mark.slow
 def test_first_order_data_keep_the_plain_chain() -> None:
     traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 600, seed=11)
     choice = choose_model(traces, candidates=("markov", "lifted", "duration", "mixture"), sizes={"mixture": (2,)},

@@ -4,6 +4,7 @@ real regression is caught in the window where it starts. Monte Carlo with a fixe
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tracetochain.serve import WindowSpec
 from tracetochain.serve._live import LiveAnalysis, alpha_spent
@@ -45,6 +46,7 @@ def test_alpha_spending_sums_to_alpha() -> None:
     assert alpha_spent(0.05, 1) > alpha_spent(0.05, 2) > 0
 
 
+@pytest.mark.slow
 def test_stationary_streams_rarely_alarm_and_regressions_are_caught() -> None:
     rng = np.random.default_rng(2026)
     false_alarms = sum(bool(stream(rng, 8, 60, None).drift_events) for _ in range(300))

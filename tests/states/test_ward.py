@@ -37,6 +37,7 @@ def test_weighted_unique_ward_equals_sklearn_on_expanded_rows(seed: int, u: int,
         assert sil[k] == pytest.approx(silhouette_score(X, labels[k][inverse]), abs=1e-8)
 
 
+@pytest.mark.slow
 def test_larger_corpus_exercises_compaction_and_batched_columns() -> None:
     U, w = corpus(7, 1400, 3)  # > 512 rows: the matrix is compacted and columns are written in batches
     X = np.repeat(U, w, axis=0)

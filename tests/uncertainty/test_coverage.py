@@ -55,6 +55,7 @@ def test_band_formula() -> None:
     assert band(10_000)[0] == pytest.approx(0.891, abs=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["posterior", "bootstrap"])
 def test_coverage_notation_chain_n200(method: str) -> None:
     lo, hi = band(120)

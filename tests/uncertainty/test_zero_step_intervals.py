@@ -109,6 +109,7 @@ def test_ensembles_carry_and_check_start_exits() -> None:
     assert doc["samples"]["start_exits"] == [[0.1, 0.1], [0.2, 0.1]]
 
 
+@pytest.mark.slow
 def test_intervals_cover_the_true_r_inf_with_zero_step_episodes() -> None:
     """80 corpora of 200 episodes from a chain where 20 % end before any step: both 95 % intervals of R∞ cover the
     true value about 95 % of the time (≥ 68 of 80 has probability > 0.999 at 95 % coverage)."""
