@@ -196,6 +196,16 @@ def test_live_analysis_alpha() -> None:
         assert live.alpha == 0.01
 
 
+def test_informative_states_alpha() -> None:
+    from tracetochain.states import InformativeStates
+
+    with _warns("level="):
+        est = InformativeStates(alpha=0.05)
+    assert est.level == 0.05 and InformativeStates().level == 0.01
+    with _warns(".level"):
+        assert est.alpha == 0.05
+
+
 def test_serve_config_alpha(tmp_path: Path) -> None:
     from tracetochain.serve import ServeConfig
 

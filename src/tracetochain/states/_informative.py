@@ -16,7 +16,7 @@ or success/failure after a trace's last step; censored traces' last steps have n
 1. for every state s, feature f and threshold t of the feature's grid with at least ``min_steps`` A-steps on each
    side, the G statistic of the 2 × K table (f < t vs f ≥ t) × Y on A,
    G = 2 Σ O log(O / E), and its χ² p-value with K − 1 degrees of freedom (K: symbols seen after s in A);
-2. candidates with p < ``alpha`` / m (m: the number of candidates of the round, Bonferroni) in order of p;
+2. candidates with p < ``level`` / m (m: the number of candidates of the round, Bonferroni) in order of p;
 3. the first that **confirms** on B is accepted: the next-symbol distributions of the two sides and of s whole,
    estimated on A with pseudocount ½ per symbol, give each B trace a held-out log-likelihood gain
    g = Σ_{its steps in s} [log p_side(Y) − log p_s(Y)]; the split confirms when the mean gain over the B traces
@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from tracetochain._compat import renamed_attribute, renamed_parameters
 from tracetochain._display import EstimatorDisplay
 from tracetochain._outcome import FAILURE as _FAILURE
 from tracetochain._outcome import INVALID as _INVALID
@@ -168,8 +169,9 @@ class InformativeStates(EstimatorDisplay):
         Base states = the vocabulary's categories (``"shell"``, ``"chat"`` …); default: the traces' own labels.
     max_states : int, default 40
         Cap on the number of states.
-    alpha : float, default 0.01
+    level : float, default 0.01
         Family-wise level of the selection test of each round (Bonferroni over the round's candidate splits).
+        (``alpha=`` is its deprecated spelling, one release.)
     z : float, default 1.645
         One-sided z the held-out gain must reach on the confirmation half (5 %).
     min_steps : int, default 10
@@ -180,12 +182,15 @@ class InformativeStates(EstimatorDisplay):
         Seeds the selection / confirmation halves (a hash of the trace ids: the same on any engine or order).
     """
 
-    def __init__(self, *, vocabulary: str | None = None, max_states: int = 40, alpha: float = 0.01,
+    alpha = renamed_attribute("alpha", "level")
+
+    @renamed_parameters(alpha="level")
+    def __init__(self, *, vocabulary: str | None = None, max_states: int = 40, level: float = 0.01,
                  z: float = 1.645, min_steps: int = 10, features: tuple[str, ...] | list[str] | None = None,
                  seed: int = 0) -> None:
         self.vocabulary = vocabulary
         self.max_states = max_states
-        self.alpha = alpha
+        self.level = level
         self.z = z
         self.min_steps = min_steps
         self.features = features
@@ -202,8 +207,8 @@ class InformativeStates(EstimatorDisplay):
         if unknown or not features:
             raise ValueError(f"unknown history feature {unknown[0] if unknown else '(none)'}; use some of "
                              f"{', '.join(HISTORY_FEATURES)}")
-        if not 0 < self.alpha < 1 or self.max_states < 1 or self.min_steps < 1:
-            raise ValueError("need 0 < alpha < 1, max_states >= 1 and min_steps >= 1")
+        if not 0 < self.level < 1 or self.max_states < 1 or self.min_steps < 1:
+            raise ValueError("need 0 < level < 1, max_states >= 1 and min_steps >= 1")
         outcomes = traces.outcomes()
         traces = traces.select_traces(outcomes != _INVALID)
         if traces.n_steps == 0:
@@ -261,7 +266,7 @@ class InformativeStates(EstimatorDisplay):
         taxonomy = tuple(StateInfo(nm, int(sz), float(sz / n), {base_names[leaf.base]: 1.0})
                          for nm, sz, leaf in zip(names, sizes, leaves, strict=True))
         settings = {"vocabulary": self.vocabulary, "k": len(leaves), "n_base_states": len(base_names),
-                    "base_states": list(base_names), "max_states": self.max_states, "alpha": self.alpha,
+                    "base_states": list(base_names), "max_states": self.max_states, "level": self.level,
                     "z": self.z, "min_steps": self.min_steps, "features": list(features), "seed": self.seed,
                     "n_steps": n, "n_traces": traces.n_traces, "uses_outcomes": True,
                     "states": [leaf.to_dict(base_names) for leaf in leaves], "splits": splits}
@@ -305,7 +310,7 @@ class InformativeStates(EstimatorDisplay):
                     cands.append((p, -float(G[k]), i, fi, int(k), f, int(df[k])))
         if not cands:
             return None
-        level = self.alpha / max(m, 1)
+        level = self.level / max(m, 1)
         cands.sort(key=lambda c: c[:5])
         for p, neg_g, leaf, _, at, feature, dof in cands[:_MAX_TRIES]:
             if p >= level:
