@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable,
                     help="interpreter that runs the commands and the baseline, e.g. the runtime-only .venv of "
                          "`make demo` (where pyarrow finds no pandas to import on its first array)")
+    ap.add_argument("--auto-repeats", type=int, default=None,
+                    help="runs of the `--model auto` cases (default: --repeats); they take minutes each, so a quiet "
+                         "window may only hold one. The rows say how many runs their median is of.")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
     with_paths = subprocess.run([args.python, "-m", "tracetochain", "paths", "--help"],
@@ -155,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         loads: dict[str, list[tuple[list[float], list[float]]]] = {k: [] for k in plan}
         for rnd in range(args.repeats):
             for key, (cmd, read) in plan.items():
+                if "--model auto" in key and args.auto_repeats is not None and rnd >= args.auto_repeats:
+                    continue
                 before = list(os.getloadavg())
                 r = timed(cmd) if cmd is not None else read_case(args.python, *read)
                 loads[key].append((before, list(os.getloadavg())))

@@ -185,7 +185,10 @@ def commands_section(doc: dict[str, Any]) -> str:
                 rows.append([key.replace(" | ", ": "), "failed", "", ""])
             continue
         loads = [x for pair in c.get("load_before_after", []) for x in (pair[0][0], pair[1][0])]
-        rows.append([key.replace(" | ", ": "), _s(c["median_wall_s"]), _s(c["median_cpu_s"]),
+        n = len(c.get("runs", []))
+        shown = key.replace(" | ", ": ") + (f" (median of {n})" if n > 1 and n != doc.get("repeats") else
+                                            " (one run)" if n == 1 and doc.get("repeats", 1) != 1 else "")
+        rows.append([shown, _s(c["median_wall_s"]), _s(c["median_cpu_s"]),
                      f"{min(loads):.1f}–{max(loads):.1f}" if loads else "–"])
     ratios = doc.get("ratios") or {}
     said = "; ".join(f"{k}: **{v:.1f}×**" for k, v in ratios.items())
