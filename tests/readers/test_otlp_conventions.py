@@ -139,7 +139,7 @@ def test_invocation_status_is_no_outcome(tmp_path: Path, status: str) -> None:
 def test_every_published_operation_is_mapped() -> None:
     """Each value of the SDK's own GenAiOperationNameValues, and each newer registry value, has its kind; nothing
     unpublished is read as a well-known operation."""
-    from tracetochain.readers.otlp import _AGENT_ROOT_OPS, _OP_KIND
+    from tracetochain.readers.otlp._conventions import _AGENT_ROOT_OPS, _OP_KIND
 
     sdk = {m.value for m in Op}
     assert sdk <= set(PUBLISHED_OPERATIONS)  # the installed SDK knows no value the registry lacks

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracetochain.uncertainty import _stats
+import tracetochain.uncertainty._stats as _stats
 from tracetochain.uncertainty._stats import difference_interval
 
 

@@ -451,7 +451,7 @@ class TraceBuilder:
     verdict_field: str | None = None
     #: Episodes added with :meth:`add_zero_step`.
     n_zero_step: int = 0
-    #: How many episodes each outcome source labelled (readers that merge sources fill it; see readers/otlp.py).
+    #: How many episodes each outcome source labelled (readers that merge sources fill it: readers/otlp/_outcomes.py).
     outcome_sources: dict[str, int] = field(default_factory=dict)
 
     def add_step(self, record: dict[str, Any], location: int = 0) -> None:

@@ -13,8 +13,8 @@ in a later batch), or ``trace_timeout`` seconds after its last span when the roo
 :func:`tracetochain.readers.otlp.emit_trace` — the file reader's rules, span for span — followed by the reader's
 validation (:class:`~tracetochain.readers._common.TraceBuilder`), so ``serve`` and ``fit`` see the same episodes.
 
-Outcomes, by the reader's one rule per episode (:func:`tracetochain.readers.otlp._outcome`): a verdict file (the
-``verdicts`` reader option), else the outcome attribute, else ``gen_ai.evaluation.result`` events / evaluation
+Outcomes, by the reader's one rule per episode (:func:`tracetochain.readers.otlp._outcomes._outcome`): a verdict
+file (the ``verdicts`` reader option), else the outcome attribute, else ``gen_ai.evaluation.result`` events / evaluation
 attributes, else a verdict posted to ``/v1/verdicts`` (by trace id, episode id or root span id); each decided
 episode's source is counted (``outcome_<source>``). A trace none of them labels is held for ``verdict_timeout``
 seconds waiting for a posted verdict, then stored as an **unlabelled** episode (outcome ``unlabelled``; canonical
@@ -642,7 +642,7 @@ class Ingestor:
             mine = dict(self._verdicts.get(tid, {}))
             for sid in ot.spans:  # verdicts posted by root span id
                 mine.update(self._verdicts.get(sid, {}))
-            if mine:  # the reader's last outcome source (one rule offline and live: readers.otlp._outcome)
+            if mine:  # the reader's last outcome source (one rule offline and live: readers.otlp._outcomes._outcome)
                 opts = dataclasses.replace(opts, posted=mine)
         if keep_unlabelled:
             opts = dataclasses.replace(opts, keep_unlabelled=True)
