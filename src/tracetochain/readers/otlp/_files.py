@@ -16,8 +16,15 @@ from tracetochain.exceptions import TraceValidationError
 from tracetochain.readers._common import MISSING as _MISSING
 from tracetochain.readers._common import TraceBuilder, json_loads, json_raw_decode
 from tracetochain.readers.otlp._conventions import _TRACE_ID_RE
-from tracetochain.readers.otlp._spans import _Options, _parse_flat_span, _parse_otlp_span, _SpanError, _Trace
-from tracetochain.readers.otlp._values import _any_value, norm_id
+from tracetochain.readers.otlp._spans import (
+    _Options,
+    _parse_flat_span,
+    _parse_otlp_span,
+    _SpanError,
+    _Trace,
+    resource_block,
+)
+from tracetochain.readers.otlp._values import norm_id
 from tracetochain.traces import Problem
 
 
@@ -242,14 +249,7 @@ class _Stream:
             if not isinstance(block, dict):
                 self.problem("a resourceSpans entry must be an object", line, "resourceSpans")
                 continue
-            resource: dict[str, Any] | None = None
-            if keys:
-                res = block.get("resource")
-                attrs = res.get("attributes") if isinstance(res, dict) else None
-                if isinstance(attrs, list):
-                    resource = {a["key"]: _any_value(a.get("value")) for a in attrs
-                                if isinstance(a, dict) and a.get("key") in keys} or None
-            scopes = block.get("scopeSpans", block.get("scope_spans", block.get("instrumentationLibrarySpans")))
+            resource, scopes = resource_block(block, keys)
             if scopes is None:
                 continue
             if not isinstance(scopes, list):

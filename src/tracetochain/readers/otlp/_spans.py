@@ -422,6 +422,20 @@ def spans_of_export_request(request: Any, opts: _Options) -> list[tuple[str, _Sp
     return out
 
 
+def resource_block(block: dict[str, Any], keys: Any) -> tuple[dict[str, Any] | None, Any]:
+    """One ``resourceSpans`` entry: its resource attributes among the user's ``keys`` (None when none is asked for
+    or present) and its scope blocks (``scopeSpans``, ``scope_spans`` or the pre-1.0 ``instrumentationLibrarySpans``;
+    None when absent, anything else as found for the caller to refuse)."""
+    resource: dict[str, Any] | None = None
+    if keys:
+        res = block.get("resource")
+        attrs = res.get("attributes") if isinstance(res, dict) else None
+        if isinstance(attrs, list):
+            resource = {a["key"]: _any_value(a.get("value")) for a in attrs
+                        if isinstance(a, dict) and a.get("key") in keys} or None
+    return resource, block.get("scopeSpans", block.get("scope_spans", block.get("instrumentationLibrarySpans")))
+
+
 def spans_of_json_document(doc: Any, opts: _Options) -> list[tuple[str, _Span]]:
     """Every span of an OTLP JSON ``{"resourceSpans": [...]}`` document (an OTLP/HTTP JSON export request), with the
     file reader's rules; anything malformed raises :class:`SpanError` naming the field."""
@@ -439,14 +453,7 @@ def spans_of_json_document(doc: Any, opts: _Options) -> list[tuple[str, _Span]]:
     for block in rs:
         if not isinstance(block, dict):
             raise _SpanError("a resourceSpans entry must be an object", "resourceSpans")
-        resource: dict[str, Any] | None = None
-        if keys:
-            res = block.get("resource")
-            attrs = res.get("attributes") if isinstance(res, dict) else None
-            if isinstance(attrs, list):
-                resource = {a["key"]: _any_value(a.get("value")) for a in attrs
-                            if isinstance(a, dict) and a.get("key") in keys} or None
-        scopes = block.get("scopeSpans", block.get("scope_spans", block.get("instrumentationLibrarySpans")))
+        resource, scopes = resource_block(block, keys)
         if scopes is None:
             continue
         if not isinstance(scopes, list):
