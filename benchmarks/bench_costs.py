@@ -72,7 +72,7 @@ def measure(name: str, fit: Any, repeats: int) -> dict[str, Any]:
         "budget_s": timed(lambda: cost_budget_curve(chain, costs, metric), repeats),
         "budget_levels": curve.n_levels, "budget_error_bound": curve.error_bound,
         "intervals_s": timed(lambda: cost_intervals(ens, summary, draws, pv.variance), repeats),
-        "report_s": timed(lambda: cost_report(fit, method="posterior", samples=1000, metrics=[metric]), 1),
+        "report_s": timed(lambda: cost_report(fit, intervals="posterior", samples=1000, metrics=[metric]), 1),
     }
     return row
 

@@ -196,6 +196,15 @@ def test_live_analysis_alpha() -> None:
         assert live.alpha == 0.01
 
 
+def test_cost_report_method(chain: tt.AbsorbingChain) -> None:
+    from tracetochain.costs import cost_report
+
+    new = cost_report(chain, intervals=None)
+    with _warns("intervals="):
+        old = cost_report(chain, method=None)
+    assert old == new
+
+
 def test_informative_states_alpha() -> None:
     from tracetochain.states import InformativeStates
 

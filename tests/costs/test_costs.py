@@ -120,13 +120,13 @@ def test_seconds_from_end_times_or_gaps_and_negative_durations_counted() -> None
 def test_no_cost_data_says_so_and_names_the_reader() -> None:
     traces = tt.datasets.simulate_traces(TRUE_CHAIN, 50, seed=1)
     fit = tt.fit_chain(traces)
-    doc = cost_report(fit, method=None)
+    doc = cost_report(fit, intervals=None)
     assert doc["available"] is False and doc["metrics"] == {}
     assert "no cost data" in doc["reason"]
     model = CostModel.from_dict({**CostModel.from_traces(traces).to_dict(), "source_format": "tau-bench"})
     assert "only the simulated user's cost" in model.absence_reason()
     bare = tt.AbsorbingChain(TRUE_CHAIN.Q, TRUE_CHAIN.R_success, TRUE_CHAIN.R_failure, 0)
-    doc = cost_report(bare, method=None)
+    doc = cost_report(bare, intervals=None)
     assert doc["available"] is False and "carries no cost model" in doc["reason"]
 
 
@@ -243,7 +243,7 @@ def test_intervals_cover_the_truth(method: str) -> None:
     """On a simulated chain with known per-state costs the interval of each headline figure holds the true value."""
     traces = simulated(2000, seed=9)
     fit = tt.fit_chain(traces)
-    doc = cost_report(fit, method=method, samples=400 if method == "posterior" else 150, seed=1)
+    doc = cost_report(fit, intervals=method, samples=400 if method == "posterior" else 150, seed=1)
     entry = doc["metrics"]["cost_usd"]
     truth = TRUE_CHAIN.accumulated_cost(COST_MEAN, COST_VAR)
     r = TRUE_CHAIN.r_inf
@@ -262,7 +262,7 @@ def test_bootstrap_cost_draws_move_with_the_resample() -> None:
     standard errors."""
     traces = simulated(1500, seed=10)
     fit = tt.fit_chain(traces)
-    doc = cost_report(fit, method="bootstrap", samples=300, seed=2)
+    doc = cost_report(fit, intervals="bootstrap", samples=300, seed=2)
     per_visit = doc["metrics"]["cost_usd"]["intervals"]["states"]["per_visit_mean"]
     se = CostModel.of_chain(fit.chain).per_visit("cost_usd").std_error  # type: ignore[union-attr]
     for i, iv in enumerate(per_visit):
@@ -335,7 +335,7 @@ def test_chain_file_carries_the_cost_model_and_old_files_still_load(tmp_path: Pa
     back = tt.AbsorbingChain.from_json(path)
     model = CostModel.of_chain(back)
     assert model is not None and model.available == ("cost_usd", "tokens_in")
-    doc = cost_report(back, method="posterior", samples=200)
+    doc = cost_report(back, intervals="posterior", samples=200)
     assert doc["available"] and "observed" not in doc["metrics"]["cost_usd"]  # no traces: no observed figures
     assert doc["metrics"]["cost_usd"]["intervals"]["per_success"]["lower"] is not None
     # a chain document written before costs were recorded (no metadata["costs"]) loads and says so
@@ -343,7 +343,7 @@ def test_chain_file_carries_the_cost_model_and_old_files_still_load(tmp_path: Pa
     del old["metadata"]["costs"]
     legacy = tt.AbsorbingChain.from_dict(old)
     assert CostModel.of_chain(legacy) is None
-    assert "carries no cost model" in cost_report(legacy, method=None)["reason"]
+    assert "carries no cost model" in cost_report(legacy, intervals=None)["reason"]
 
 
 def test_partitioned_fit_carries_the_same_cost_model(tmp_path: Path) -> None:
@@ -469,7 +469,7 @@ def test_withheld_costs_are_not_shown_as_numbers() -> None:
     layers = {name: LayerResult(name, "pass", 0.5, "consistent", "fits") for name in ("r_inf", "order", "trials")}
     layers["timing"] = LayerResult("timing", "reject", 0.001, "rejected", "the success-time law is rejected")
     cert = build_certificate(layers)
-    costs = cost_report(res.chain, traces=res.traces, method=None, certificate=cert)
+    costs = cost_report(res.chain, traces=res.traces, intervals=None, certificate=cert)
     assert costs["certification"]["status"] == "withheld" and costs["certification"]["rests_on"] == ["timing",
                                                                                                       "r_inf"]
     doc = build_report(replace(res, certificate=cert))
@@ -559,8 +559,8 @@ def test_the_printed_cost_table_computes_only_what_it_prints_and_the_same_number
     traces = simulated(300, seed=21)
     fit = tt.fit_chain(traces)
     curves = ("cost_usd", "tokens_in")  # the metrics whose R(B) curve is computed
-    full = cost_report(fit, method="posterior", samples=60, seed=3, budget_metrics=curves)
-    shown = cost_report(fit, method="posterior", samples=60, seed=3, budget_metrics=curves, display=True)
+    full = cost_report(fit, intervals="posterior", samples=60, seed=3, budget_metrics=curves)
+    shown = cost_report(fit, intervals="posterior", samples=60, seed=3, budget_metrics=curves, display=True)
     primary = full["primary"]
     assert shown["primary"] == primary and set(full["metrics"]) == set(shown["metrics"]) == {"cost_usd", "tokens_in"}
     assert full["metrics"]["tokens_in"]["budget"] is not None and "budget_band" in full["metrics"][primary]

@@ -944,7 +944,7 @@ def model_costs(chain: AbsorbingChain, certificate: Certificate | None, selectio
     model gives every observed state a per-visit cost; the expanded states would need their own)."""
     from tracetochain.costs import cost_report
 
-    doc = cost_report(chain, method=None, certificate=certificate)
+    doc = cost_report(chain, intervals=None, certificate=certificate)
     doc["reason"] = (f"cost figures are computed for the first-order chain only; the chosen {selection.chosen} "
                      "model's expanded states have no per-visit costs of their own yet (run with --model markov for "
                      "the cost section)")

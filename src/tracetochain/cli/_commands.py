@@ -205,7 +205,7 @@ def _costs(source: Any, method: str | None, ci: float, samples: int, seed: int, 
     ``display``: only what the printed table shows (the JSON output keeps every figure)."""
     from tracetochain.costs import cost_report
 
-    return cost_report(source, traces=traces, method=None if method in (None, "none") else method, confidence=ci,
+    return cost_report(source, traces=traces, intervals=None if method in (None, "none") else method, confidence=ci,
                        samples=samples, seed=seed, ensemble=ensemble, certificate=certificate, display=display)
 
 

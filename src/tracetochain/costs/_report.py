@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tracetochain._compat import renamed_parameters
 from tracetochain._version import __version__
 from tracetochain.chain import AbsorbingChain
 from tracetochain.chain.shared import METRICS, CostModel
@@ -107,7 +108,9 @@ def _ensemble(chain: AbsorbingChain, traces: Any, method: str, samples: int, see
     return boot.fetch_model(), boot.plan_
 
 
-def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = None, method: str | None = "posterior",
+@renamed_parameters(method="intervals")
+def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = None,
+                intervals: str | None = "posterior",
                 confidence: float = 0.95, samples: int | None = None, seed: int = 0, by: str = "trace",
                 certificate: Any = None, metrics: Sequence[str] | None = None, target: float | None = None,
                 horizon: int = 200, budget_levels: int | None = None, pseudocount: float | None = None,
@@ -124,10 +127,11 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
         The labelled traces the chain was fitted on (for a chain given alone): observed costs, bootstrap.
     costs
         The cost model (default: the chain's, else built from ``traces``).
-    method : {"posterior", "bootstrap", "bootstrap-full", None}
+    intervals : {"posterior", "bootstrap", "bootstrap-full", None}
         Intervals: Dirichlet posterior of the chain with cost means drawn from their sampling law, or a trace
         bootstrap with the cost means recomputed on the same resamples ("bootstrap-full" is treated as
-        "bootstrap": per-state costs need fixed states); None for no intervals.
+        "bootstrap": per-state costs need fixed states); None for no intervals. (``method=`` is its deprecated
+        spelling, one release.)
     confidence, samples, seed, by, pseudocount
         As :func:`~tracetochain.uncertainty.interval_summary` (the chain draws are the same).
     certificate
@@ -157,6 +161,7 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
         "certification", "interval_settings", "notes"}``. When the traces carry no cost data at all, ``available``
         is False and ``reason`` says so (and which reader, when known).
     """
+    method = intervals
     chain, labelled = _resolve(source, traces)
     if costs is None:
         costs = CostModel.of_chain(chain)

@@ -102,7 +102,7 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         costs = model_costs(chain, cert, selection)
     else:
         costs = cost_report(chain, traces=getattr(result, "traces", None),
-                            method=None if ens is None else "posterior",
+                            intervals=None if ens is None else "posterior",
                             confidence=ens.confidence if ens is not None else 0.95,
                             seed=result.settings.get("seed", 0), certificate=cert, ensemble=ens)
     from tracetochain.analysis.shared import headline
