@@ -66,12 +66,27 @@ def commands(python: str, corpus: Path, out: Path, with_paths: bool) -> dict[str
     return cmds
 
 
+def _env() -> dict[str, str]:
+    """The commands' environment: no progress display, and byte-code caching as a user has it (a sandbox's
+    PYTHONDONTWRITEBYTECODE would make every run recompile an editable checkout's modules)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["TRACETOCHAIN_PROGRESS"] = "off"
+    return env
+
+
+def compile_package(python: str) -> None:
+    """Byte-compile the tracetochain the interpreter imports, so no measured run pays the first run's compilation
+    (as on a user's machine after the first command; pip compiles an installed package at install time)."""
+    where = subprocess.run([python, "-c", "import os, tracetochain; print(os.path.dirname(tracetochain.__file__))"],
+                           capture_output=True, text=True, check=True, env=_env()).stdout.strip()
+    subprocess.run([python, "-m", "compileall", "-q", where], check=True, env=_env())
+
+
 def timed(cmd: list[str]) -> dict[str, Any]:
     """Wall and CPU (user + system) time of one child process, its peak memory, and its exit code."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          env={**os.environ, "TRACETOCHAIN_PROGRESS": "off"})
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"wall_s": wall, "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
@@ -100,7 +115,7 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": cpu() - c0, "file
 
 def read_case(python: str, corpus: Path, how: str) -> dict[str, Any]:
     proc = subprocess.run([python, "-c", READ_PROBE, str(corpus), how], capture_output=True, text=True,
-                          check=True)
+                          check=True, env=_env())
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
 
@@ -131,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                          "window may only hold one. The rows say how many runs their median is of.")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args(argv)
+    compile_package(args.python)
     with_paths = subprocess.run([args.python, "-m", "tracetochain", "paths", "--help"],
                                 capture_output=True).returncode == 0
     cases: dict[str, dict[str, Any]] = {}
