@@ -68,7 +68,7 @@ def test_median_is_where_the_rdc_crosses_one_half(m: int, seed: int) -> None:
 def test_batched_twin_equals_the_one_chain_value() -> None:
     chain = tt.datasets.notation_chain()
     traces = tt.datasets.simulate_traces(chain, 300, seed=3)
-    ens = DirichletPosterior(n_samples=60, seed=1).fit(tt.ChainEstimator().fit(traces).fetch_model()).fetch_model() \
+    ens = DirichletPosterior(samples=60, seed=1).fit(tt.ChainEstimator().fit(traces).fetch_model()).fetch_model() \
         .ensemble
     s = ens.stats("median_steps_to_success", return_samples=True)
     assert s.n_excluded == 0

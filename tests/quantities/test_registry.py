@@ -50,7 +50,7 @@ def test_headline_quantities_are_reported_scalars():
 @pytest.mark.parametrize("key", [q.key for q in reported_scalars()])
 def test_reported_scalar_point_is_the_ensemble_point(key):
     chain = tt.datasets.notation_chain()
-    ens = DirichletPosterior(n_samples=50, seed=0).fit(
+    ens = DirichletPosterior(samples=50, seed=0).fit(
         tt.ChainEstimator().fit(tt.datasets.simulate_traces(chain, 200, seed=1)).fetch_model()).fetch_model().ensemble
     q = QUANTITIES[key]
     value, why = q.point(ens.reference)

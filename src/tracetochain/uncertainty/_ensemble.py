@@ -79,7 +79,7 @@ class ChainEnsemble(ResultDisplay):
     >>> from tracetochain.uncertainty import DirichletPosterior
     >>> traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=1)
     >>> chain = tt.ChainEstimator().fit(traces).fetch_model()
-    >>> ens = DirichletPosterior(n_samples=500, seed=0).fit(chain).fetch_model().ensemble
+    >>> ens = DirichletPosterior(samples=500, seed=0).fit(chain).fetch_model().ensemble
     >>> s = ens.stats("r_inf")
     >>> s.lower < s.point < s.upper
     True
