@@ -70,6 +70,7 @@ from tracetochain.families import family_of, first_order_family, is_first_order,
 from tracetochain.quantities import reported, reported_scalars
 from tracetochain.traces import TraceTable
 from tracetochain.traces.shared import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
+from tracetochain.uncertainty.shared import equal_tailed
 
 
 def __getattr__(name: str) -> Any:
@@ -295,7 +296,7 @@ def refit_interval(draws: NDArray[np.float64], point: NDArray[np.float64], confi
     """
     from scipy.special import ndtr, ndtri
 
-    lo_q, hi_q = (1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0
+    lo_q, hi_q = equal_tailed(confidence)
     B = draws.shape[0]
     flat = draws.reshape(B, -1)
     p = np.broadcast_to(point, draws.shape[1:]).reshape(-1)

@@ -161,7 +161,6 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
         "certification", "interval_settings", "notes"}``. When the traces carry no cost data at all, ``available``
         is False and ``reason`` says so (and which reader, when known).
     """
-    method = intervals
     chain, labelled = _resolve(source, traces)
     if costs is None:
         costs = CostModel.of_chain(chain)
@@ -188,17 +187,17 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
     if labelled is None:  # said, not silently left out (the engines and chain files keep counts, not traces)
         doc["notes"].append("observed cost per success (and its agreement with the model) needs the traces in "
                             "memory; it is left out with --engine local/dask or a chain file")
-    if method == "bootstrap-full":
+    if intervals == "bootstrap-full":
         doc["notes"].append("cost intervals use the fast trace bootstrap (states fixed): per-state costs need the "
                             "states to stay put across replicates")
-        method = "bootstrap"
-    if method == "bootstrap" and labelled is None:
+        intervals = "bootstrap"
+    if intervals == "bootstrap" and labelled is None:
         doc["notes"].append("bootstrap cost intervals need the traces; posterior intervals are given instead")
-        method = "posterior"
+        intervals = "posterior"
     plan = None
-    if method is not None and ensemble is None:
-        n = int(samples if samples is not None else DEFAULT_SAMPLES[method])
-        ensemble, plan = _ensemble(chain, labelled, method, n, seed, confidence, by, pseudocount)
+    if intervals is not None and ensemble is None:
+        n = int(samples if samples is not None else DEFAULT_SAMPLES[intervals])
+        ensemble, plan = _ensemble(chain, labelled, intervals, n, seed, confidence, by, pseudocount)
     doc["interval_settings"] = None if ensemble is None else {
         "method": ensemble.method, "confidence": confidence, "n_draws": ensemble.n_samples, "seed": seed,
         "cost_means": ("recomputed on the same bootstrap resamples" if plan is not None else

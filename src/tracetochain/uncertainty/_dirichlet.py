@@ -138,8 +138,8 @@ def sample_rows(shape: NDArray[np.float64], n_samples: int, rng: np.random.Gener
     of the row is exact and still easy to draw (Dirichlet aggregation): the transient total gets k_s more, the split
     among the transient states does not. With H_s ~ Gamma(k_s) independent of G, the transient block is scaled by
     (Σ_t G_st + H_s) / Σ_t G_st before normalising. Allocating the k_s moves over the observed next states as if
-    they were seen (the point estimator's EM fixed point) would make the split too sure: ΔR∞'s interval on two
-    samples of one agent with 28 % of traces censored was ~5 % too narrow (size 7.2 % over 1,000 pairs).
+    they were seen (the point estimator's EM fixed point) makes the split a little too sure — little indeed: on the
+    censored corpora of study CS it moved no interval measurably, but the draws are now those of the observation.
     """
     s = np.asarray(shape, dtype=np.float64)
     G = rng.standard_gamma(np.broadcast_to(s, (n_samples, *s.shape)))

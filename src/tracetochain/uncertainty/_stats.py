@@ -47,7 +47,9 @@ def difference_interval(a: NDArray[np.float64], b: NDArray[np.float64], confiden
     A, B = (A[:, None], B[:, None]) if scalar else (A, B)
     A, B = A[np.isfinite(A).all(axis=1)], B[np.isfinite(B).all(axis=1)]
     if A.shape[0] == 0 or B.shape[0] == 0:
-        raise ValueError("difference_interval needs at least one finite draw on each side")
+        raise ValueError("difference_interval needs at least one finite draw on each side; every draw of one side "
+                         "is NaN or infinite (an undefined quantity on every draw): draw more samples or compare a "
+                         "quantity that is defined on both sides")
     if A.shape[0] * B.shape[0] <= MAX_DIFFERENCE_PAIRS:
         def column(j: int) -> NDArray[np.float64]:
             out: NDArray[np.float64] = (B[None, :, j] - A[:, None, j]).ravel()

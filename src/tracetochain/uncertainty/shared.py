@@ -18,11 +18,13 @@ if TYPE_CHECKING:
     from tracetochain.uncertainty._design import UnitCounts as UnitCounts
     from tracetochain.uncertainty._design import quantity_design as quantity_design
     from tracetochain.uncertainty._stats import difference_interval as difference_interval
+    from tracetochain.uncertainty._stats import equal_tailed as equal_tailed
 
 #: shared name → the private module that defines it.
 _MODULES: dict[str, str] = {
     "UnitCounts": "tracetochain.uncertainty._design",
     "difference_interval": "tracetochain.uncertainty._stats",
+    "equal_tailed": "tracetochain.uncertainty._stats",
     "estimate_batch": "tracetochain.uncertainty._bootstrap",
     "prior_draws_for": "tracetochain.uncertainty._bootstrap",
     "quantity_design": "tracetochain.uncertainty._design",
