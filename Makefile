@@ -34,7 +34,8 @@ demo: $(DEMO_STAMP)
 
 # The fast tier (what a developer runs; its budget is 4 CPU-minutes, user + sys of `time make test`, i.e. about
 # 2 min on 2 idle cores), one pytest worker per core (pytest-xdist; each test file stays on one worker). CI runs it,
-# then the slow tier.
+# then the slow tier. A test that takes a second or more is marked slow (`pytest -m 'not slow' --durations=30`
+# lists the ones that have grown).
 TEST_WORKERS ?= auto
 # One BLAS thread per worker (tests/conftest.py says why; set here too, before any plugin imports numpy).
 BLAS_ONE_THREAD = OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1

@@ -129,6 +129,7 @@ def _phases(stderr: str) -> list[str]:
     return [m.group(1) for m in map(PHASE_LINE.match, stderr.splitlines()) if m]
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("every_phase")
 def test_report_names_its_phases_in_a_pipe(tmp_path: Any) -> None:
     """`report` in a pipe: a line per phase, the cost section and the rendering named (they were one "writing")."""
@@ -141,6 +142,7 @@ def test_report_names_its_phases_in_a_pipe(tmp_path: Any) -> None:
     assert "writing" not in [p for p in phases if not p.startswith("report:")]
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("every_phase")
 def test_fit_and_audit_show_their_phases_and_fit_q_is_silent(tmp_path: Any) -> None:
     r = run_cli("fit", DEMO, "--samples", "200")

@@ -20,6 +20,7 @@ def _corpus(outcome: str, n: int = 40) -> tt.TraceTable:
     return tt.TraceTable.from_records(records)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["duration", "mixture"])
 def test_all_success_corpus_gets_at_least_the_jeffreys_interval(model: str) -> None:
     res = analyze(_corpus("success"), model=model, samples=20, intervals="bootstrap", **QUICK)
@@ -36,6 +37,7 @@ def test_all_success_corpus_gets_at_least_the_jeffreys_interval(model: str) -> N
     assert iv["binomial_floor"]["failures"] == 0 and iv["binomial_floor"]["rule"] == "jeffreys"
 
 
+@pytest.mark.slow
 def test_all_failure_corpus_mirror_image() -> None:
     res = analyze(_corpus("failure"), model="mixture", samples=20, intervals="bootstrap", **QUICK)
     iv = res.intervals(horizon=10, ks=(1, 3))
@@ -50,6 +52,7 @@ def test_jeffreys_interval_limits() -> None:
     assert lo < 0.01 and hi > 0.99
 
 
+@pytest.mark.slow
 def test_an_ensemble_over_the_memory_budget_still_gets_intervals(monkeypatch: pytest.MonkeyPatch) -> None:
     """The SWE-type corpora compiled to 957–2,187 states and their intervals were refused by the memory limit, so
     R∞, R(d) and pass^k printed with no interval. The refits are now compiled one at a time instead."""

@@ -181,6 +181,7 @@ def test_the_chosen_model_gives_pass_k_and_intervals(mixture_result: AnalysisRes
     json.dumps(res.to_dict(), allow_nan=False)
 
 
+@pytest.mark.slow
 def test_a_named_family_is_kept_at_its_best_size(first_order: tt.TraceTable) -> None:
     res = analyze(first_order, model="lifted", model_options={"sizes": {"lifted": (2, 3)}}, intervals=None,
                   **QUICK)
@@ -194,6 +195,7 @@ def test_a_named_family_is_kept_at_its_best_size(first_order: tt.TraceTable) -> 
 
 
 # ------------------------------------------------------------------------------------------------ report
+@pytest.mark.slow
 def test_report_has_the_model_choice_section_escaped() -> None:
     hostile = ("<script>alert(1)</script>", "a|`@here`", "[x](http://e.vil)")
     traces = mixture_tasks(60, 4, seed=5, names=hostile)
@@ -222,6 +224,7 @@ def test_report_has_the_model_choice_section_escaped() -> None:
     assert "<script>" not in outside_code and "](http" not in outside_code and "@here" not in outside_code
 
 
+@pytest.mark.slow
 def test_report_of_the_first_order_chain_says_why_it_stayed(first_order: tt.TraceTable) -> None:
     res = analyze(first_order, model="auto", model_options={"candidates": ("markov", "lifted"),
                                                             "sizes": {"lifted": (2,)}}, intervals=None, **QUICK)
@@ -240,6 +243,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return Path(a), Path(b)
 
 
+@pytest.mark.slow
 def test_cli_audit_with_a_model_and_the_default_unchanged(runs: tuple[Path, Path]) -> None:
     from cli_runner import run_cli
 

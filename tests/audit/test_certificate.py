@@ -105,6 +105,7 @@ def test_a_layer_that_does_not_apply_leaves_the_family() -> None:
     assert cert.layers["timing"].status == "pass" and cert.status("pass^k") == "untested"
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(st.sampled_from(LAYERS), st.tuples(st.sampled_from(["pass", "insufficient", "not_applicable"]),
                                                          st.floats(0.0, 1.0)), min_size=4, max_size=4),
@@ -153,6 +154,7 @@ def test_more_evidence_against_the_model_never_certifies_more(spec: dict[str, tu
         assert STATUS[after.status(o)] <= STATUS[before.status(o)], (o, before.status(o), after.status(o))
 
 
+@pytest.mark.slow
 def test_audit_accepts_first_order_data_and_says_where_memory_is() -> None:
     traces = tt.datasets.simulate_traces(ss7_chain(), 400, seed=3)
     cert = audit(traces, n_bootstrap=99, n_permutations=99)
@@ -211,6 +213,7 @@ def test_html_escapes_state_names() -> None:
     assert "<script>" not in cert._repr_html_()
 
 
+@pytest.mark.slow
 def test_seeds_give_a_stable_or_flagged_verdict() -> None:
     """Across seeds the verdict is the same, or the runs whose verdict differs flag a split-dependent layer."""
     traces = tt.datasets.simulate_traces(ss7_chain(), 300, seed=11)

@@ -199,6 +199,7 @@ def test_fit_without_audit_measures_discrimination_and_reports_render_it() -> No
     assert 'class="uninformative"' in html
 
 
+@pytest.mark.slow
 def test_model_other_than_markov_scores_its_own_prediction() -> None:
     res = analyze(history_corpus(300, seed=9), model="lifted", n_splits=2, **FAST)
     d = res.discrimination

@@ -8,6 +8,7 @@ import itertools
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ episodes = st.lists(st.tuples(st.lists(st.sampled_from("abcd"), min_size=0, max_
                     min_size=1, max_size=25)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(episodes)
 def test_count_transitions_follows_the_counting_rules(seqs: list[tuple[list[str], str]]) -> None:

@@ -50,6 +50,7 @@ def test_laplace_formula_and_row_sums() -> None:
     assert chain.metadata["n_traces"]["censored"] == 1
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.lists(st.sampled_from("abcd"), min_size=1, max_size=8),
                           st.sampled_from(["success", "failure"])), min_size=1, max_size=40))

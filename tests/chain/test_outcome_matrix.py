@@ -7,6 +7,7 @@ copies bit for bit, on random count tables and on the counts of random corpora (
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
@@ -44,6 +45,7 @@ def count_tables(draw: st.DrawFn) -> TransitionCounts:
                             {"success": 0, "failure": 0, "censored": 0, "invalid": 0})
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(count_tables())
 def test_outcome_matrix_equals_the_former_copies_on_random_tables(counts: TransitionCounts) -> None:
@@ -55,6 +57,7 @@ episodes = st.lists(st.tuples(st.lists(st.sampled_from("abcde"), min_size=1, max
                     min_size=1, max_size=30)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(episodes)
 def test_outcome_matrix_on_random_corpora_batch_and_live(seqs: list[tuple[list[str], str]]) -> None:

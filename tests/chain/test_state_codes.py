@@ -25,6 +25,7 @@ def _traces(seqs: list[list[str]]) -> tt.TraceTable:
 corpora = st.lists(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=6), min_size=1, max_size=12)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(corpora, st.randoms(use_true_random=False), st.integers(0, 3))
 def test_state_codes_index_every_step_into_the_vocabulary(seqs: list[list[str]], rnd: object,

@@ -81,6 +81,7 @@ def test_f4_export_does_not_write_over_its_chain(tmp_path: Path, run: Run) -> No
     assert (tmp_path / "chain.json").read_bytes() == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [
     ["report", "runs.jsonl", "--uncertainty", "none", "--no-audit"],
     ["fit", "runs.jsonl", "-q", "-o", "report.html"],
@@ -132,6 +133,7 @@ def test_f24_convert_leaves_no_temporary_files(tmp_path: Path, run: Run) -> None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet", "runs.jsonl"]
 
 
+@pytest.mark.slow
 def test_force_is_the_same_everywhere(tmp_path: Path, run: Run) -> None:
     """Every command that writes a file refuses an existing one without --force and replaces it with --force."""
     runs_jsonl(tmp_path / "runs.jsonl")
@@ -278,6 +280,7 @@ def test_f11_interval_draws_that_would_not_fit_memory(tmp_path: Path, run: Run,
     ["report", "runs.jsonl", "--fail-under", "R(" + "9" * 5000 + ")>=0.1"],
     ["fit", "runs.jsonl", "--engine", "bogus"],
 ])
+@pytest.mark.slow
 def test_f22_unbounded_options_are_usage_errors(tmp_path: Path, run: Run, args: list[str]) -> None:
     runs_jsonl(tmp_path / "runs.jsonl")
     assert run("fit", "runs.jsonl", "-o", "chain.json", "-q").returncode == 0
@@ -321,6 +324,7 @@ def _chain_variants(chain: dict[str, object]) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["metrics", "whatif", "export"])
 def test_f12_malformed_chain_files(tmp_path: Path, run: Run, command: str) -> None:
     runs_jsonl(tmp_path / "runs.jsonl")
@@ -398,6 +402,7 @@ def test_f14_f15_mermaid_and_dot_labels(tmp_path: Path, run: Run) -> None:
     assert "\x00" not in dot and "a\\\\x00b" in dot
 
 
+@pytest.mark.slow
 def test_f25_long_state_names_are_cut_in_reports(tmp_path: Path, run: Run) -> None:
     long = "n" * 1_000_000
     write_jsonl(tmp_path / "l.jsonl", [{"trace_id": f"t{t}", "step_idx": i, "state": [long, "act"][i],
@@ -612,6 +617,7 @@ def write_bomb(path: Path, member_bytes: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_f21_zip_bomb_is_refused_by_its_compression_ratio(tmp_path: Path, run: Run) -> None:
     bomb = write_bomb(tmp_path / "bomb.eval", 64 * 1024 * 1024)
     assert bomb.stat().st_size < 1_000_000

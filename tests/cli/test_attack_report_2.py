@@ -146,6 +146,7 @@ def test_n21_huge_costs_are_refused_at_ingest(tmp_path: Path, run: Run) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ N22
+@pytest.mark.slow
 def test_n22_without_traces_the_cost_report_says_why_observed_is_missing() -> None:
     from tracetochain.costs import cost_report
     from tracetochain.pipeline import fit_chain
@@ -181,6 +182,7 @@ def test_n28_tau_bench_with_a_string_traj_is_named_correctly(tmp_path: Path) -> 
     assert "traj is a string" in str(getattr(refusal, "reason", refusal)), refusal
 
 
+@pytest.mark.slow
 def test_n28_model_families_print_no_numerical_warnings(tmp_path: Path, run: Run) -> None:
     write_jsonl(tmp_path / "m.jsonl", [
         {"trace_id": f"t{t}", "step_idx": i, "state": ["plan", "act", "check"][(t * 7 + i) % 3],

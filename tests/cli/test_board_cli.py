@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from cli_runner import run_cli
 
 SECURITY = Path(__file__).resolve().parents[1] / "data" / "board" / "security"
@@ -34,6 +35,7 @@ def test_board_formats_and_several_inputs(tmp_path: Path) -> None:
     assert r.returncode == 0 and "Multiplicity" in r.stdout and "| spotlighting |" in r.stdout
 
 
+@pytest.mark.slow
 def test_fit_report_and_convert_take_several_inputs_where_and_by(tmp_path: Path) -> None:
     files = sorted(str(p) for p in SECURITY.glob("*.jsonl"))
     r = run_cli("fit", *files, "--where", "meta.defense=none", "--json", "--uncertainty", "none")

@@ -17,6 +17,7 @@ def run(*args: str) -> CliResult:
     return run_cli(*args)
 
 
+@pytest.mark.slow
 def test_fit_then_metrics(tmp_path: Path) -> None:
     out = tmp_path / "chain.json"
     r = run("fit", str(EXAMPLE), "-o", str(out))

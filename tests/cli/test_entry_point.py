@@ -39,6 +39,7 @@ def test_console_script_help_and_no_arguments() -> None:
     assert r.returncode in (0, 2) and "Usage: tracetochain" in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_fit_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "chain.json"
     r = real("fit", str(EXAMPLE), "-o", str(out), "-q")
@@ -46,6 +47,7 @@ def test_fit_runs_end_to_end(tmp_path: Path) -> None:
     assert tt.AbsorbingChain.from_json(out).metadata["ingest"]["n_traces"] == 200
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_stderr_line_and_exit_2(tmp_path: Path) -> None:
     src = tmp_path / "t.jsonl"
     src.write_text('{"trace_id":"a","step_idx":0,"state":"s","outcome":"won"}\n')
@@ -60,6 +62,7 @@ def test_usage_error_exits_2_with_click_message() -> None:
     assert r.returncode == 2 and "No such option" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     r = real("--debug", "fit", str(tmp_path / "missing.jsonl"))
     assert r.returncode != 0 and "Traceback" in r.stderr

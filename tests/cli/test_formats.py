@@ -109,6 +109,7 @@ def test_formats_lists_every_reader(run: Run) -> None:
     assert "verdicts=PATH" in r.stdout
 
 
+@pytest.mark.slow
 def test_fit_says_which_reader_it_detected(run: Run) -> None:
     r = run("fit", str(EXAMPLE))
     assert r.returncode == 0, r.stderr

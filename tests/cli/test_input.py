@@ -57,6 +57,7 @@ COMMANDS_READING_TRACES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(COMMANDS_READING_TRACES))
 def test_every_command_takes_reader_and_options(command: str, nested_verdicts: Path, tmp_path: Path,
                                                 run: Run) -> None:
@@ -150,6 +151,7 @@ def test_deprecated_spellings_still_work(tmp_path: Path, run: Run) -> None:
     assert r.returncode == 2 and "give only --reader" in r.stderr
 
 
+@pytest.mark.slow
 def test_engine_reads_any_input_on_the_driver(tmp_path: Path, run: Run) -> None:
     """With --engine, an input that is not a canonical Parquet/JSONL corpus (another reader, reader options, a CSV,
     standard input) is read on the driver and travels as one partition: the same numbers as without an engine."""

@@ -49,6 +49,7 @@ def _assert_same(found: dict[str, tuple[float, float]]) -> None:
     assert found["metrics"] == found["fit"] == found["report"]  # bit for bit where the JSON is read
 
 
+@pytest.mark.slow
 def test_demo_r_inf_interval_is_one_interval(tmp_path: Path) -> None:
     found = _r_inf_everywhere(tmp_path, DEMO)
     _assert_same(found)

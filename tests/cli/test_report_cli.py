@@ -24,6 +24,7 @@ def chain_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_report_html_md_json_and_gates(tmp_path: Path) -> None:
     html = tmp_path / "r.html"
     r = run("report", str(EXAMPLE), "-o", str(html), "--samples", "200", "--fail-under", "r_inf>=0.3")
@@ -62,6 +63,7 @@ def test_report_withholds_timing_on_swebench(shared_data: Path, tmp_path: Path) 
     assert doc["output_status"]["R_inf"] == doc["output_status"]["pass^1"] != "withheld"
 
 
+@pytest.mark.slow
 def test_audit_command(tmp_path: Path) -> None:
     r = run("audit", str(EXAMPLE), "--json", "--ks-samples", "49")
     assert r.returncode == 0, r.stderr
@@ -72,6 +74,7 @@ def test_audit_command(tmp_path: Path) -> None:
     assert "Audit certificate" in r.stdout
 
 
+@pytest.mark.slow
 def test_whatif_and_export(chain_file: Path, tmp_path: Path) -> None:
     r = run("whatif", str(chain_file), "--reroute", "*->success:0.1", "--json")
     assert r.returncode == 0, r.stderr

@@ -238,6 +238,7 @@ def test_step_cap_costs() -> None:
 # ------------------------------------------------------------------------------------------------ intervals
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["posterior", "bootstrap"])
 def test_intervals_cover_the_truth(method: str) -> None:
     """On a simulated chain with known per-state costs the interval of each headline figure holds the true value."""
@@ -257,6 +258,7 @@ def test_intervals_cover_the_truth(method: str) -> None:
     json.dumps(doc, allow_nan=False)
 
 
+@pytest.mark.slow
 def test_bootstrap_cost_draws_move_with_the_resample() -> None:
     """Paired bootstrap: the per-visit means are recomputed on each replicate, so their spread matches their
     standard errors."""
@@ -404,6 +406,7 @@ def test_compare_reports_delta_cost_per_success_with_an_interval() -> None:
     json.dumps(r.to_dict(), allow_nan=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("matplotlib", [True, False])
 def test_report_document_and_html_show_the_costs(matplotlib: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     import xml.etree.ElementTree as ET
@@ -430,6 +433,7 @@ def test_report_document_and_html_show_the_costs(matplotlib: bool, monkeypatch: 
     json.dumps(doc, allow_nan=False)
 
 
+@pytest.mark.slow
 def test_cli_fit_metrics_and_whatif_report_costs(tmp_path: Path) -> None:
     from cli_runner import run_cli as run
 
@@ -455,6 +459,7 @@ def test_cli_fit_metrics_and_whatif_report_costs(tmp_path: Path) -> None:
     assert r.returncode == 2 and "STATE->TARGET=COST" in r.stderr
 
 
+@pytest.mark.slow
 def test_withheld_costs_are_not_shown_as_numbers() -> None:
     """A certificate that withholds the timing outputs withholds the cost figures: the page and the comment say
     withheld where the model's numbers would be, and keep the observed ones."""
@@ -481,6 +486,7 @@ def test_withheld_costs_are_not_shown_as_numbers() -> None:
     assert "withheld" in doc.to_markdown().split("| cost |")[1]
 
 
+@pytest.mark.slow
 def test_cost_gate() -> None:
     from tracetochain.analysis import analyze
     from tracetochain.report import build_report

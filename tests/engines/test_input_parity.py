@@ -162,6 +162,7 @@ def _arrow_table(records: list[dict[str, Any]]) -> pa.Table | None:
         return None
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=mutated_jsonl())

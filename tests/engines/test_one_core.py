@@ -22,6 +22,7 @@ from tracetochain.engines import Engine, LocalEngine
 from tracetochain.report import build_report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("intervals", ["posterior", "bootstrap"])
 def test_memory_local_and_dask_give_the_same_analysis(engine: Engine, corpus: dict[str, Path], intervals: str) -> None:
     whole = tt.TraceTable.read(corpus["parquet"])
@@ -35,6 +36,7 @@ def test_memory_local_and_dask_give_the_same_analysis(engine: Engine, corpus: di
     same(mem, pq_part)
 
 
+@pytest.mark.slow
 def test_the_report_document_is_the_same(corpus: dict[str, Path]) -> None:
     whole = tt.TraceTable.read(corpus["parquet"])
     a = build_report(analyze(whole, samples=100, seed=1, **FAST), horizon=30)
@@ -52,6 +54,7 @@ def test_the_report_document_is_the_same(corpus: dict[str, Path]) -> None:
         assert json.dumps(da, sort_keys=True) == json.dumps(db, sort_keys=True), key
 
 
+@pytest.mark.slow
 def test_learned_states_are_learned_on_the_fit_half_wherever_read(corpus: dict[str, Path]) -> None:
     whole = tt.TraceTable.read(corpus["parquet"])
     opts = {"features": "kind,tool", "k_min": 2, "k_max": 4}
@@ -62,6 +65,7 @@ def test_learned_states_are_learned_on_the_fit_half_wherever_read(corpus: dict[s
     assert mem.state_model is not None and mem.state_model.method == "ward"
 
 
+@pytest.mark.slow
 def test_compare_is_the_same_in_memory_and_on_engines(engine: Engine, corpus: dict[str, Path],
                                                        second_corpus: Path) -> None:
     a, b = tt.TraceTable.read(corpus["parquet"]), tt.TraceTable.read(second_corpus)
@@ -72,6 +76,7 @@ def test_compare_is_the_same_in_memory_and_on_engines(engine: Engine, corpus: di
     assert json.dumps(da, sort_keys=True) == json.dumps(db, sort_keys=True)
 
 
+@pytest.mark.slow
 def test_any_reader_format_goes_through_an_engine(tmp_path: Path) -> None:
     """Formats other than the canonical table are read on the driver and shipped as one partition."""
     src = Path(tt.datasets.example_path())
@@ -87,6 +92,7 @@ def test_any_reader_format_goes_through_an_engine(tmp_path: Path) -> None:
     same(mem, analyze(csv, engine="local", intervals="bootstrap", samples=40, **FAST))
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.integers(0, 10_000), st.integers(50, 400), st.integers(1, 6))
 def test_random_corpora_random_seeds_random_cuts(tmp_path: Path, seed: int, rows: int, group: int) -> None:
@@ -101,6 +107,7 @@ def test_random_corpora_random_seeds_random_cuts(tmp_path: Path, seed: int, rows
     np.testing.assert_array_equal(mem.summary.boot, part.summary.boot)
 
 
+@pytest.mark.slow
 def test_cli_audit_gives_one_verdict_with_and_without_engine(tmp_path: Path, corpus: dict[str, Path]) -> None:
     from typer.testing import CliRunner
 

@@ -90,6 +90,7 @@ def test_counts_and_chain_equal_the_in_memory_path(engine: Engine, corpus: dict[
         assert_same_chain(chain, tt.ChainEstimator(**kwargs).fit(whole).fetch_model())
 
 
+@pytest.mark.slow
 def test_traces_spanning_many_row_groups(engine: Engine, tmp_path: Path, corpus: dict[str, Path]) -> None:
     """Row groups of 7 rows: a 60-step trace spans 9 of them; a partition may hold no trace start at all."""
     table = pq.read_table(corpus["parquet"]).slice(0, 3000)
@@ -118,6 +119,7 @@ def test_partitions_hold_whole_traces(corpus: dict[str, Path]) -> None:
         assert seen == whole.trace_ids  # each trace once, in file order
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     traces=st.lists(
@@ -155,6 +157,7 @@ def test_a_corpus_without_usable_traces_is_counted(tmp_path: Path) -> None:
     assert_same_counts(count_partitioned(path).counts, expected)
 
 
+@pytest.mark.slow
 def test_integer_trace_ids_and_a_directory_of_parts(engine: Engine, tmp_path: Path,
                                                     corpus: dict[str, Path]) -> None:
     table = pq.read_table(corpus["parquet"])
@@ -176,6 +179,7 @@ def test_integer_trace_ids_and_a_directory_of_parts(engine: Engine, tmp_path: Pa
 
 
 # ---------------------------------------------------------------------------------------------------- states
+@pytest.mark.slow
 def test_fixed_state_vocabulary(engine: Engine, corpus: dict[str, Path]) -> None:
     whole = tt.TraceTable.read(corpus["parquet"])
     vocab = ["late_state", "unused", *sorted(set(whole.state_labels()[1]) - {"late_state"})]
@@ -309,6 +313,7 @@ def test_repartition_by_trace_is_the_fallback(engine: Engine, tmp_path: Path, co
     assert set(result.counts.state_names) == set(vocab)
 
 
+@pytest.mark.slow
 def test_bad_json_is_reported_at_its_line(engine: Engine, tmp_path: Path, corpus: dict[str, Path]) -> None:
     table = pq.read_table(corpus["parquet"])
     path = write_jsonl(table, tmp_path / "bad.jsonl", extra_lines={9000: "{not json", 9500: "", 9501: "[1, 2]"})
@@ -328,6 +333,7 @@ def test_bad_json_is_reported_at_its_line(engine: Engine, tmp_path: Path, corpus
     assert [p.location for p in result.report.problems] == [9001, 9504]
 
 
+@pytest.mark.slow
 def test_bad_records_in_skip_mode_drop_whole_traces(engine: Engine, tmp_path: Path,
                                                     corpus: dict[str, Path]) -> None:
     table = pq.read_table(corpus["parquet"])
@@ -436,6 +442,7 @@ def test_empty_row_groups_inside_a_trace(engine: Engine, tmp_path: Path) -> None
         assert_same_counts(count_partitioned(path, engine=engine, rows_per_partition=rows).counts, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.dask
 def test_fit_cli_on_engines_matches_in_memory(tmp_path: Path) -> None:
 

@@ -51,6 +51,7 @@ def usable_traces(path: Path) -> tt.TraceTable:
 
 
 # ---------------------------------------------------------------------------------------------------- layers
+@pytest.mark.slow
 def test_every_layer_equals_the_trace_level_test_on_the_same_splits(corpus: dict[str, Path]) -> None:
     """Split s holds a usable trace out iff u(FNV-1a(id), seed, s) < ½. Rebuilt in memory, each split's chain, R∞
     check and calibrated KS test (same seeds) equal the layers computed from the partitions' summaries; the order
@@ -87,6 +88,7 @@ def test_every_layer_equals_the_trace_level_test_on_the_same_splits(corpus: dict
     assert np.array_equal(np.asarray(cert.empirical_rdc), empirical_rdc(usable, cert.horizon))
 
 
+@pytest.mark.slow
 def test_in_sample_layers_equal_the_trace_level_tests(corpus: dict[str, Path]) -> None:
     """holdout=False: the timing layer is the calibrated KS of the chain of all traces against all traces (refit on
     each replicate) and the R∞ check is in-sample."""
@@ -105,6 +107,7 @@ def test_in_sample_layers_equal_the_trace_level_tests(corpus: dict[str, Path]) -
 
 
 # ---------------------------------------------------------------------------------------------------- intervals
+@pytest.mark.slow
 def test_bootstrap_replicates_are_poisson_weights_by_trace_id(corpus: dict[str, Path]) -> None:
     """Replicate b's counts are Σ_t w_tb · (trace t's counts) with w_tb the Poisson(1) weight of the trace's id
     hash; the partitioned ensemble equals TraceBootstrap's Poisson bootstrap of the same traces, bit for bit."""
@@ -147,6 +150,7 @@ def test_posterior_and_no_intervals(corpus: dict[str, Path]) -> None:
     assert "R∞" in str(post) and post.to_dict()["kind"] == "tracetochain.analysis"
 
 
+@pytest.mark.slow
 def test_bootstrap_partitioned_is_the_audits_ensemble(engine: Engine, corpus: dict[str, Path]) -> None:
     chain, ens = bootstrap_partitioned(corpus["jsonl"], engine=engine, bytes_per_partition=20_000, samples=40,
                                        seed=3)
@@ -159,6 +163,7 @@ def test_bootstrap_partitioned_is_the_audits_ensemble(engine: Engine, corpus: di
 
 
 # ---------------------------------------------------------------------------------------------------- settings
+@pytest.mark.slow
 def test_fixed_vocabulary_and_learned_states(corpus: dict[str, Path]) -> None:
     whole = tt.TraceTable.read(corpus["parquet"])
     names = sorted(set(whole.state_labels()[1]))[::-1]
@@ -216,6 +221,7 @@ def test_order_test_from_counts_equals_order_test() -> None:
         assert b.p_permutation == pytest.approx(a.p_permutation, abs=0.05)
 
 
+@pytest.mark.slow
 def test_ks_rescaled_bootstrap_agrees_with_the_full_one() -> None:
     """Replicates simulated at a quarter of the size and rescaled by √(1/4) give the same null quantiles."""
     chain = tt.datasets.random_chain(4, seed=5, rho=0.9)
@@ -234,6 +240,7 @@ def test_ks_rescaled_bootstrap_agrees_with_the_full_one() -> None:
         "simulated_traces"]["d_star_scale"] == 1.0
 
 
+@pytest.mark.slow
 def test_an_engine_passed_in_stays_open(engine: Engine, corpus: dict[str, Path]) -> None:
     """The caller owns an engine it passes (a Dask cluster is reused for the next job); one made from a name is
     closed by the function."""
@@ -247,6 +254,7 @@ def test_an_engine_passed_in_stays_open(engine: Engine, corpus: dict[str, Path])
     assert engine.map_reduce(lambda x: x, [1, 2], lambda a, b: a + b) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.dask
 def test_audit_cli_on_engines(tmp_path: Path) -> None:
     """`tracetochain audit --engine local|dask` print the same certificate (a 2-worker process cluster)."""

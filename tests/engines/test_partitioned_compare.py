@@ -22,6 +22,7 @@ def doc(c: object) -> str:
     return json.dumps(c.to_dict(), sort_keys=True)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_same_comparison_on_every_engine_and_partitioning(engine: Engine, corpus: dict[str, Path],
                                                           second_corpus: Path) -> None:
     many = compare_partitioned(corpus["jsonl"], second_corpus, engine=engine, bytes_per_partition=20_000,

@@ -54,6 +54,7 @@ def test_every_registered_reader_has_a_corpus() -> None:
     assert not set(CORPORA) - set(REGISTERED), "a corpus for a reader that is no longer registered"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("reader", "variant"), CASES, ids=IDS)
 def test_memory_local_and_dask_give_the_same_analysis_for_every_reader(
         reader: str, variant: str, engine: Engine, corpora: dict[tuple[str, str], Corpus], tmp_path: Path) -> None:
@@ -106,6 +107,7 @@ def test_compare_is_the_same_for_other_formats(reader: str, variant: str, engine
     assert json.dumps(mem.to_dict(), sort_keys=True) == json.dumps(part.to_dict(), sort_keys=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("reader", "variant"), CASES, ids=IDS)
 def test_cli_audit_gives_one_verdict_with_and_without_engine(reader: str, variant: str,
                                                              corpora: dict[tuple[str, str], Corpus],
@@ -122,6 +124,7 @@ def test_cli_audit_gives_one_verdict_with_and_without_engine(reader: str, varian
     assert da == db
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("reader", "variant"), SIMULATED, ids=[f"{r}-{v}" for r, v in SIMULATED])
 @settings(max_examples=3, deadline=None, database=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -89,6 +89,7 @@ def test_the_corpus_reads_with_its_zero_step_episodes(corpus: dict[str, Path]) -
     assert a.report.zero_step_outcomes()["censored"] > 0 and a.report.zero_step_outcomes()["invalid"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("intervals", ["posterior", "bootstrap"])
 def test_memory_and_engines_give_the_same_analysis(engine: Engine, corpus: dict[str, Path], intervals: str) -> None:
     mem = analyze(tt.read_traces(corpus["parquet"]), intervals=intervals, samples=60, seed=3,  # type: ignore[arg-type]

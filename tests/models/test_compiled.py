@@ -34,6 +34,7 @@ def traces() -> tt.TraceTable:
     return tt.datasets.simulate_traces(tt.datasets.notation_chain(), 300, seed=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_compiled_chain_round_trips_and_summarises(name: str, traces: tt.TraceTable) -> None:
     model: TraceModel = FAMILIES[name]().fit(traces)

@@ -113,6 +113,7 @@ def test_duration_on_first_order_data_keeps_one_bucket() -> None:
     assert DurationModel().fit(plain).n_buckets == 1
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.lists(st.sampled_from("abc"), min_size=1, max_size=12), min_size=2, max_size=6),
        st.integers(0, 11))

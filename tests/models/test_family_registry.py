@@ -111,6 +111,7 @@ def test_the_cli_help_lists_the_families() -> None:
             assert f"{fam.name} ({fam.help})" in flat
 
 
+@pytest.mark.slow
 def test_a_new_family_needs_no_other_source_file(toy: str, traces: tt.TraceTable, tmp_path: Path) -> None:
     # The library: a --model value, auto's candidate, a candidate name, fit_model and analyze.
     assert "toy" in model_choices() and "toy" in default_candidates() and default_sizes()["toy"] == (2, 3)
@@ -145,6 +146,7 @@ def _code_strings(tree: ast.AST) -> set[str]:
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs}
 
 
+@pytest.mark.slow
 def test_family_names_appear_only_in_the_registry_and_their_module() -> None:
     """The enumeration points are gone: outside ``families.py`` and the family's own module, no source file's code
     names a family other than the first-order one (whose name is the default of ``model=``)."""

@@ -54,6 +54,7 @@ def test_em_never_decreases_the_likelihood(hmm3) -> None:  # type: ignore[no-unt
     assert all(b >= a - 1e-6 for a, b in itertools.pairwise(values))
 
 
+@pytest.mark.slow
 def test_hmm_recovers_the_generating_model(hmm3) -> None:  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(2)
     fit, test = sample_compiled(hmm3, 1000, rng), sample_compiled(hmm3, 1000, rng)
@@ -77,6 +78,7 @@ def test_hmm_recovers_the_generating_model(hmm3) -> None:  # type: ignore[no-unt
     assert len(set(names)) == 3 and all(n.startswith("h") for n in names)
 
 
+@pytest.mark.slow
 def test_compiled_hidden_chain_predicts_the_success_rate_of_its_own_samples(hmm3) -> None:  # type: ignore[no-untyped-def]
     model = HiddenMarkovModel(3, seed=0).fit(sample_compiled(hmm3, 600, np.random.default_rng(3)))
     c = model.to_chain()

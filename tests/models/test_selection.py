@@ -40,6 +40,7 @@ def test_first_order_data_keep_the_plain_chain() -> None:
     assert "<script>" not in choice._repr_html_()
 
 
+@pytest.mark.slow
 def test_a_two_class_mixture_is_chosen_over_the_plain_chain(two_class_chains) -> None:  # type: ignore[no-untyped-def]
     A, B = two_class_chains
     traces = concat(tt.datasets.simulate_traces(A, 300, seed=1), tt.datasets.simulate_traces(B, 300, seed=2))

@@ -33,6 +33,7 @@ def test_one_class_is_the_base_model() -> None:
     assert one.n_parameters == base.n_parameters
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tilt", ["outcome", "all"])
 def test_task_classes_recover_hard_and_easy_tasks(tilt: str) -> None:
     t, rates = _hard_and_easy_tasks(200, 4, 2)

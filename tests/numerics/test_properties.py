@@ -84,6 +84,7 @@ def dense_reference(spec: Spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------------------------- horizon properties
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(chains())
 def test_reliability_monotone_and_converges(spec: Spec) -> None:
@@ -114,6 +115,7 @@ def test_reliability_monotone_and_converges(spec: Spec) -> None:
     assert_array_equal(c.reliability(D), rel)
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(chains())
 def test_reliability_matches_matrix_powers(spec: Spec) -> None:
@@ -148,6 +150,7 @@ def test_absorption_probabilities(spec: Spec) -> None:
     assert c.r_inf + c.failure_probability == pytest.approx(1.0, abs=1e-12)
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(chains())
 def test_failure_attribution_sums_to_one(spec: Spec) -> None:
@@ -184,6 +187,7 @@ def _fd_tolerance(c: AbsorbingChain) -> float:
     return 1e-7 * scale + 1e-12 * scale**3
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(chains())
 def test_sensitivity_Q_central_differences(spec: Spec) -> None:
@@ -205,6 +209,7 @@ def test_sensitivity_Q_central_differences(spec: Spec) -> None:
         assert fd == pytest.approx(S[i, j], abs=_fd_tolerance(c)), (i, j)
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(chains())
 def test_sensitivity_R_success_central_differences(spec: Spec) -> None:
@@ -252,6 +257,7 @@ def test_sensitivity_fd_on_golden_chain_all_entries() -> None:
 # --------------------------------------------------------------------------------------------- moments
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(chains())
 def test_steps_moments(spec: Spec) -> None:
@@ -279,6 +285,7 @@ def test_steps_moments(spec: Spec) -> None:
 # --------------------------------------------------------------------------------------- serialisation
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(chains())
 def test_json_round_trip_is_bit_identical(spec: Spec) -> None:

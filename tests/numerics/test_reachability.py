@@ -4,6 +4,7 @@ breadth-first order on random directed graphs, self-loops, isolated nodes and em
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse
 import scipy.sparse.csgraph
 from hypothesis import given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from tracetochain.numerics.absorbing import _reached_from
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 40), st.lists(st.tuples(st.integers(0, 39), st.integers(0, 39)), max_size=120),
        st.integers(0, 39))

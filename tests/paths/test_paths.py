@@ -248,6 +248,7 @@ def test_cli_json_and_table(tmp_path: Path) -> None:
     assert "Example: tracetochain paths" in r.stdout
 
 
+@pytest.mark.slow
 def test_report_section_escapes_state_names() -> None:
     from tracetochain.report import build_report, render_html
     from tracetochain.report._markdown import render_markdown

@@ -64,6 +64,7 @@ def test_fit_text_and_json(key: str, fit_text: str, fit_json: dict) -> None:
     assert rows[key]["lower"] == entry["lower"] and rows[key]["status"] == "not audited"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", SCALARS)
 def test_report_json_html_markdown(key: str, report_doc: dict) -> None:
     q = QUANTITIES[key]

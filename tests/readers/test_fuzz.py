@@ -645,6 +645,7 @@ SEED_NAMES = [s.name for s in SEEDS]
 _BY_NAME = {s.name: s for s in SEEDS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEED_NAMES)
 @settings(max_examples=6, **_SETTINGS)  # type: ignore[arg-type]
 @given(data=st.data())

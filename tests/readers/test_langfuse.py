@@ -224,6 +224,7 @@ def test_invalid_json_line_and_cycle(tmp_path: Path) -> None:
         LANGFUSE.read(write_jsonl(tmp_path / "c.jsonl", cyc))
 
 
+@pytest.mark.slow
 def test_random_corruption_never_escapes_as_a_bare_error(tmp_path: Path) -> None:
     rng = random.Random(7)
     base = json.loads((DATA / "trace_download.json").read_text())

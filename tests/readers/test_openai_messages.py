@@ -309,6 +309,7 @@ _json = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, derandomize=True, deadline=None)
 @given(messages=st.lists(_json, max_size=6) | _json)
 def test_walk_never_crashes_on_arbitrary_json(messages: Any) -> None:
@@ -321,6 +322,7 @@ def test_walk_never_crashes_on_arbitrary_json(messages: Any) -> None:
         assert s["step_kind"] in ("llm", "tool", "user") and isinstance(s["error"], bool)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, derandomize=True, deadline=None)
 @given(episodes=st.lists(st.dictionaries(st.sampled_from(["id", "task_id", "trial", "reward", "outcome",
                                                           "messages"]), _json, max_size=6), max_size=4))

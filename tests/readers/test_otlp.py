@@ -453,6 +453,7 @@ def test_wrong_types_name_the_field(tmp_path: Path, mutate: Any, field: str) -> 
     assert B in t.trace_ids and A not in t.trace_ids
 
 
+@pytest.mark.slow
 def test_random_corruption_never_escapes_as_a_bare_error(tmp_path: Path) -> None:
     """Replace random values in valid documents by values of other types: only TraceValidationError may escape."""
     rng = random.Random(20240611)

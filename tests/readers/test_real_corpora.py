@@ -89,6 +89,7 @@ def test_tau2_readme_lists_every_results_file(shared_data: Path) -> None:
     assert listed and listed <= on_disk
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(17))
 def test_tau2_bench_results(shared_data: Path, index: int) -> None:
     files = sorted(tau2_files(shared_data).items())
@@ -105,6 +106,7 @@ def test_tau2_bench_results(shared_data: Path, index: int) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ SWE-bench
+@pytest.mark.slow
 def test_mini_swe_agent_gemini_run(shared_data: Path) -> None:
     root = shared_data / "swebench-verified-mini-swe-agent-gemini-3-pro"
     run = root / "swebench_results" / "20251118_gemini-3-pro-74pct"

@@ -76,3 +76,44 @@ def test_real_commands_keep_their_names() -> None:
     assert command_name("cd /testbed;ls -la") == "ls"
     assert command_name("FOO=1 timeout 60 python -m pytest tests/x.py 2>&1 | tail") == "python"
     assert command_name("sed -n '1,20p' a.py && cat b.py") == "sed"
+
+
+def _whole_command_name(command: str) -> str | None:
+    """The rule of :func:`command_name` read over the whole command (every logical line tokenised first, then split
+    into simple commands): the reference its line-by-line reading, which stops at the line holding the named command,
+    must equal."""
+    from tracetochain.readers import swe_agent as sa
+
+    if any(marker in command for marker in sa._SUBMIT_MARKERS):
+        return "submit"
+    tokens: list[str] = []
+    for line in sa._command_lines(command):
+        if tokens:
+            tokens.append("\n")
+        tokens.extend(line)
+    segments: list[list[str]] = [[]]
+    for tok in tokens:
+        if tok in sa._SEPARATORS:
+            segments.append([])
+        elif tok not in sa._GROUPING:
+            segments[-1].append(tok)
+    words = [w for w in (sa._segment_word(seg) for seg in segments if seg) if w is not None]
+    if not words:
+        return None
+    word, rest = next((w for w in words if w[0] not in sa._SETUP_WORDS), words[0])
+    base = word.rstrip("/").rsplit("/", 1)[-1] or word
+    if base in sa._EDITOR_TOOLS and rest and not rest[0].startswith("-"):
+        return f"{base}:{rest[0]}"
+    return base
+
+
+COMMAND_PARTS = st.sampled_from(["cd /repo", "export A=1", "source env.sh", "python x.py", "PYTHONPATH=. pytest",
+                                 "sudo", "timeout 5", "str_replace_editor view /f", "ls -la", "# a comment", "",
+                                 "&&", "||", ";", "|", "&", "(", ")", "\\", "'", '"', "<<EOF", "cat", "\n", "\n",
+                                 "\n", " "])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(COMMAND_PARTS, max_size=14).map(" ".join))
+def test_reading_line_by_line_names_the_same_command_as_reading_it_whole(command: str) -> None:
+    assert command_name(command) == _whole_command_name(command)

@@ -141,6 +141,7 @@ def test_tau2_every_file_is_listed(shared_data: Path) -> None:
     assert on_disk == set(TAU2_FILES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", list(TAU2_FILES), ids=[Path(r).name[:48] for r in TAU2_FILES])
 def test_tau2_real_file_counts(rel: str, tau2_tables: dict[str, TraceTable]) -> None:
     n, succ, censored = TAU2_FILES[rel]

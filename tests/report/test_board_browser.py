@@ -20,6 +20,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+@pytest.mark.slow
 def test_ten_configuration_board_renders_with_intervals_ranks_and_the_statement(tmp_path: Path) -> None:
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (apt-get install chromium); browser tests skipped")

@@ -56,6 +56,7 @@ def serve(tmp_path: Path) -> Iterator[callable]:
     server.shutdown()
 
 
+@pytest.mark.slow
 def test_tau_bench_report_renders_plots_and_tables(browser, serve, shared_data: Path, tmp_path: Path) -> None:
     traces = tt.read_traces(shared_data / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json")
     result = tt.analyze(traces, states="ward", state_options={"vocabulary": "chat"}, **FAST)
@@ -78,6 +79,7 @@ def test_tau_bench_report_renders_plots_and_tables(browser, serve, shared_data: 
     page.close()
 
 
+@pytest.mark.slow
 def test_malicious_trace_text_stays_inert(browser, serve) -> None:
     evil = '"><img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
     recs = [{"trace_id": f"t{i}", "step_idx": j, "step_kind": "tool",
@@ -113,6 +115,7 @@ def sixty_state_report() -> str:
     return render_html(build_report(tt.analyze(traces, **FAST), horizon=40))
 
 
+@pytest.mark.slow
 def test_sixty_state_report_graph_is_legible_at_1400px(browser, serve, tmp_path: Path) -> None:
     """The chain graph of a 60-state corpus fits a 1400 px wide window, draws at most 14 states plus the two
     exits with at most 3 transitions each, its labels do not overlap, and every state and transition is still in the
@@ -142,6 +145,7 @@ def test_sixty_state_report_graph_is_legible_at_1400px(browser, serve, tmp_path:
     page.close()
 
 
+@pytest.mark.slow
 def test_plots_say_when_there_is_nothing_to_show(browser, serve) -> None:
     recs = [{"trace_id": f"t{i}", "step_idx": j, "state": ["plan", "act"][j % 2], "outcome": "failure"}
             for i in range(30) for j in range(1 + i % 4)]

@@ -125,6 +125,7 @@ def test_alert_key_and_hub_drop_a_repeated_alert() -> None:
     assert hub.suppressed == 1
 
 
+@pytest.mark.slow
 def test_restart_twice_after_alerts_fired_lists_and_sends_each_once(tmp_path: Path) -> None:
     hook = Hook(fail_first=1)  # the first delivery fails once: retried with back-off, both attempts recorded
     rng = np.random.default_rng(1)
@@ -186,6 +187,7 @@ def test_undelivered_alert_is_finished_after_restart_never_repeated(tmp_path: Pa
 
 
 # ------------------------------------------------------------------------------------------------ groups
+@pytest.mark.slow
 def test_two_agents_get_two_chains_and_two_sets_of_metrics(tmp_path: Path) -> None:
     svc = make_service(tmp_path)
     a = spans_of("billing-agent", [False] * 12 + [True] * 3)

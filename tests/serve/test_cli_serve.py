@@ -18,6 +18,7 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=60)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "needle"), [
     (["--host", "0.0.0.0"], "needs both an ingest token and a read token"),
     (["--window", "5 parsecs"], "not a duration"),
@@ -29,6 +30,7 @@ def test_bad_settings_exit_2_with_one_line(tmp_path: Path, args: list[str], need
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_bad_rules_file_is_reported_with_its_line(tmp_path: Path) -> None:
     rules = tmp_path / "rules.toml"
     rules.write_text('[[rule]]\nwhen = "P(a -> failure) > 0.1"\n\n[[rule]]\nwhen = "R∞ < 0.8 over 7m"\n')
@@ -36,6 +38,7 @@ def test_bad_rules_file_is_reported_with_its_line(tmp_path: Path) -> None:
     assert r.returncode == 2 and "rules.toml:5:" in r.stderr and "whole number of windows" in r.stderr
 
 
+@pytest.mark.slow
 def test_post_verdict_and_export(serve_process, tmp_path: Path) -> None:
     proc = serve_process("--settle", "0.1", "--window", "10", "--no-stdout-alerts")
     ids: list[str] = []
@@ -64,6 +67,7 @@ def test_post_verdict_and_export(serve_process, tmp_path: Path) -> None:
     assert table.outcome_counts()["success"] == 1 and table.outcome_counts()["failure"] == 2
 
 
+@pytest.mark.slow
 def test_a_store_that_is_not_one_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "notes.db"
     bad.write_text("not a database " * 100)

@@ -21,6 +21,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 EVIL = '"><img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
 
 
+@pytest.mark.slow
 def test_malicious_state_names_stay_inert(tmp_path: Path) -> None:
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     if not Path(chromium).exists():
@@ -72,6 +73,7 @@ def test_malicious_state_names_stay_inert(tmp_path: Path) -> None:
         thread.join(30)
 
 
+@pytest.mark.slow
 def test_prototype_state_names_render(tmp_path: Path) -> None:
     """States named like Object.prototype's members (N9 of the second attack pass) draw like any other."""
     chromium = shutil.which("chromium") or "/usr/bin/chromium"

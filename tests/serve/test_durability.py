@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1 import common_pb2
 
@@ -43,6 +44,7 @@ def make_batch(rng: random.Random, n_traces: int) -> tuple[bytes, list[tuple[str
     return req.SerializeToString(), ids
 
 
+@pytest.mark.slow
 def test_kill_9_loses_no_acknowledged_span(serve_process, tmp_path: Path) -> None:
     store = tmp_path / "live.db"
     proc = serve_process("--window", "100", "--settle", "0.1", "--no-stdout-alerts", store=store)
@@ -99,6 +101,7 @@ def test_kill_9_loses_no_acknowledged_span(serve_process, tmp_path: Path) -> Non
     assert n_eps == n_eps_distinct == n_traces
 
 
+@pytest.mark.slow
 def test_sigterm_is_graceful(serve_process, tmp_path: Path) -> None:
     """SIGTERM while a sender streams: the server finishes the requests in flight, commits, and exits 0."""
     store = tmp_path / "live.db"

@@ -62,6 +62,7 @@ def _by_name(chain: tt.AbsorbingChain) -> dict[tuple[str, str], float]:
     return out
 
 
+@pytest.mark.slow
 def test_served_chain_equals_offline_fit(served: dict) -> None:
     doc = served["doc"]
     assert doc["n_episodes"] == N
@@ -80,6 +81,7 @@ def test_served_chain_equals_offline_fit(served: dict) -> None:
     assert sum(map(sum, sc["transitions"])) == sum(map(sum, oc["transitions"]))
 
 
+@pytest.mark.slow
 def test_regression_alert_within_one_window(served: dict) -> None:
     doc = served["proc"].get_json("/api/live")
     first_regressed = REGRESS_AT // WINDOW
@@ -105,6 +107,7 @@ def test_regression_alert_within_one_window(served: dict) -> None:
     assert max(r[first_regressed:]) < min(r[:first_regressed]) - 0.1
 
 
+@pytest.mark.slow
 def test_metrics_and_report(served: dict) -> None:
     proc = served["proc"]
     with urllib.request.urlopen(proc.url + "/metrics", timeout=30) as resp:
@@ -118,6 +121,7 @@ def test_metrics_and_report(served: dict) -> None:
     assert 'id="r-inf"' in page and "Content-Security-Policy" in page
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_dashboard_in_chromium(served: dict) -> None:
     chromium = shutil.which("chromium") or "/usr/bin/chromium"

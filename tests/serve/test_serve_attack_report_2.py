@@ -214,6 +214,7 @@ def test_n4_allow_host_names_the_proxy(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------- N5
+@pytest.mark.slow
 def test_n5_json_amplification_is_refused_before_parsing(tmp_path: Path) -> None:
     n = (64 * 1024 * 1024 - 40) // 3
     bomb = gzip.compress(b'{"resourceSpans":[' + b"{}," * (n - 1) + b"{}]}", 9)
@@ -329,6 +330,7 @@ def test_verdict_retention_setting_is_checked() -> None:
 
 
 # ----------------------------------------------------------------------------------------------------- N7
+@pytest.mark.slow
 def test_n7_unauthenticated_requests_are_counted_not_written(tmp_path: Path) -> None:
     svc = make_service(tmp_path, ingest_token=INGEST, read_token=READ)
     with TestClient(create_app(svc), base_url="http://127.0.0.1") as client:
@@ -569,6 +571,7 @@ def test_n12_one_failing_rule_does_not_stop_the_live_view(tmp_path: Path, monkey
 
 
 # -------------------------------------------------------------------------------- N16, N17, N26, N27
+@pytest.mark.slow
 def test_n16_n17_n26_n27_report_and_metrics(tmp_path: Path) -> None:
     svc = make_service(tmp_path)
     spans = record_spans(lambda p: [agent_episode(p, fail_sql=i % 3 == 0) for i in range(12)])
@@ -706,6 +709,7 @@ def _seconds_until_closed(sock, chunks: list[bytes], pause: float, limit: float)
     return time.monotonic() - t0, reply
 
 
+@pytest.mark.slow
 def test_n25_slow_headers_and_slow_bodies_are_cut_off(tmp_path: Path) -> None:
     """A slow-loris client (headers byte by byte) gets 408 and is disconnected at --header-timeout; a body sent
     too slowly is cut off at --body-timeout (nothing acknowledged); an idle fresh connection is closed too; both

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("starlette", reason="the serve extra is not installed")
 
 
+@pytest.mark.slow
 def test_the_drift_tests_scipy_is_imported_at_start_not_mid_stream(tmp_path: Path) -> None:
     """audit._homogeneity imports scipy.stats lazily (fit's start-up); the first live drift test then paid ~1 s of
     CPU mid-stream while holding the live lock. LiveService.start imports it before any span arrives."""

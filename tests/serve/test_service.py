@@ -248,6 +248,7 @@ def test_posted_verdicts_decide_held_episodes(service) -> None:
         assert ep["outcome"] == "failure" and ep["states"] == ["a", "b"]
 
 
+@pytest.mark.slow
 def test_episodes_without_outcome_are_kept_as_unlabelled_after_the_timeout(service) -> None:
     svc = service(verdict_timeout=0.2)
     spans = record_spans(lambda p: [agent_episode(p, verdict=None), agent_episode(p, verdict=True)])
@@ -346,6 +347,7 @@ def traces_strategy(draw):
     return recs
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(traces_strategy(), st.integers(1, 7))
 def test_running_counts_add_up_to_count_transitions(records, window) -> None:

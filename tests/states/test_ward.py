@@ -19,6 +19,7 @@ def corpus(seed: int, u: int, p: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.normal(size=(u, p)), rng.integers(1, 12, size=u)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 10_000), u=st.integers(3, 120), p=st.integers(1, 6))
 def test_weighted_unique_ward_equals_sklearn_on_expanded_rows(seed: int, u: int, p: int) -> None:
@@ -85,6 +86,7 @@ def test_predict_maps_unseen_rows_to_nearest_centroid() -> None:
     assert model.state_names[labels[1]].startswith("llm")
 
 
+@pytest.mark.slow
 def test_scalable_path_on_continuous_features() -> None:
     rng = np.random.default_rng(0)
     recs = [{"trace_id": f"t{i}", "step_idx": j, "step_kind": "tool", "tool_name": "bash",
@@ -131,6 +133,7 @@ def lines_corpus(seed: int, u: int, n_lines: int, scale: float) -> tuple[np.ndar
     return U, rng.integers(1, 9, size=u).astype(float)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 10_000), u=st.integers(64, 400), n_lines=st.integers(1, 6),
        scale=st.sampled_from([0.05, 1.0, 4.0]))

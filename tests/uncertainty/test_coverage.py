@@ -64,6 +64,7 @@ def test_coverage_notation_chain_n200(method: str) -> None:
     assert 0.09 < w_inf < 0.17 and 0.09 < w_10 < 0.17  # ≈ 0.13 at n = 200 (study)
 
 
+@pytest.mark.slow
 def test_undercovering_intervals_would_fail() -> None:
     """The check can fail: intervals at a nominal 50% cover far less than the band asks."""
     chain = tt.datasets.notation_chain()

@@ -84,7 +84,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,15 +180,16 @@ def _shell_words(text: str) -> list[str]:
     return words
 
 
-def _command_tokens(command: str, max_lines: int = 200) -> list[str]:
-    """Shell tokens of a command, with ``"\n"`` between logical lines.
+def _command_lines(command: str, max_lines: int = 200) -> Iterator[list[str]]:
+    """Shell tokens of each logical line of a command, one list per line (a line break separates commands).
 
     A quoted argument may span lines; comment lines are dropped; a heredoc's body (the lines after the line holding
-    ``<<``) is not read. If quotes never balance, the first line is split on whitespace and operators instead.
+    ``<<``) is not read. If quotes never balance, the first line is split on whitespace and operators instead. A
+    generator, so :func:`command_name` stops reading at the line that holds the command it names.
     """
     lines = command.splitlines()[:max_lines]
-    tokens: list[str] = []
     pending = ""
+    produced = False
     for line in lines:
         if not pending and (not line.strip() or line.lstrip().startswith("#")):
             continue
@@ -202,15 +203,13 @@ def _command_tokens(command: str, max_lines: int = 200) -> list[str]:
             pending = text + "\n"
             continue
         pending = ""
-        if tokens:
-            tokens.append("\n")
-        tokens.extend(line_tokens)
+        produced = produced or bool(line_tokens)
+        yield line_tokens
         if any(t.startswith("<<") for t in line_tokens):
-            break  # a heredoc body follows
-    if pending and not tokens:
+            return  # a heredoc body follows
+    if pending and not produced:
         first = pending.splitlines()[0] if pending.strip() else ""
-        tokens = re.findall(r"&&|\|\||[;|&()]|[^\s;|&()]+", first)
-    return tokens
+        yield re.findall(r"&&|\|\||[;|&()]|[^\s;|&()]+", first)
 
 
 def _segment_word(tokens: list[str]) -> tuple[str, list[str]] | None:
@@ -267,13 +266,17 @@ def command_name(command: str | None) -> str | None:
         return None
     if any(marker in command for marker in _SUBMIT_MARKERS):
         return "submit"
-    segments: list[list[str]] = [[]]
-    for tok in _command_tokens(command):
-        if tok in _SEPARATORS:
-            segments.append([])
-        elif tok not in _GROUPING:
-            segments[-1].append(tok)
-    words = [w for w in (_segment_word(seg) for seg in segments if seg) if w is not None]
+    words: list[tuple[str, list[str]]] = []
+    for line_tokens in _command_lines(command):  # a line break ends a simple command, so lines split apart
+        segments: list[list[str]] = [[]]
+        for tok in line_tokens:
+            if tok in _SEPARATORS:
+                segments.append([])
+            elif tok not in _GROUPING:
+                segments[-1].append(tok)
+        words += [w for w in (_segment_word(seg) for seg in segments if seg) if w is not None]
+        if any(w[0] not in _SETUP_WORDS for w in words):
+            break  # the first command that is not setup is the one named: later lines cannot change it
     if not words:
         return None
     chosen = next((w for w in words if w[0] not in _SETUP_WORDS), words[0])
@@ -696,6 +699,7 @@ def _mini_steps(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[int]]:
         action_re = re.compile(_DEFAULT_ACTION_REGEX, re.DOTALL)
     steps: list[dict[str, Any]] = []
     locations: list[int] = []
+    n_messages = len(messages)
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict):
             raise _FileProblem(f"messages[{i}] is not an object", f"messages[{i}]")
@@ -706,11 +710,14 @@ def _mini_steps(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[int]]:
         extra: dict[str, Any] = raw_extra if isinstance(raw_extra, dict) else {}
         # the observations answering this turn: the following non-assistant messages
         following: list[dict[str, Any]] = []
-        for nxt in messages[i + 1:]:
+        j = i + 1
+        while j < n_messages:
+            nxt = messages[j]
             if not isinstance(nxt, dict) or nxt.get("role") == "assistant":
                 break
             if nxt.get("role") in ("user", "tool"):
                 following.append(nxt)
+            j += 1
         commands: list[str] = []
         structured = False
         observations: list[dict[str, Any] | None] = []
