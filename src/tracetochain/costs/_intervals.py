@@ -105,8 +105,22 @@ def _interval(values: FloatArray, point: Any, confidence: float) -> dict[str, An
         return {"point": point, "mean": float(used.mean()), "std": float(used.std(ddof=1)) if used.size > 1 else 0.0,
                 "lower": float(np.quantile(used, a)), "upper": float(np.quantile(used, 1 - a)),
                 "n_samples": int(used.size), "n_excluded": int(arr.size - used.size)}
-    return {"per_state": [_interval(arr[:, i], None if point is None else point[i], confidence)
-                          for i in range(arr.shape[1])]}
+    # Per-state columns where every draw is finite are summarised together: each column made contiguous, so the
+    # sums and quantiles run over the same values in the same order as the one-column call (identical results).
+    columns = np.ascontiguousarray(arr.T)
+    whole = np.isfinite(columns).all(axis=1)
+    rows: list[dict[str, Any] | None] = [None] * arr.shape[1]
+    if whole.any() and arr.shape[0] > 1:
+        block = columns[whole]
+        means, stds = block.mean(axis=1), block.std(axis=1, ddof=1)
+        lower, upper = np.quantile(block, a, axis=1), np.quantile(block, 1 - a, axis=1)
+        for j, i in enumerate(np.flatnonzero(whole)):
+            rows[i] = {"point": None if point is None else point[i], "mean": float(means[j]),
+                       "std": float(stds[j]), "lower": float(lower[j]), "upper": float(upper[j]),
+                       "n_samples": int(arr.shape[0]), "n_excluded": 0}
+    return {"per_state": [row if row is not None else _interval(arr[:, i], None if point is None else point[i],
+                                                                 confidence)
+                          for i, row in enumerate(rows)]}
 
 
 def cost_intervals(ensemble: Any, summary: Any, c_draws: FloatArray, v: FloatArray, *,

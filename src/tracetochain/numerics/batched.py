@@ -359,6 +359,23 @@ class ChainBatch:
         out: NDArray[np.float64] = self._cache["rho"]
         return out
 
+    def _eigenvector_condition(self) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+        """κ∞(V) of each draw and whether it is defined (cond₂(V) < 1e10), computed once: the eigendecomposition
+        and the condition numbers are most of Prop. 8's cost and do not depend on δ."""
+        if "kappa" not in self._cache:
+            with np.errstate(all="ignore"):  # defective Q: V singular, cond = inf (handled below)
+                _, V = np.linalg.eig(self.Q)
+                cond = np.linalg.cond(V)
+            diag_ok = np.isfinite(cond) & (cond < 1e10)
+            kappa = np.zeros(self.size)
+            if diag_ok.any():
+                Vd = V[diag_ok]
+                Vinv = np.linalg.inv(Vd)
+                kappa[diag_ok] = (np.abs(Vd).sum(axis=-1).max(axis=-1) * np.abs(Vinv).sum(axis=-1).max(axis=-1))
+            self._cache["kappa"] = (kappa, diag_ok)
+        out: tuple[NDArray[np.float64], NDArray[np.bool_]] = self._cache["kappa"]
+        return out
+
     def prop8(self, delta: float) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64],
                                            NDArray[np.bool_]]:
         """Prop. 8's step budget d*(δ) = ⌈log(κ∞(V) ‖h‖∞ / δ) / (−log ρ)⌉ with κ∞(V) = ‖V‖∞ ‖V⁻¹‖∞ computed from
@@ -368,19 +385,11 @@ class ChainBatch:
         if not 0 < delta < 1:
             raise ValueError(f"delta must be in (0, 1), got {delta}")
         B = self.size
-        with np.errstate(all="ignore"):  # defective Q: V singular, cond = inf (handled below)
-            _, V = np.linalg.eig(self.Q)
-            cond = np.linalg.cond(V)
-        diag_ok = np.isfinite(cond) & (cond < 1e10)
-        kappa = np.zeros(B)
-        if diag_ok.any():
-            Vd = V[diag_ok]
-            Vinv = np.linalg.inv(Vd)
-            kappa[diag_ok] = (np.abs(Vd).sum(axis=-1).max(axis=-1) * np.abs(Vinv).sum(axis=-1).max(axis=-1))
+        kappa, diag_ok = self._eigenvector_condition()
         rho = self.spectral_radius()
         h_norm = np.abs(self.h).max(axis=1)
         bound_ok = diag_ok & (rho > 0.0) & (rho < 1.0) & (h_norm > 0.0)
         bound = np.zeros(B)
         for i in np.flatnonzero(bound_ok):  # math.ceil/log on scalars keeps bit-identical results with the chain
             bound[i] = max(0, math.ceil(math.log(kappa[i] * h_norm[i] / delta) / (-math.log(rho[i]))))
-        return bound, bound_ok, kappa, diag_ok
+        return bound, bound_ok, kappa.copy(), diag_ok.copy()
