@@ -111,6 +111,8 @@ def test_auto_keeps_the_first_order_chain_on_first_order_data(first_order: tt.Tr
     mc = res.model_choice
     assert mc is not None and mc.chosen == "markov" and mc.first_order
     assert "first-order chain is kept" in mc.reason
+    shares = mc.to_dict()["stability"]  # how often the rule keeps it over resampled held-out traces
+    assert shares and sum(shares.values()) == pytest.approx(1.0) and "markov" in shares
     # No task repeats: the same splits, so the result is the first-order analysis plus the table.
     assert res.chain.to_dict() == plain.chain.to_dict()
     assert res.certificate is not None and plain.certificate is not None

@@ -120,3 +120,36 @@ def test_a_candidate_that_collapses_onto_the_baseline_is_not_better() -> None:
     assert d.chosen == "markov" and not d.better
     assert decide({"markov": base, "mixture(C=3)": collapsed}, {"markov": 17, "mixture(C=3)": 25},
                   min_gain=0.0).chosen == "mixture(C=3)"  # the degenerate case the floor exists for
+
+
+def test_choice_stability_counts_the_rule_over_resampled_units() -> None:
+    """A candidate far better on every unit is chosen in every resample; two that the units cannot tell apart split
+    the resamples, and the note says the choice is not settled. The shares sum to one and repeat for a seed."""
+    from tracetochain.models.selection import SETTLED_SHARE, choice_stability, decide, stability_note
+
+    rng = np.random.default_rng(4)
+    base = rng.normal(-20.0, 2.0, 120)
+    params = {"markov": 10, "a": 20, "b": 20}
+    clear = {"markov": base, "a": base + 1.0, "b": base + rng.normal(0.0, 0.01, 120)}
+    assert choice_stability(clear, params, z_threshold=2.0) == {"a": 1.0}
+    assert stability_note("a", {"a": 1.0}) is None
+    # a and b both beat the baseline by the same total; which one has the larger gain depends on the units drawn
+    noise = rng.normal(0.0, 1.0, 120)
+    close = {"markov": base, "a": base + 0.6 + noise, "b": base + 0.6 + rng.permutation(noise)}
+    shares = choice_stability(close, params, z_threshold=2.0, seed=1)
+    assert set(shares) == {"a", "b"} and sum(shares.values()) == pytest.approx(1.0)
+    assert shares == choice_stability(close, params, z_threshold=2.0, seed=1)
+    chosen = decide(close, params, z_threshold=2.0).chosen
+    assert shares[chosen] < SETTLED_SHARE
+    note = stability_note(chosen, shares)
+    assert note is not None and "not settled" in note and f"{shares[chosen]:.0%}" in note
+
+
+def test_the_choice_reports_its_stability() -> None:
+    traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=3)
+    choice = choose_model(traces, candidates=("markov", "lifted"), sizes={"lifted": (2,)}, checks=False)
+    assert choice.stability and sum(choice.stability.values()) == pytest.approx(1.0)
+    assert choice.chosen in choice.stability
+    doc = json.loads(json.dumps(choice.to_dict(), allow_nan=False))
+    assert doc["stability"]["shares"] == choice.stability and doc["stability"]["n_resamples"] == 200
+    assert "choice stability" in choice.describe()

@@ -226,6 +226,7 @@ class ModelSelection(ResultDisplay):
             "grouped_by": self.grouped_by, "n_units": self.n_units, "n_traces": self.n_traces,
             "splits": self.splits, "candidates": [c.to_dict() for c in self.candidates],
             "z_threshold": getattr(self.choice, "z_threshold", None), "notes": list(self.notes),
+            "stability": dict(getattr(self.choice, "stability", None) or {}),
             "intervals": {"settings": self.interval_settings, "unavailable": self.intervals_unavailable},
             "would_certify": list(self.would_certify),
             "rule": "held-out log-likelihood over the analysis's held-out splits of units; better than the "
@@ -253,6 +254,10 @@ class ModelSelection(ResultDisplay):
             se = "" if c.heldout_loglik_se is None else f" ± {c.heldout_loglik_se:.3f}"
             rows.append(f"  {'*' if c.chosen else ' '} {c.name:<26} LL/trace {ll}{se}  params "
                         f"{'—' if c.n_parameters is None else c.n_parameters:<5} {lay}")
+        shares = getattr(self.choice, "stability", None) or {}
+        if shares:
+            rows.append("  choice stability (resampled held-out units): "
+                        + ", ".join(f"{nm} {v:.0%}" for nm, v in shares.items()))
         return "\n".join([head, *rows, *(f"  note: {n}" for n in self.notes)])
 
     def __str__(self) -> str:

@@ -148,6 +148,8 @@ class ModelChoice(ResultDisplay):
     #: Every candidate's held-out log-likelihood of each unit that was held out (averaged over the splits that
     #: held it out), in unit order: the data of the decision (:func:`decide` re-applies the rule to them).
     unit_loglik: dict[str, list[float]] = field(default_factory=dict, repr=False)
+    #: Each candidate's share of the unit resamples in which the rule chooses it (:func:`choice_stability`).
+    stability: dict[str, float] = field(default_factory=dict)
 
     def score(self, name: str) -> CandidateScore:
         for c in self.candidates:
@@ -164,6 +166,8 @@ class ModelChoice(ResultDisplay):
             "n_splits": self.n_splits, "test_fraction": self.test_fraction, "grouped_by": self.grouped_by,
             "n_units": self.n_units, "n_traces": self.n_traces, "z_threshold": self.z_threshold, "seed": self.seed,
             "notes": list(self.notes), "chosen_for": dict(self.chosen_for), "unit_loglik": self.unit_loglik,
+            "stability": {"shares": dict(self.stability), "n_resamples": STABILITY_RESAMPLES,
+                          "resampled": f"held-out {self.grouped_by}s, with replacement; fits not redone"},
             "rule": "held-out log-likelihood over repeated splits of units; better than the first-order chain when "
                     "the summed gain is >= z_threshold standard errors; among those, the fewest parameters within "
                     "one standard error of the best",
@@ -192,6 +196,9 @@ class ModelChoice(ResultDisplay):
                  f"({self.test_fraction:.0%} held out each time): chose {self.chosen} — {self.reason}",
                  "  ".join(h.ljust(w) for h, w in zip(head, width, strict=True))]
         lines += ["  ".join(v.ljust(w) for v, w in zip(r, width, strict=True)) for r in rows]
+        if self.stability:
+            lines.append(f"choice stability ({STABILITY_RESAMPLES} resamples of the held-out {self.grouped_by}s): "
+                         + ", ".join(f"{nm} {v:.0%}" for nm, v in self.stability.items()))
         if self.chosen_for:
             lines.append("best held-out model passing each check in most splits: " + "; ".join(
                 f"{k}: {v or 'none'}" for k, v in self.chosen_for.items()))
@@ -412,11 +419,62 @@ def decide(unit_loglik: Mapping[str, NDArray[np.float64]], n_parameters: Mapping
     return Decision(chosen, reason, tuple(better), best, z)
 
 
+#: Bootstrap samples of the held-out units behind :func:`choice_stability`.
+STABILITY_RESAMPLES = 200
+#: A choice made in fewer resamples than this share is reported as not settled by the data.
+SETTLED_SHARE = 0.9
+
+
+def choice_stability(unit_loglik: Mapping[str, NDArray[np.float64]], n_parameters: Mapping[str, int | None], *,
+                     z_threshold: float, baseline: str = "markov", n_resamples: int = STABILITY_RESAMPLES,
+                     seed: int = 0) -> dict[str, float]:
+    """How often the rule chooses each candidate when the held-out units are resampled.
+
+    The units (tasks or traces) whose held-out log-likelihoods the decision rests on are drawn with replacement
+    ``n_resamples`` times (Efron 1979) and :func:`decide` is applied to each sample with the same ``z_threshold``;
+    the result is each candidate's share of the samples, most frequent first. The candidates are not refitted: this
+    is the choice's sensitivity to which units happened to be scored, the selection frequencies of Buckland, Burnham
+    & Augustin (1997) without their refits. A choice made in well under all samples is one the data do not pin down
+    (on τ²-bench's 50 single-trial tasks the split seed alone changes it).
+
+    >>> rng = np.random.default_rng(0)
+    >>> base = rng.normal(-10.0, 1.0, 200)
+    >>> shares = choice_stability({"markov": base, "better": base + 0.5, "same": base + rng.normal(0, 0.01, 200)},
+    ...                           {"markov": 5, "better": 9, "same": 9}, z_threshold=2.0)
+    >>> shares
+    {'better': 1.0}
+    """
+    names = list(unit_loglik)
+    values = {nm: np.asarray(unit_loglik[nm], dtype=np.float64) for nm in names}
+    n_units = len(next(iter(values.values()))) if values else 0
+    if n_units < 2 or n_resamples < 1:
+        return {}
+    rng = np.random.default_rng([seed, 0x5EED57AB])
+    counts: dict[str, int] = {}
+    for _ in range(n_resamples):
+        idx = rng.integers(0, n_units, n_units)
+        chosen = decide({nm: v[idx] for nm, v in values.items()}, n_parameters, baseline=baseline,
+                        z_threshold=z_threshold).chosen
+        counts[chosen] = counts.get(chosen, 0) + 1
+    return {nm: c / n_resamples for nm, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
+def stability_note(chosen: str, stability: Mapping[str, float]) -> str | None:
+    """A sentence for a choice made in fewer than :data:`SETTLED_SHARE` of the resamples (None when settled)."""
+    share = stability.get(chosen)
+    if not stability or share is None or share >= SETTLED_SHARE:
+        return None
+    others = ", ".join(f"{nm} {v:.0%}" for nm, v in stability.items() if nm != chosen)
+    return (f"the choice is not settled by these data: {chosen} is chosen in {share:.0%} of "
+            f"{STABILITY_RESAMPLES} resamples of the held-out units ({others}); read the family as one of these")
+
+
 def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | Candidate] | None = None, *,
                  sizes: Mapping[str, Sequence[int]] | None = None, n_splits: int = 5, test_fraction: float = 0.2,
                  z_threshold: float | None = None, group: Grouping = "auto", seed: int = 0, refit: bool = True,
                  state_names: Sequence[str] | None = None, with_task_classes: bool = True, checks: bool = True,
-                 n_timing_bootstrap: int = 49, splits: Sequence[NDArray[np.int64]] | None = None) -> ModelChoice:
+                 n_timing_bootstrap: int = 49, splits: Sequence[NDArray[np.int64]] | None = None,
+                 stability: bool = True) -> ModelChoice:
     """Pick a model family (and its size) by held-out log-likelihood over repeated splits (module docstring).
 
     Parameters
@@ -456,6 +514,9 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
         The held-out units of every split, given instead of drawn (``n_splits`` is then their number): how
         :func:`~tracetochain.analysis.analyze` scores the candidates on the halves its certificate holds out (unit
         hashes of trace or task ids). Every split must hold out at least one unit and keep at least one.
+    stability : bool
+        Resample the held-out units and report how often the rule makes each choice
+        (:attr:`ModelChoice.stability`, :func:`choice_stability`), with a note when the choice is not settled.
     """
     if splits is not None:
         n_splits = len(splits)
@@ -518,6 +579,11 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
                      "ids repeat")
     decision = decide(unit_scores(), params, z_threshold=z_threshold)
     chosen, reason, good = decision.chosen, decision.reason, decision.better
+    shares = (choice_stability(unit_scores(), params, z_threshold=decision.z_threshold, seed=seed)
+              if stability else {})
+    unsettled = stability_note(chosen, shares)
+    if unsettled:
+        notes.append(unsettled)
     if checks:
         # The certificate's held-out checks for the baseline, the choice and the best candidate of every family
         # (a second pass over the same splits; the others keep "—").
@@ -583,7 +649,7 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
         notes.append(f"{int((~evaluated).sum())} unit(s) were never held out (more splits would use them)")
     return ModelChoice(chosen, reason, "markov", tuple(table), model, n_splits, test_fraction, enc.grouped_by,
                        enc.n_units, enc.n_traces, decision.z_threshold, seed, tuple(notes), chosen_for,
-                       {nm: v.tolist() for nm, v in unit_scores().items()})
+                       {nm: v.tolist() for nm, v in unit_scores().items()}, shares)
 
 
 # ---------------------------------------------------------------------------------------------------- one call
@@ -631,7 +697,7 @@ def fit_model(traces: TraceTable | EncodedTraces, model: str = "auto", *, seed: 
         # One family: its best size by held-out likelihood (the first-order chain is scored beside it, for the
         # table, but the family asked for is kept even when it does not beat the baseline).
         choice = choose_model(traces, candidates=(first_order_family().name, model), seed=seed, state_names=names,
-                              refit=False, with_task_classes=False, **options)
+                              refit=False, with_task_classes=False, stability=False, **options)
         own = [c for c in choice.candidates if c.family == model and c.heldout_loglik_per_trace is not None]
         if not own:
             raise ValueError(f"no {model} model could be fitted: "
