@@ -11,7 +11,7 @@ import tracetochain as tt
 from tests.models.conftest import records
 from tracetochain.models._base import sample_compiled
 from tracetochain.models._encoded import encode_traces
-from tracetochain.models.hmm import HiddenMarkovModel, HMMParams, _forward, _layout
+from tracetochain.models.hmm import HiddenMarkovModel, HMMParams, _forward, _layout, _posterior
 
 
 def _brute(p: HMMParams, seq: list[int], outcome: int) -> float:
@@ -34,13 +34,37 @@ def test_forward_equals_enumeration_over_hidden_paths() -> None:
     t = records([(["a", "b", "b"], "success"), (["b"], "failure"), (["a", "a", "b", "a"], "censored"),
                  (["b", "a"], "failure")])
     enc = encode_traces(t, ("a", "b"))
-    _, _, _, logp = _forward(p, _layout(enc))
+    _, _, _, logp = _forward([p], _layout(enc))
     lay = _layout(enc)
     got = np.empty(enc.n_traces)
-    got[lay.order] = logp
+    got[lay.order] = logp[0]
     want = [_brute(p, enc.codes[enc.offsets[i]:enc.offsets[i + 1]].tolist(), int(enc.outcomes[i]))
             for i in range(enc.n_traces)]
     np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+def test_several_starts_at_once_are_each_start_alone(hmm3) -> None:  # type: ignore[no-untyped-def]
+    """EM runs its random starts in step (one forward–backward pass for all): every start's expected counts, and
+    its whole EM path with its own stopping iteration, are bit for bit those of the start run alone."""
+    t = sample_compiled(hmm3, 200, np.random.default_rng(5))
+    enc = encode_traces(t)
+    lay = _layout(enc)
+    model = HiddenMarkovModel(3, max_iter=40, tol=1e-4, seed=0)
+    freq = (np.bincount(enc.codes, minlength=enc.n_symbols) + 0.5) / (enc.n_steps + 0.5 * enc.n_symbols)
+    rng = np.random.default_rng(7)
+    starts = [model._random_start(rng, freq, 0.1, 0.5) for _ in range(5)]
+    together = _posterior(starts, lay)
+    for p, post in zip(starts, together, strict=True):
+        alone = _posterior([p], lay)[0]
+        for field in ("loglik", "start", "trans", "exits", "emit"):
+            assert np.array_equal(getattr(post, field), getattr(alone, field)), field
+    runs = model._em(starts, lay, freq, 40)
+    iterations = {r[2] for r in runs}
+    assert len(iterations) > 1  # the starts stop at different iterations
+    for p, (q, total, it, conv) in zip(starts, runs, strict=True):
+        q1, total1, it1, conv1 = model._em([p], lay, freq, 40)[0]
+        assert (total, it, conv) == (total1, it1, conv1)
+        assert all(np.array_equal(getattr(q, f), getattr(q1, f)) for f in ("pi", "A", "exits", "B"))
 
 
 def test_em_never_decreases_the_likelihood(hmm3) -> None:  # type: ignore[no-untyped-def]
@@ -66,7 +90,7 @@ def test_hmm_recovers_the_generating_model(hmm3) -> None:  # type: ignore[no-unt
     truth = HMMParams(hmm3.chain.pi0, hmm3.chain.Q, np.column_stack([hmm3.chain.R_success, hmm3.chain.R_failure]),
                       hmm3.emission)
     enc = encode_traces(fit, models[3].state_names_)
-    assert models[3].loglik_ >= float(_forward(truth, _layout(enc))[3].sum())
+    assert models[3].loglik_ >= float(_forward([truth], _layout(enc))[3][0].sum())
     # each true hidden state's emission row is found, each by a different fitted state (L1 distance under 0.45 at
     # this size, while the true rows are 1.0–1.6 apart from one another)
     B = models[3].params_.B

@@ -14,8 +14,9 @@ Fitting: Baum–Welch EM (Baum et al. 1970; Rabiner 1989 for the scaled forward�
 vectorised across traces: traces are sorted by length so the traces still running at step t are a prefix, and each
 step is one (n_t × K) @ (K × K) product. Rows get a small Dirichlet prior (one pseudo-observation per row, spread
 uniformly over the next hidden states and the two exits, and over the labels in proportion to their frequency) so
-that no probability is exactly zero on held-out data. Several random starts run a short while; the best continues
-to convergence. Hidden states are numbered by decreasing expected visits.
+that no probability is exactly zero on held-out data. Several random starts run a short while, in step (one
+forward–backward pass serves all of them, each with its own numbers, bit for bit), and the best continues to
+convergence. Hidden states are numbered by decreasing expected visits.
 
 Why not an HMM library: hmmlearn's ``CategoricalHMM`` and pomegranate model sequences that simply stop; they have
 no absorbing outcome (success vs failure as the final transition), no censored sequences (steps observed, no end),
@@ -86,85 +87,124 @@ class _Posterior:
     emit: NDArray[np.float64]  # (K, m)
 
 
-def _forward(p: HMMParams, lay: _Layout, emissions: list[NDArray[np.float64]] | None = None
+def _forward(ps: list[HMMParams], lay: _Layout, emissions: list[NDArray[np.float64]] | None = None
              ) -> tuple[list[NDArray[np.float64]], list[NDArray[np.float64]], NDArray[np.float64], NDArray[np.float64]]:
-    """Scaled forward pass: α̂_t (n_t × K), scales c_t (n_t), the exit factor e and the log-likelihood per trace.
+    """Scaled forward pass of S parameter sets at once: α̂_t (S × n_t × K), scales c_t (S × n_t), the exit factor e
+    and the log-likelihood per trace (S × n_traces).
 
-    ``emissions``, when given, is filled with B[·, s_t] of every running trace at every step (reused backwards)."""
+    Several sets (the random starts of EM) share each step's Python work; every product is taken per set, with the
+    same operands in the same order as for one set alone, so each set's numbers are those of a run on its own (bit
+    for bit; tests/models/test_hmm.py). ``emissions``, when given, is filled with B[·, s_t] of every running trace at
+    every step (reused backwards)."""
+    S = len(ps)
     n_tr = lay.length.size
+    T = len(lay.symbols)
+    pi = np.stack([p.pi for p in ps])  # (S, K)
+    A = np.stack([p.A for p in ps])  # (S, K, K)
+    BT = np.ascontiguousarray(np.stack([p.B for p in ps]).transpose(0, 2, 1))  # (S, m, K)
     alphas: list[NDArray[np.float64]] = []
     scales: list[NDArray[np.float64]] = []
-    logp = np.zeros(n_tr)
-    BT = p.B.T  # (m, K)
+    logp = np.zeros((S, n_tr))
     prev: NDArray[np.float64] | None = None
     for t, sym in enumerate(lay.symbols):
         n = lay.n_active[t]
-        e_t = BT[sym]
+        e_t = BT[:, sym]
         if emissions is not None:
             emissions.append(e_t)
-        a = (p.pi[None, :] if prev is None else prev[:n] @ p.A) * e_t
-        c = a.sum(axis=1)
+        a = (pi[:, None, :] if prev is None else prev[:, :n] @ A) * e_t
+        c = a.sum(axis=2)
         c = np.maximum(c, 1e-300)
-        a = a / c[:, None]
+        a = a / c[:, :, None]
         alphas.append(a)
         scales.append(c)
-        logp[:n] += np.log(c)
+        logp[:, :n] += np.log(c)
         prev = a
-    # Exit factor from the last step of each trace.
-    last = lay.length - 1
-    exit_factor = np.ones(n_tr)
-    ex = np.column_stack([p.exits[:, 0], p.exits[:, 1]])
-    for t in np.unique(last):
-        who = np.flatnonzero(last == t)
-        a = alphas[t][who]
-        oc = lay.outcome[who]
-        val = np.where(oc == SUCCESS, a @ ex[:, 0], np.where(oc == FAILURE, a @ ex[:, 1], 1.0))
-        exit_factor[who] = np.maximum(val, 1e-300)
+    # Exit factor from the last step of each trace: the traces ending at step t are those running at t but not at
+    # t + 1, a contiguous block (traces are sorted by decreasing length).
+    # Matrix-vector products per set (a matrix product with one column may round differently).
+    exit_factor = np.ones((S, n_tr))
+    exit_columns = [np.column_stack([p.exits[:, 0], p.exits[:, 1]]) for p in ps]
+    for t in range(T):
+        n = lay.n_active[t]
+        n_next = lay.n_active[t + 1] if t + 1 < T else 0
+        if n_next == n:
+            continue
+        oc = lay.outcome[n_next:n]
+        for s, ex in enumerate(exit_columns):
+            a = alphas[t][s, n_next:n]
+            val = np.where(oc == SUCCESS, a @ ex[:, 0], np.where(oc == FAILURE, a @ ex[:, 1], 1.0))
+            exit_factor[s, n_next:n] = np.maximum(val, 1e-300)
     logp += np.log(exit_factor)
     return alphas, scales, exit_factor, logp
 
 
-def _posterior(p: HMMParams, lay: _Layout) -> _Posterior:
-    """Forward–backward expected counts (Rabiner 1989, scaled)."""
-    emis: list[NDArray[np.float64]] = []
-    alphas, scales, exit_factor, logp = _forward(p, lay, emis)
-    K, m = p.B.shape
+def _backward(ps: list[HMMParams], lay: _Layout, alphas: list[NDArray[np.float64]],
+              scales: list[NDArray[np.float64]], exit_factor: NDArray[np.float64],
+              emissions: list[NDArray[np.float64]] | None = None,
+              counts: dict[str, NDArray[np.float64]] | None = None) -> list[NDArray[np.float64]]:
+    """Scaled backward pass (S sets at once, as :func:`_forward`): the posteriors γ_t = α̂_t β̂_t (S × n_t × K).
+
+    ``counts``, when given, receives the expected transition ("trans", S × K × K) and exit ("exits", S × K × 2)
+    counts; ``emissions`` are :func:`_forward`'s (else recomputed)."""
+    S = len(ps)
+    K = ps[0].B.shape[0]
     T = len(lay.symbols)
-    gammas: list[NDArray[np.float64]] = [np.empty((0, K))] * T
-    trans = np.zeros((K, K))
-    emit = np.zeros((K, m))
-    exits = np.zeros((K, 2))
-    start = np.zeros(K)
+    A = np.stack([p.A for p in ps])
+    AT = A.transpose(0, 2, 1)  # a view, as p.A.T was: the same BLAS call (transposed operand), the same bits
+    exits = np.stack([p.exits for p in ps])  # (S, K, 2)
+    BT = None if emissions is not None else np.ascontiguousarray(np.stack([p.B for p in ps]).transpose(0, 2, 1))
+    gammas: list[NDArray[np.float64]] = [np.empty((S, 0, K))] * T
+    trans = np.zeros((S, K, K))
+    ex_counts = np.zeros((S, K, 2))
     beta_next: NDArray[np.float64] | None = None
     for t in range(T - 1, -1, -1):
         n = lay.n_active[t]
         n_next = lay.n_active[t + 1] if t + 1 < T else 0
-        beta = np.empty((n, K))
+        beta = np.empty((S, n, K))
         if n_next:
             assert beta_next is not None
-            w = emis[t + 1] * beta_next / scales[t + 1][:, None]  # (n_next, K)
-            beta[:n_next] = w @ p.A.T
-            trans += p.A * (alphas[t][:n_next].T @ w)
+            e_next = emissions[t + 1] if emissions is not None else BT[:, lay.symbols[t + 1]]  # type: ignore[index]
+            w = e_next * beta_next / scales[t + 1][:, :, None]  # (S, n_next, K)
+            beta[:, :n_next] = w @ AT
+            if counts is not None:
+                trans += A * (alphas[t][:, :n_next].transpose(0, 2, 1) @ w)
         # Traces whose last step is t: β = R_o / e (1 for censored).
-        ending = np.arange(n_next, n)
-        if ending.size:
-            oc = lay.outcome[ending]
-            e = exit_factor[ending][:, None]
-            beta[ending] = np.where((oc == SUCCESS)[:, None], p.exits[None, :, 0] / e,
-                                    np.where((oc == FAILURE)[:, None], p.exits[None, :, 1] / e, 1.0))
-            gamma_end = alphas[t][ending] * beta[ending]
-            exits[:, 0] += gamma_end[oc == SUCCESS].sum(axis=0)
-            exits[:, 1] += gamma_end[oc == FAILURE].sum(axis=0)
+        if n_next < n:
+            oc = lay.outcome[n_next:n]
+            e = exit_factor[:, n_next:n][:, :, None]
+            beta[:, n_next:n] = np.where((oc == SUCCESS)[None, :, None], exits[:, None, :, 0] / e,
+                                         np.where((oc == FAILURE)[None, :, None], exits[:, None, :, 1] / e, 1.0))
+            if counts is not None:
+                gamma_end = alphas[t][:, n_next:n] * beta[:, n_next:n]
+                ex_counts[:, :, 0] += gamma_end[:, oc == SUCCESS].sum(axis=1)
+                ex_counts[:, :, 1] += gamma_end[:, oc == FAILURE].sum(axis=1)
         gammas[t] = alphas[t] * beta
-        if t == 0:
-            start = gammas[t].sum(axis=0)
         beta_next = beta
+    if counts is not None:
+        counts["trans"], counts["exits"] = trans, ex_counts
+    return gammas
+
+
+def _posterior(ps: list[HMMParams], lay: _Layout) -> list[_Posterior]:
+    """Forward–backward expected counts (Rabiner 1989, scaled) of S parameter sets at once, one per set."""
+    emis: list[NDArray[np.float64]] = []
+    alphas, scales, exit_factor, logp = _forward(ps, lay, emis)
+    S = len(ps)
+    K, m = ps[0].B.shape
+    T = len(lay.symbols)
+    counts: dict[str, NDArray[np.float64]] = {}
+    gammas = _backward(ps, lay, alphas, scales, exit_factor, emis, counts)
+    start = gammas[0].sum(axis=1) if T else np.zeros((S, K))
+    emit = np.zeros((S, K, m))
     if T:
-        g = np.concatenate(gammas)
         sym_all = np.concatenate(lay.symbols)
-        for k in range(K):
-            emit[k] = np.bincount(sym_all, weights=g[:, k], minlength=m)
-    return _Posterior(logp, start, trans, exits, emit)
+        for s in range(S):
+            g = np.concatenate([gm[s] for gm in gammas])
+            for k in range(K):
+                emit[s, k] = np.bincount(sym_all, weights=g[:, k], minlength=m)
+    trans = counts.get("trans", np.zeros((S, K, K)))
+    exits = counts.get("exits", np.zeros((S, K, 2)))
+    return [_Posterior(logp[s], start[s], trans[s], exits[s], emit[s]) for s in range(S)]
 
 
 def _m_step(post: _Posterior, symbol_freq: NDArray[np.float64]) -> HMMParams:
@@ -221,19 +261,30 @@ class HiddenMarkovModel(TraceModel):
         pi = rng.dirichlet(np.ones(K))
         return HMMParams(pi, rows[:, :K], rows[:, K:], B)
 
-    def _em(self, p: HMMParams, lay: _Layout, freq: NDArray[np.float64], n_iter: int
-            ) -> tuple[HMMParams, float, int, bool]:
-        prev = -math.inf
-        total = -math.inf
-        it = 0
+    def _em(self, starts: list[HMMParams], lay: _Layout, freq: NDArray[np.float64], n_iter: int
+            ) -> list[tuple[HMMParams, float, int, bool]]:
+        """EM from each start, all in step (one forward–backward pass for the starts still running); each start
+        stops on its own convergence, exactly as it would alone. Per start: (parameters, log-likelihood,
+        iterations, converged)."""
+        params = list(starts)
+        prev = [-math.inf] * len(params)
+        out: list[tuple[HMMParams, float, int, bool]] = [(p, -math.inf, 0, False) for p in params]
+        running = list(range(len(params)))
         for it in range(1, n_iter + 1):
-            post = _posterior(p, lay)
-            total = float(post.loglik.sum())
-            p = _m_step(post, freq)
-            if abs(total - prev) <= self.tol * max(1.0, abs(total)):
-                return p, total, it, True
-            prev = total
-        return p, total, it, False
+            if not running:
+                break
+            posts = _posterior([params[i] for i in running], lay)
+            still = []
+            for i, post in zip(running, posts, strict=True):
+                total = float(post.loglik.sum())
+                params[i] = _m_step(post, freq)
+                converged = abs(total - prev[i]) <= self.tol * max(1.0, abs(total))
+                out[i] = (params[i], total, it, converged)
+                if not converged:
+                    prev[i] = total
+                    still.append(i)
+            running = still
+        return out
 
     def _fit(self, enc: EncodedTraces) -> None:
         lay = _layout(enc)
@@ -252,14 +303,14 @@ class HiddenMarkovModel(TraceModel):
         if enc.n_traces > START_SUBSAMPLE:
             pick = np.sort(rng.choice(enc.n_traces, START_SUBSAMPLE, replace=False))
             probe = _layout(enc.select(pick))
-        runs = [self._em(self._random_start(rng, freq, exit_rate, pass_rate), probe, freq, short)
-                for _ in range(self.n_init)]
+        starts = [self._random_start(rng, freq, exit_rate, pass_rate) for _ in range(self.n_init)]
+        runs = self._em(starts, probe, freq, short)
         best = max(runs, key=lambda r: r[1])
         p, total, it, conv = best
         if probe is not lay:
             conv = False
         if not conv and self.max_iter > short:
-            p, total, more, conv = self._em(p, lay, freq, self.max_iter - (short if probe is lay else 0))
+            p, total, more, conv = self._em([p], lay, freq, self.max_iter - (short if probe is lay else 0))[0]
             it += more
         # Number hidden states by decreasing expected visits from the start.
         chain = AbsorbingChain(p.A, p.exits[:, 0], p.exits[:, 1], p.pi)
@@ -272,23 +323,23 @@ class HiddenMarkovModel(TraceModel):
     def _trace_loglik(self, enc: EncodedTraces) -> NDArray[np.float64]:
         assert self.params_ is not None
         lay = _layout(enc)
-        _, _, _, logp = _forward(self.params_, lay)
+        _, _, _, logp = _forward([self.params_], lay)
         out = np.empty(enc.n_traces)
-        out[lay.order] = logp
+        out[lay.order] = logp[0]
         return out
 
     def last_step(self, enc: EncodedTraces) -> LastStep:
         """Prefix log-likelihood Σ log c_t and the filtered hidden-state distribution α̂ at the last step."""
         assert self.params_ is not None
         lay = _layout(enc)
-        alphas, _, exit_factor, logp = _forward(self.params_, lay)
+        alphas, _, exit_factor, logp = _forward([self.params_], lay)
         last = lay.length - 1
         weights = np.empty((enc.n_traces, self.n_states))
         for t in np.unique(last):
             who = np.flatnonzero(last == t)
-            weights[lay.order[who]] = alphas[t][who]
+            weights[lay.order[who]] = alphas[t][0, who]
         prefix = np.empty(enc.n_traces)
-        prefix[lay.order] = logp - np.log(exit_factor)
+        prefix[lay.order] = logp[0] - np.log(exit_factor[0])
         return LastStep(prefix, None, weights)
 
     def posterior_states(self, traces: object) -> list[NDArray[np.float64]]:
@@ -296,32 +347,13 @@ class HiddenMarkovModel(TraceModel):
         assert self.params_ is not None
         enc = self.encode(traces)  # type: ignore[arg-type]
         lay = _layout(enc)
-        alphas, scales, exit_factor, _ = _forward(self.params_, lay)
-        p = self.params_
-        K = p.B.shape[0]
-        T = len(lay.symbols)
-        gammas = [np.empty((0, K))] * T
-        beta_next: NDArray[np.float64] | None = None
-        for t in range(T - 1, -1, -1):
-            n = lay.n_active[t]
-            n_next = lay.n_active[t + 1] if t + 1 < T else 0
-            beta = np.empty((n, K))
-            if n_next:
-                assert beta_next is not None
-                w = p.B.T[lay.symbols[t + 1]] * beta_next / scales[t + 1][:, None]
-                beta[:n_next] = w @ p.A.T
-            ending = np.arange(n_next, n)
-            if ending.size:
-                oc = lay.outcome[ending]
-                e = exit_factor[ending][:, None]
-                beta[ending] = np.where((oc == SUCCESS)[:, None], p.exits[None, :, 0] / e,
-                                        np.where((oc == FAILURE)[:, None], p.exits[None, :, 1] / e, 1.0))
-            gammas[t] = alphas[t] * beta
-            beta_next = beta
+        alphas, scales, exit_factor, _ = _forward([self.params_], lay)
+        gammas = _backward([self.params_], lay, alphas, scales, exit_factor)
+        K = self.params_.B.shape[0]
         out: list[NDArray[np.float64]] = [np.empty((0, K))] * enc.n_traces
         for rank, i in enumerate(lay.order):
             L = int(lay.length[rank])
-            out[int(i)] = np.vstack([gammas[t][rank] for t in range(L)])
+            out[int(i)] = np.vstack([gammas[t][0, rank] for t in range(L)])
         return out
 
     def like(self) -> HiddenMarkovModel:
