@@ -35,6 +35,7 @@ from tracetochain.numerics.shared import (
     clip_probabilities,
     ensure_chain_arrays,
 )
+from tracetochain.numerics.simulate import StepTable, step_table
 
 #: Version of the JSON document written by :meth:`AbsorbingChain.to_dict`. Bump on incompatible change and add
 #: a migration in :meth:`AbsorbingChain.from_dict`. Version 2 added ``start_exits`` (version 1 documents have none).
@@ -166,6 +167,11 @@ class AbsorbingChain(ResultDisplay):
     @cached_property
     def _solver(self) -> nx.ChainSolver:
         return nx.ChainSolver.factor(self.Q, self.R_success, self.R_failure)
+
+    @cached_property
+    def _step_table(self) -> StepTable:
+        """The step law as inverse-CDF tables, built once: a parametric bootstrap simulates one chain many times."""
+        return step_table(self.Q, self.R_success, self.R_failure)
 
     @cached_property
     def _reach(self) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
@@ -335,7 +341,7 @@ class AbsorbingChain(ResultDisplay):
         return nx.simulate_traces(
             self.Q, self.R_success, self.R_failure, self.pi0, n_traces, rng,
             max_steps=max_steps, record_paths=record_paths,
-            start_exits=self.start_exits if self._has_start_exits else None,
+            start_exits=self.start_exits if self._has_start_exits else None, table=self._step_table,
         )
 
     # ------------------------------------------------------------------ derived chains

@@ -22,6 +22,42 @@ DIRECT_COUNT_CELLS = 1 << 15
 
 
 @dataclass(frozen=True)
+class StepTable:
+    """A chain's step law as row-wise inverse-CDF tables, kept to the columns where each row's cumulative sum rises.
+
+    Row i of the full table is the cumulative sum of [Q | R⊕ | R⊖][i] with its last entry set to 1 (a guard against
+    rounding: every draw lands in some column). A draw u lands in the first column whose cumulative value exceeds u,
+    which is always a column of positive probability or that last one — so only those are kept: ``cum[i, :w_i]``
+    their cumulative values (the full table's, unchanged), ``+inf`` after them, and ``cols[i]`` their column
+    numbers. Counting the kept entries ≤ u and reading ``cols`` gives the full table's column exactly, in a row as
+    wide as the most columns any state can reach instead of m + 2: the chains compiled from lifted or duration
+    models have thousands of states and a few dozen successors each. Build it once per chain
+    (:meth:`~tracetochain.chain.AbsorbingChain.simulate` caches it) to simulate many times."""
+
+    cum: NDArray[np.float64]
+    cols: NDArray[np.int64]
+    n_states: int
+
+
+def step_table(Q: NDArray[np.float64], r_success: NDArray[np.float64], r_failure: NDArray[np.float64]) -> StepTable:
+    """The :class:`StepTable` of a chain (columns 0..m−1 transient, m success, m + 1 failure)."""
+    m = Q.shape[0]
+    step = np.column_stack([Q, r_success, r_failure])
+    full = np.cumsum(step, axis=1)
+    full[:, -1] = 1.0
+    keep = step > 0
+    keep[:, -1] = True
+    width = int(keep.sum(axis=1).max())
+    rows, cols = np.nonzero(keep)  # row-major: each row's columns in increasing order
+    pos = np.arange(rows.size) - np.repeat(np.cumsum(keep.sum(axis=1)) - keep.sum(axis=1), keep.sum(axis=1))
+    cum = np.full((m, width), np.inf)
+    table_cols = np.full((m, width), m + 1, dtype=np.int64)
+    cum[rows, pos] = full[rows, cols]
+    table_cols[rows, pos] = cols
+    return StepTable(cum, table_cols, m)
+
+
+@dataclass(frozen=True)
 class SimulatedTraces:
     """``length[i]`` = number of steps of trace i; ``outcome[i]`` ∈ {SUCCESS=0, FAILURE=1, CENSORED=2}.
 
@@ -47,6 +83,7 @@ def simulate_traces(
     record_paths: bool = False,
     caps: NDArray[np.int64] | None = None,
     start_exits: NDArray[np.float64] | None = None,
+    table: StepTable | None = None,
 ) -> SimulatedTraces:
     """Simulate ``n_traces`` independent traces; one vectorised draw per step for all still-running traces.
 
@@ -55,7 +92,7 @@ def simulate_traces(
     that would take a first step before it takes it). With ``caps`` the random stream is consumed exactly as without
     it until a trace is censored. ``start_exits`` (s, f): the start draw is over the m states (π0, a
     sub-distribution) and the two exits, one uniform per trace as without them; an episode that draws an exit has
-    length 0 (and no path).
+    length 0 (and no path). ``table``: the chain's :func:`step_table`, when already built.
     """
     if n_traces < 0:
         raise ValueError(f"n_traces must be >= 0, got {n_traces}")
@@ -68,9 +105,12 @@ def simulate_traces(
         max_steps = int(max(1, min(max_steps, caps.max()))) if n_traces else max_steps
     m = Q.shape[0]
     # Columns 0..m-1 transient, m = success, m + 1 = failure.
-    cum = np.cumsum(np.column_stack([Q, r_success, r_failure]), axis=1)
-    cum[:, -1] = 1.0  # guard against rounding: every draw lands in some column
-    width = m + 2
+    if table is None:
+        table = step_table(Q, r_success, r_failure)
+    elif table.n_states != m:
+        raise ValueError(f"the step table is for {table.n_states} states, the chain has {m}")
+    cum, cols = table.cum, table.cols
+    width = cum.shape[1]
     flat = cum.ravel()
     n_halvings = int(width).bit_length()  # enough halvings to shrink [0, width] to one point
     exits = start_exits is not None and bool(np.any(np.asarray(start_exits) > 0))
@@ -103,7 +143,7 @@ def simulate_traces(
         # run on all rows at once (the same comparisons, in O(log m) per trace, ~60 array operations a step — which
         # dominated when a handful of traces ran on for hundreds of steps). Both give the same column.
         if cur.size * width <= DIRECT_COUNT_CELLS:
-            nxt = (cum[cur] <= u[:, None]).sum(axis=1).astype(np.int64)
+            pos = (cum[cur] <= u[:, None]).sum(axis=1)
         else:
             base = cur * width
             lo = np.zeros(cur.size, dtype=np.int64)
@@ -113,7 +153,8 @@ def simulate_traces(
                 below = flat[base + np.minimum(mid, width - 1)] <= u
                 lo = np.where(below, mid + 1, lo)
                 hi = np.where(below, hi, mid)
-            nxt = lo
+            pos = lo
+        nxt = cols[cur, pos]
         absorbed = nxt >= m
         done = active[absorbed]
         outcome[done] = np.where(nxt[absorbed] == m, SUCCESS, FAILURE)
