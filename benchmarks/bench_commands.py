@@ -134,6 +134,43 @@ def read_case(python: str, corpus: Path, how: str) -> dict[str, Any]:
     return out
 
 
+#: Packages whose import time is reported on its own in the breakdown (the rest are summed as "other").
+BREAKDOWN_PACKAGES = ("numpy", "pyarrow", "scipy", "typer", "click", "pydantic", "pydantic_core", "rich", "pandas",
+                      "tracetochain")
+
+
+def import_breakdown(python: str, cmd: list[str], repeats: int = 3) -> dict[str, Any]:
+    """Where the start-up of one command goes: ``python -X importtime`` of the whole command, each module's own
+    import time summed by top-level package (scipy's share includes what it makes NumPy import: scipy 1.17's
+    array-API layer touches every lazily imported NumPy submodule, numpy.f2py and numpy.testing included, which
+    ``import numpy`` alone never loads), median of ``repeats`` runs, beside the process's wall time."""
+    import re
+
+    runs: list[dict[str, float]] = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        proc = subprocess.run([python, "-X", "importtime", *cmd[1:]], capture_output=True, text=True, env=_env())
+        wall = time.perf_counter() - t0
+        if proc.returncode:
+            return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
+        per: dict[str, float] = {"process (wall)": wall}
+        for line in proc.stderr.splitlines():
+            m = re.match(r"import time:\s+(\d+) \|\s+\d+ \| (\s*)(\S+)", line)
+            if not m:
+                continue
+            top = m.group(3).split(".")[0]
+            key = top if top in BREAKDOWN_PACKAGES else "other"
+            # what scipy's array-API layer pulls in from NumPy counts to scipy (see the docstring)
+            if top == "numpy" and any(x in m.group(3) for x in ("f2py", "testing", "ma.", "polynomial")):
+                key = "scipy"
+            per[key] = per.get(key, 0.0) + int(m.group(1)) / 1e6
+        per["imports (all)"] = sum(v for k, v in per.items() if k != "process (wall)")
+        runs.append(per)
+    keys = sorted({k for r in runs for k in r}, key=lambda k: -median([r.get(k, 0.0) for r in runs]))
+    return {"command": " ".join(cmd[1:]), "repeats": repeats,
+            "seconds": {k: median([r.get(k, 0.0) for r in runs]) for k in keys}}
+
+
 def summarize(runs: list[dict[str, Any]], load: list[tuple[list[float], list[float]]]) -> dict[str, Any]:
     ok = [r for r in runs if r.get("returncode", 0) == 0]
     doc: dict[str, Any] = {"runs": runs, "load_before_after": load}
@@ -223,7 +260,13 @@ def main(argv: list[str] | None = None) -> int:
         rt = cases.get(f"{READ_CORPUS} | read: {how}")
         if rj and rt and "median_cpu_s" in rj and "median_cpu_s" in rt:
             ratios[label] = rt["median_cpu_s"] / rj["median_cpu_s"]
+    demo_path = CORPORA[next(iter(CORPORA))]
+    breakdown = None
+    if not args.command or "fit -q" in args.command:
+        with tempfile.TemporaryDirectory() as tmp:
+            breakdown = import_breakdown(args.python, commands(args.python, demo_path, Path(tmp), False)["fit -q"])
     doc = {"machine": machine_info(), "repeats": args.repeats, "cases": cases, "ratios": ratios,
+           "import_breakdown": breakdown,
            "paths_command": with_paths, "python": args.python,
            "pandas_installed": subprocess.run([args.python, "-c", "import pandas"],
                                               capture_output=True).returncode == 0}

@@ -194,11 +194,21 @@ def commands_section(doc: dict[str, Any]) -> str:
     said = "; ".join(f"{k}: **{v:.1f}×**" for k, v in ratios.items())
     venv = ("a venv with pandas installed (pyarrow imports it on its first array)" if doc.get("pandas_installed")
             else "a runtime-only venv (`make demo`)")
+    where = ""
+    br = (doc.get("import_breakdown") or {}).get("seconds")
+    if br:
+        parts = ", ".join(f"{k} {v:.2f} s" for k, v in br.items() if k not in ("process (wall)", "imports (all)")
+                          and v >= 0.005)
+        where = (f" Where the demo's `fit -q` goes (`python -X importtime`, each module's own time by package, "
+                 f"median of {doc['import_breakdown']['repeats']}): a {br['process (wall)']:.2f} s process imports "
+                 f"for {br['imports (all)']:.2f} s — {parts}; scipy's share includes the NumPy submodules its "
+                 "array-API layer loads (numpy.f2py, numpy.testing, numpy.ma, numpy.polynomial), which "
+                 "`import numpy` alone never does.")
     return "\n".join([
         f"**Whole commands** (`bench_commands.py`, {_machine(doc)}, medians of {doc.get('repeats', '?')} "
         f"interleaved runs, {venv}): each command as a fresh process on each shared corpus, interpreter start-up "
         "and imports included — what a user waits for. CPU is user + system of the process; the 1-minute load "
-        "average is recorded around each run." + (f" Ratios: {said}." if said else ""), "",
+        "average is recorded around each run." + (f" Ratios: {said}." if said else "") + where, "",
         _table(["corpus: command", "wall time", "CPU time", "load average"], rows)])
 
 
