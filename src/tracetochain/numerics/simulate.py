@@ -47,13 +47,15 @@ def step_table(Q: NDArray[np.float64], r_success: NDArray[np.float64], r_failure
     full[:, -1] = 1.0
     keep = step > 0
     keep[:, -1] = True
-    width = int(keep.sum(axis=1).max())
+    per_row = keep.sum(axis=1)
     rows, cols = np.nonzero(keep)  # row-major: each row's columns in increasing order
-    pos = np.arange(rows.size) - np.repeat(np.cumsum(keep.sum(axis=1)) - keep.sum(axis=1), keep.sum(axis=1))
-    cum = np.full((m, width), np.inf)
-    table_cols = np.full((m, width), m + 1, dtype=np.int64)
+    pos = np.arange(rows.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)  # rank within the row
+    cum = np.full((m, int(per_row.max())), np.inf)
+    table_cols = np.full(cum.shape, m + 1, dtype=np.int64)
     cum[rows, pos] = full[rows, cols]
     table_cols[rows, pos] = cols
+    cum.flags.writeable = False  # cached on an immutable chain and shared by every simulation of it
+    table_cols.flags.writeable = False
     return StepTable(cum, table_cols, m)
 
 
