@@ -5,34 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracetochain._outcome import CENSORED, FAILURE, SUCCESS
+from tests.numerics.test_properties import _simulate_by_counting
 from tracetochain.numerics import simulate_traces
 from tracetochain.numerics.simulate import step_table
-
-
-def _full_table_traces(Q, rs, rf, pi0, n, seed, max_steps):  # type: ignore[no-untyped-def]
-    """The reference: every row's whole cumulative sum (last entry set to 1), the column = entries ≤ u."""
-    rng = np.random.default_rng(seed)
-    m = Q.shape[0]
-    cum = np.cumsum(np.column_stack([Q, rs, rf]), axis=1)
-    cum[:, -1] = 1.0
-    cum_pi0 = np.cumsum(pi0)
-    cum_pi0[-1] = 1.0
-    state = np.searchsorted(cum_pi0, rng.random(n), side="right")
-    length = np.zeros(n, np.int64)
-    outcome = np.full(n, CENSORED, np.int8)
-    active = np.arange(n)
-    for _ in range(max_steps):
-        if not active.size:
-            break
-        length[active] += 1
-        u = rng.random(active.size)
-        nxt = (cum[state[active]] <= u[:, None]).sum(axis=1)
-        absorbed = nxt >= m
-        outcome[active[absorbed]] = np.where(nxt[absorbed] == m, SUCCESS, FAILURE)
-        active = active[~absorbed]
-        state[active] = nxt[~absorbed]
-    return length, outcome
 
 
 @pytest.mark.parametrize("m, density, n", [(4, 1.0, 300), (50, 0.5, 200), (200, 1.0, 300), (400, 0.2, 500),
@@ -51,7 +26,7 @@ def test_sparse_tables_give_the_full_tables_traces(m: int, density: float, n: in
     pi0 = rng.dirichlet(np.ones(m))
     table = step_table(Q, rs, rf)
     assert table.cum.shape[1] <= m + 2 and np.all(np.isinf(table.cum) | (table.cum <= 1.0 + 1e-9))
-    want = _full_table_traces(Q, rs, rf, pi0, n, seed=3, max_steps=200)
+    want = _simulate_by_counting(Q, rs, rf, pi0, n, np.random.default_rng(3), 200)  # the full table's draw
     got = simulate_traces(Q, rs, rf, pi0, n, np.random.default_rng(3), max_steps=200, table=table)
     assert np.array_equal(got.length, want[0]) and np.array_equal(got.outcome, want[1])
     again = simulate_traces(Q, rs, rf, pi0, n, np.random.default_rng(3), max_steps=200)  # table built inside
