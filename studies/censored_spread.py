@@ -15,7 +15,8 @@ of ``tests/test_study_cs.py``. Three parts, each with its own seeds, so any pref
     draws, as ``compare`` builds it).
 ``compare``
     Pairs ``start`` … ``stop`` − 1 of study CS's own compare job (same seeds: pairs 0-299 are the archived 300),
-    ``compare(..., samples=200)`` with both methods; the draws of R∞ behind each ΔR∞ interval are kept.
+    ``compare(..., samples=200)`` with both methods; the draws of R∞ behind each ΔR∞ interval are kept. With
+    ``--samples`` (and ``--methods``) the same pairs with more draws a side: what the draws' own error adds.
 ``draws``
     The finite-draw effect alone: two normal "posteriors" of equal width centred on independent normal estimates (a
     perfectly calibrated pair), 200 draws a side: how often ``difference_interval`` excludes 0, and the mean
@@ -79,7 +80,8 @@ def spread(cell: str, censored: bool, n_corpora: int, raw: Path, seed: int = SPR
     return path
 
 
-def compare_pairs(cell: str, start: int, stop: int, raw: Path, seed: int = COMPARE_SEED) -> Path:
+def compare_pairs(cell: str, start: int, stop: int, raw: Path, seed: int = COMPARE_SEED, samples: int = DRAWS,
+                  methods: tuple[str, ...] = ("posterior", "bootstrap")) -> Path:
     import tracetochain.analysis._compare as cmp_module
 
     captured: list[tuple[np.ndarray, np.ndarray]] = []
@@ -90,8 +92,9 @@ def compare_pairs(cell: str, start: int, stop: int, raw: Path, seed: int = COMPA
             captured.append((np.array(a), np.array(b)))
         return original(a, b, confidence)
 
-    res = {m: {"iv": [], "ra": [], "rb": [], "delta": []} for m in ("posterior", "bootstrap")}
-    path = raw / f"compare-{cell}-{start}-{stop}.npz"
+    res = {m: {"iv": [], "ra": [], "rb": [], "delta": []} for m in methods}
+    tail = "" if samples == DRAWS else f"-s{samples}"
+    path = raw / f"compare-{cell}-{start}-{stop}{tail}.npz"
     cmp_module.difference_interval = spy  # type: ignore[assignment]
     try:
         t0 = time.perf_counter()
@@ -101,12 +104,12 @@ def compare_pairs(cell: str, start: int, stop: int, raw: Path, seed: int = COMPA
             a, b = corpus(cell, N_TRACES, rng, "a"), corpus(cell, N_TRACES, rng, "b")
             for m, r in res.items():
                 captured.clear()
-                c = cmp_module.compare(a, b, intervals=m, samples=DRAWS, seed=rep)
+                c = cmp_module.compare(a, b, intervals=m, samples=samples, seed=rep)
                 ra, rb = captured[0]
                 r["iv"].append(c.delta_r_inf_interval)
                 r["delta"].append(c.delta_r_inf)
-                r["ra"].append(_padded(ra, DRAWS))
-                r["rb"].append(_padded(rb, DRAWS))
+                r["ra"].append(_padded(ra, samples))
+                r["rb"].append(_padded(rb, samples))
             if (rep + 1 - start) % 100 == 0 or rep + 1 == stop:
                 np.savez(path, **{f"{m}_{k}": np.array(v) for m, r in res.items() for k, v in r.items()})
                 print(f"{rep + 1 - start} pairs, {time.perf_counter() - t0:.0f} s", flush=True)
@@ -186,6 +189,8 @@ def summarize_compare(path: Path) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     out: dict[str, Any] = {}
     for m in ("posterior", "bootstrap"):
+        if f"{m}_iv" not in d.files:
+            continue
         iv, delta = d[f"{m}_iv"], d[f"{m}_delta"]
         sd = np.sqrt(np.nanstd(d[f"{m}_ra"], axis=1, ddof=1) ** 2 + np.nanstd(d[f"{m}_rb"], axis=1, ddof=1) ** 2)
         hits = ((iv[:, 0] > 0) | (iv[:, 1] < 0)).tolist()
@@ -205,13 +210,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--uncensored", action="store_true")
     ap.add_argument("--pairs", type=int, default=2000)
     ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--samples", type=int, default=DRAWS, help="compare: draws a side (default 200, the study's)")
+    ap.add_argument("--methods", default="posterior,bootstrap", help="compare: interval methods")
     ap.add_argument("--raw", type=Path, default=Path("censored-spread-raw"))
     args = ap.parse_args(argv)
     args.raw.mkdir(parents=True, exist_ok=True)
     if args.part == "spread":
         spread(args.cell, not args.uncensored, args.corpora, args.raw)
     elif args.part == "compare":
-        compare_pairs(args.cell, args.start, args.start + args.pairs, args.raw)
+        compare_pairs(args.cell, args.start, args.start + args.pairs, args.raw, samples=args.samples,
+                      methods=tuple(args.methods.split(",")))
     elif args.part == "draws":
         print(json.dumps(finite_draws(), indent=1))
     else:
