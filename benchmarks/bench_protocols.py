@@ -221,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg() if hasattr(os, "getloadavg") else None
         doc = {"machine": machine_info(), "load_average_at_end": load, "repeats": args.repeats,
                "peer": None if peer is None else {"root": str(peer[0].name), "python": Path(peer[1]).name},
+               "pandas_installed": subprocess.run([sys.executable, "-c", "import pandas"],
+                                                  capture_output=True).returncode == 0,
                "cases": results}
         print(f"wrote {write_results('bench_protocols', doc)}")
     return 0

@@ -164,6 +164,10 @@ def protocols_section(doc: dict[str, Any]) -> str:
     load = doc.get("load_average_at_end")
     note = f" Load average at the end of the run: {load[0]:.1f} on {doc['machine'].get('cpu_count')} cores." \
         if load else ""
+    if "pandas_installed" in doc:
+        note += (" Ours ran in a venv with pandas installed (pyarrow imports it on its first array, ~0.3 s of the "
+                 "process)." if doc["pandas_installed"] else
+                 " Ours ran in the default install (`pip install .`, no extras: no pandas for pyarrow to import).")
     return "\n".join([
         f"**The authors' SWE-bench protocols, side by side with their code** (`bench_protocols.py`, "
         f"{_machine(doc)}, medians of {doc.get('repeats', '?')} interleaved runs): file → Ward on shell-vocabulary "
