@@ -16,6 +16,9 @@ twice (τ²-bench), pass^k for k ≥ 2 cannot be checked against the runs and mu
 the shell vocabulary). For split seeds 0–2, ``auto``: whether R(d) is certified with an interval at d = 10, 30, 100,
 or else which candidate would certify it and why it was not chosen. Acceptance: certified with an interval on ≥ 2 of
 3 seeds, or named.
+
+Each ``auto`` row also records the choice's stability: each candidate's share of 200 resamples of the held-out units
+under the choice rule (``ModelChoice.stability``).
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ def _job(job: tuple[str, str, int]) -> dict[str, Any]:
         "would_certify": [] if res.model_choice is None else [w for w in res.model_choice.would_certify
                                                                if w["output"] == "R(d)"],
         "notes": [] if res.model_choice is None else list(res.model_choice.notes),
+        "stability": {} if res.model_choice is None else dict(getattr(res.model_choice.choice, "stability", {})),
     }
     return row
 
@@ -153,6 +157,16 @@ def _iv(lo: float | None, hi: float | None) -> str:
     return "no interval" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
 
 
+def _stability(row: dict[str, Any]) -> str:
+    """Each candidate's share of the held-out unit resamples under the choice rule (⚠ when none reaches 90 %)."""
+    shares = row.get("stability") or {}
+    if not shares:
+        return "—"
+    text = ", ".join(f"{nm} {v:.0%}" for nm, v in shares.items())
+    rule_choice = next(iter(shares))
+    return text + (" ⚠ not settled" if shares[rule_choice] < 0.9 else "")
+
+
 def render(doc: dict[str, Any]) -> str:
     lines = [f"# {doc['title']}", "",
              "Each row is one analysis of a whole corpus at one split seed (the seed draws the certificate's held-out "
@@ -168,8 +182,9 @@ def render(doc: dict[str, Any]) -> str:
             lines += ["The runs' own per-task pass^k (task bootstrap): " + "; ".join(
                 f"k={k}: {_num(pt[str(k)]['value'])} {_iv(*pt[str(k)]['interval'])} ({pt[str(k)]['tasks']} tasks)"
                 for k in doc["ks"]), "",
-                "| model | seed | chosen | " + " | ".join(f"pass^{k}" for k in doc["ks"]) + " | certified k≥2 inside |",
-                "|---|---:|---|" + "---|" * len(doc["ks"]) + "---|"]
+                "| model | seed | chosen | " + " | ".join(f"pass^{k}" for k in doc["ks"]) +
+                " | certified k≥2 inside | choice stability |",
+                "|---|---:|---|" + "---|" * len(doc["ks"]) + "---|---|"]
             for r in e["runs"]:
                 pk = r["pass_k"]
                 cells = [f"{_num(pk[str(k)]['point'])} {_iv(pk[str(k)]['lower'], pk[str(k)]['upper'])} "
@@ -177,17 +192,19 @@ def render(doc: dict[str, Any]) -> str:
                 cert = [v for v in r["inside"].values() if v["certified"]]
                 verdict = ("none certified" if not cert else
                            "yes" if all(v["inside"] for v in cert) else "NO")
-                lines.append(f"| {r['model']} | {r['seed']} | {r['chosen']} | " + " | ".join(cells) + f" | {verdict} |")
+                lines.append(f"| {r['model']} | {r['seed']} | {r['chosen']} | " + " | ".join(cells) +
+                             f" | {verdict} | {_stability(r)} |")
         else:
             lines += ["| seed | chosen | R(d) | " + " | ".join(f"R({d})" for d in doc["budgets"]) +
-                      " | would certify R(d) instead |", "|---:|---|---|" + "---|" * len(doc["budgets"]) + "---|"]
+                      " | would certify R(d) instead | choice stability |",
+                      "|---:|---|---|" + "---|" * len(doc["budgets"]) + "---|---|"]
             for r in e["runs"]:
                 at = r["r_d"]["at"]
                 cells = [("—" if at[str(d)] is None else f"{_num(at[str(d)]['point'])} "
                           f"{_iv(at[str(d)]['lower'], at[str(d)]['upper'])}") for d in doc["budgets"]]
                 named = "; ".join(f"{w['candidate']} ({w['why_not_chosen']})" for w in r["would_certify"]) or "—"
                 lines.append(f"| {r['seed']} | {r['chosen']} | {r['r_d']['status']} | " + " | ".join(cells) +
-                             f" | {named} |")
+                             f" | {named} | {_stability(r)} |")
             lines += ["", f"R(d) certified with an interval on {e['r_d_certified_with_interval']} of {len(e['runs'])} "
                           f"seeds; a candidate named instead on {e['r_d_named_instead']}."]
         lines.append("")

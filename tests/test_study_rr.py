@@ -97,3 +97,20 @@ def test_every_printed_interval_holds_its_point() -> None:
             for v in values:
                 if v["point"] is not None and v["lower"] is not None:
                     assert v["lower"] <= v["point"] <= v["upper"], (name, r["model"], r["seed"], v)
+
+
+def test_every_auto_choice_says_how_settled_it_is() -> None:
+    """Each ``auto`` run records its choice's stability (shares over resampled held-out units, summing to one), and a
+    choice under 90 % carries the note; τ²-bench's split-seed dependence shows as unsettled choices."""
+    unsettled = {}
+    for name, entry in _load()["corpora"].items():
+        for r in entry["runs"]:
+            if r["model"] != "auto":
+                continue
+            shares = r["stability"]
+            assert shares and abs(sum(shares.values()) - 1.0) < 1e-9, (name, r["seed"])
+            flagged = any("not settled" in n for n in r["notes"])
+            assert flagged == (max(shares.values()) < 0.9 or shares.get(r["chosen"], 0.0) < 0.9), (name, r["seed"])
+            unsettled.setdefault(name, 0)
+            unsettled[name] += flagged
+    assert unsettled["tau2-bench"] >= 2 and unsettled["swe-artifact"] == unsettled["mini-swe-agent"] == 0
