@@ -199,3 +199,16 @@ def test_model_auto_names_its_long_phases_in_a_pipe(tmp_path: Any) -> None:
     r = run_cli("fit", str(corpus), "--model", "auto", "--samples", "50")
     assert r.returncode == 0, r.stderr
     assert {"reading", "model choice (auto)", "cost section"} <= set(_phases(r.stderr))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("every_phase")
+def test_audit_summarises_a_chosen_models_refits_in_view(tmp_path: Any) -> None:
+    """The metrics of a chosen model's refits (a tenth of a second or more each on thousands of expanded states)
+    are a phase of their own in the audit, not silent work while the certificate is printed."""
+    corpus = tmp_path / "sim.jsonl"
+    tt.datasets.simulate_traces(tt.datasets.notation_chain(), 200, seed=2).write(corpus)
+    r = run_cli("audit", str(corpus), "--model", "lifted", "--ks-samples", "19", "--samples", "40")
+    assert r.returncode == 0, r.stderr
+    phases = _phases(r.stderr)
+    assert any(p.startswith("metrics of ") and p.endswith(" refits") for p in phases), phases

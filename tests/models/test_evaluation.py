@@ -64,28 +64,6 @@ def test_refitting_null_carries_the_fit_noise_and_like_keeps_the_size() -> None:
     assert isinstance(tc.base, LiftedModel) and tc.base.order == 3 and tc.n_classes == 2 and tc.seed == 4
 
 
-def test_the_replicate_law_of_a_large_chain_matches_the_exact_one() -> None:
-    """Above 400 states the timing null's refits get R∞ from BiCGSTAB instead of an LU: the law must agree with
-    the exact path far inside the KS comparison's 1e-12 tie tolerance, and small chains take the exact path."""
-    import numpy as np
-
-    from tracetochain.audit._timing import success_time_cdf
-    from tracetochain.chain import AbsorbingChain
-    from tracetochain.models.evaluation import replicate_success_cdf
-
-    rng = np.random.default_rng(7)
-    for m in (30, 600):
-        Q = np.where(rng.random((m, m)) < 8 / m, rng.random((m, m)), 0.0)
-        rs, rf = rng.random(m) * 0.05, rng.random(m) * 0.05
-        tot = Q.sum(axis=1) + rs + rf
-        pi0 = rng.random(m)
-        chain = AbsorbingChain(Q / tot[:, None], rs / tot, rf / tot, pi0 / pi0.sum())
-        exact = success_time_cdf(chain, 120)
-        fast = replicate_success_cdf(chain, 120)
-        assert np.max(np.abs(fast - exact)) < 1e-12
-        assert np.array_equal(replicate_success_cdf(chain, 50, 40), success_time_cdf(chain, 50, 40))
-
-
 def test_a_sequential_screen_stops_early_when_the_model_fits_and_runs_out_when_it_does_not() -> None:
     """Besag & Clifford's sequential p (h / l): a fitting model stops after h exceedances; a rejected one draws
     every replicate and keeps the smallest attainable p (the screen can still reject)."""

@@ -355,12 +355,13 @@ class AnalysisResult(ResultDisplay):
                               "composition": {n: 1.0}} for n, v in zip(names, visits, strict=True)],
                 "settings": {"n_steps": total}, "silhouette_by_k": {}}
 
-    def intervals(self, *, horizon: int = 50, ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01
-                  ) -> dict[str, Any] | None:
+    def intervals(self, *, horizon: int = 50, ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01,
+                  progress: Callable[..., Any] | None = None) -> dict[str, Any] | None:
         """An interval for every reported metric (:func:`~tracetochain.uncertainty.interval_summary`; for a chosen
-        model other than the first-order chain, from its refits over units, without per-state intervals)."""
+        model other than the first-order chain, from its refits over units, without per-state intervals — summarised
+        once per setting, with ``progress`` told of every refit, as ``analyze``'s ``progress``)."""
         if self.model_choice is not None and not self.model_choice.first_order:
-            doc = self.model_choice.intervals(horizon=horizon, ks=ks, delta=delta)
+            doc = self.model_choice.intervals(horizon=horizon, ks=ks, delta=delta, progress=progress)
         elif self.ensemble is None:
             return None
         else:

@@ -203,10 +203,12 @@ class ModelSelection(ResultDisplay):
                 [float(x) for x in self.compiled.pass_at_k(list(ks))])
 
     # ------------------------------------------------------------------ intervals
-    def intervals(self, *, horizon: int = 50, ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01
-                  ) -> dict[str, Any] | None:
+    def intervals(self, *, horizon: int = 50, ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01,
+                  progress: Callable[..., Any] | None = None) -> dict[str, Any] | None:
         """Intervals of the compiled model's metrics from its refits (same keys as
-        :func:`~tracetochain.uncertainty.interval_summary`; per-state intervals unavailable). None without refits."""
+        :func:`~tracetochain.uncertainty.interval_summary`; per-state intervals unavailable). None without refits.
+        ``progress``: a callback told of every refit summarised (``progress(phase, done, total)``, or
+        ``progress(phase)``), the first time a setting is asked for."""
         if self.compiled is None or not self.draws:
             return None
         key = (int(horizon), tuple(int(k) for k in ks), float(delta))
@@ -215,7 +217,7 @@ class ModelSelection(ResultDisplay):
             outcomes = None if hist is None else (int(hist[_SUCCESS].sum()), int(hist[_FAILURE].sum()))
             self._interval_cache[key] = model_intervals(self.compiled, self.draws, horizon=horizon, ks=ks,
                                                         delta=delta, settings=self.interval_settings,
-                                                        outcomes=outcomes)
+                                                        outcomes=outcomes, progress=progress)
         return copy.deepcopy(self._interval_cache[key])
 
     # ------------------------------------------------------------------ io
@@ -376,14 +378,17 @@ def _exact_step_budget(chain: AbsorbingChain, delta: float, max_horizon: int = 1
 
 
 def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Sequence[int], delta: float,
-                    settings: dict[str, Any], outcomes: tuple[int, int] | None = None) -> dict[str, Any]:
+                    settings: dict[str, Any], outcomes: tuple[int, int] | None = None,
+                    progress: Callable[..., Any] | None = None) -> dict[str, Any]:
     """Percentile intervals of a compiled model's metrics over its refits (the structure of
     :func:`~tracetochain.uncertainty.interval_summary`; per-state entries are unavailable and say why).
 
     ``outcomes`` = (successes, failures) of the modelled traces that ended. When they all share one outcome (or none
     ended), the refits cannot see the other one and the expanded families' smoothing vanishes: 40 all-success traces
     gave R∞ [0.99998, 0.999995]. The intervals of the proportions are then widened to contain the Jeffreys interval
-    of the observed outcomes (:func:`_binomial_floor`)."""
+    of the observed outcomes (:func:`_binomial_floor`). ``progress``: told of every draw done (a compiled chain of
+    thousands of expanded states takes a tenth of a second or more per draw)."""
+    from tracetochain._progress import counted, phase_reporter
     from tracetochain._version import __version__
     from tracetochain.uncertainty import INTERVALS_SCHEMA_VERSION
 
@@ -391,7 +396,9 @@ def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Se
     confidence = float(settings.get("confidence", 0.95))
     point = _quantities(compiled, horizon, ks_list, delta)
     # A draw is a compiled refit, or a fitted one compiled here, one at a time, when the ensemble exceeds memory.
-    per_draw = [_quantities(d if hasattr(d, "chain") else d.to_chain(), horizon, ks_list, delta) for d in draws]
+    phase = f"metrics of {len(draws)} refits"
+    per_draw = [_quantities(d if hasattr(d, "chain") else d.to_chain(), horizon, ks_list, delta)
+                for d in counted(phase_reporter(progress), phase, list(draws))]
     n = int(settings.get("n_refits", len(draws)))
 
     def entry(key: str, index: int | None = None) -> dict[str, Any]:

@@ -115,7 +115,9 @@ class AbsorbingChain(ResultDisplay):
         Qa, rs, rf = ensure_chain_arrays(Q, R_success, R_failure, names)
         exits = as_start_exits(start_exits)
         p0 = as_initial_distribution(pi0, Qa.shape[0], exits)
-        can_absorb, _ = nx.absorbing_reachability(Qa, rs, rf)
+        edges = nx.chain_edges(Qa)
+        reach = nx.absorbing_reachability(Qa, rs, rf, edges)
+        can_absorb = reach[0]
         if not can_absorb.all():
             stuck = tuple(names[i] for i in np.flatnonzero(~can_absorb))
             shown = ", ".join(repr(s) for s in stuck[:10]) + (" …" if len(stuck) > 10 else "")
@@ -125,9 +127,17 @@ class AbsorbingChain(ResultDisplay):
                 "> 0) or remove them.",
                 stuck,
             )
-        object.__setattr__(self, "Q", _frozen(Qa))
-        object.__setattr__(self, "R_success", _frozen(rs))
-        object.__setattr__(self, "R_failure", _frozen(rf))
+        # ensure_chain_arrays returned private copies: frozen in place (a chain of 2,187 expanded states has a
+        # 38 MB Q, and compiled refits are built by the thousand)
+        for arr in (Qa, rs, rf):
+            arr.setflags(write=False)
+        object.__setattr__(self, "Q", Qa)
+        object.__setattr__(self, "R_success", rs)
+        object.__setattr__(self, "R_failure", rf)
+        # the cached properties' slots: the graph search is not repeated, and the solver and the sweep operator
+        # read the non-zeros it found instead of scanning Q again
+        self.__dict__["_reach"] = reach
+        self.__dict__["_edges"] = edges
         object.__setattr__(self, "pi0", _frozen(p0))
         object.__setattr__(self, "state_names", names)
         object.__setattr__(self, "metadata", dict(metadata or {}))
@@ -166,7 +176,11 @@ class AbsorbingChain(ResultDisplay):
 
     @cached_property
     def _solver(self) -> nx.ChainSolver:
-        return nx.ChainSolver.factor(self.Q, self.R_success, self.R_failure)
+        return nx.ChainSolver.factor(self.Q, self.R_success, self.R_failure, self._edges)
+
+    @cached_property
+    def _edges(self) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+        return nx.chain_edges(self.Q)
 
     @cached_property
     def _step_table(self) -> StepTable:
@@ -175,7 +189,7 @@ class AbsorbingChain(ResultDisplay):
 
     @cached_property
     def _reach(self) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
-        return nx.absorbing_reachability(self.Q, self.R_success, self.R_failure)
+        return nx.absorbing_reachability(self.Q, self.R_success, self.R_failure, self._edges)
 
     # ------------------------------------------------------------------ absorption
     @cached_property
@@ -227,7 +241,7 @@ class AbsorbingChain(ResultDisplay):
         """Qᵀ for the forward sweeps, built once per chain."""
         from tracetochain.numerics.horizon import sweep_operator
 
-        return sweep_operator(self.Q)
+        return sweep_operator(self.Q, self._edges)
 
     def reliability(self, horizon: int) -> NDArray[np.float64]:
         """R(d) = Pr[success within d steps] for d = 0..horizon (R(0) = s, the zero-step successes; 0 without)."""
@@ -251,7 +265,7 @@ class AbsorbingChain(ResultDisplay):
 
     def spectral_radius(self) -> float:
         """ρ(Q): survival decays like ρ^d; −1/ln ρ is the absorption timescale in steps."""
-        return nx.spectral_radius(self.Q)
+        return nx.spectral_radius(self.Q, self._edges)
 
     # ------------------------------------------------------------------ steps
     @cached_property

@@ -287,7 +287,7 @@ def fit(
             return
         progress("metrics")
         summary = result.metrics(horizon=horizon, ks=ks)
-        intervals = result.intervals(horizon=horizon, ks=ks)
+        intervals = result.intervals(horizon=horizon, ks=ks, progress=progress)
         trials = _trials_label(result)
         expanded = result.model_choice is not None and not result.model_choice.first_order
         progress("cost section")

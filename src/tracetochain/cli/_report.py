@@ -313,6 +313,8 @@ def audit(
                               n_bootstrap=bootstrap, order_criterion=order_criterion,
                               intervals=method if resamples else None, samples=max(resamples, 1), seed=seed,
                               progress=progress, **model_arguments(model))
+        if not as_json:
+            result.intervals(progress=progress)  # a chosen model's refits are summarised here, in view, once
     cert = result.certificate
     if as_json:
         if result.model_choice is None:

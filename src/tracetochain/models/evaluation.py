@@ -97,56 +97,6 @@ def simulate_encoded(compiled: CompiledModel, task_sizes: NDArray[np.int64], rng
                          sim.outcome.astype(np.int64), compiled.observed_names, unit.astype(np.int64), grouped)
 
 
-#: Above this many states a replicate's R∞ comes from an iterative solve (the LU of a compiled order-3 chain of two
-#: thousand states took a quarter of a second, times every refit of the timing null).
-ITERATIVE_STATES = 400
-#: Relative residual the iterative R∞ must reach, else the LU decides (the KS comparison tolerates 1e-12).
-ITERATIVE_TOL = 1e-13
-
-
-def replicate_success_cdf(chain: Any, horizon: int, max_steps: int | None = None) -> NDArray[np.float64]:
-    """F(d) = R(d)/R∞ of one refitted replicate of the timing null, as :func:`~tracetochain.audit._timing.
-    success_time_cdf` computes it, without a factorization on large chains: R(d) by the forward sweep (the same
-    operations, so the same numbers) and R∞ = s + π0 h with (I − Q) h = r⊕ solved by BiCGSTAB (van der Vorst 1992)
-    to a relative residual of :data:`ITERATIVE_TOL` — agreeing with the LU's R∞ to ~1e-14, far inside the 1e-12
-    tie tolerance of the KS comparison. Small chains, a step cap, or an iteration that does not converge use the
-    exact path."""
-    m = chain.n_states
-    if max_steps is not None or m <= ITERATIVE_STATES:
-        return success_time_cdf(chain, horizon, max_steps)
-    import scipy.sparse
-    import scipy.sparse.linalg
-
-    from tracetochain.numerics.horizon import SPARSE_SWEEP_DENSITY, SPARSE_SWEEP_STATES, sweep_operator
-
-    Q, rs, rf = chain.Q, chain.R_success, chain.R_failure
-    rows, cols = np.nonzero(Q)
-    off = rows != cols
-    idx = np.arange(m)
-    diag = Q.sum(axis=1) - np.diag(Q) + rs + rf  # subtraction-free, as ChainSolver builds it
-    A = scipy.sparse.csr_matrix((np.concatenate([-Q[rows[off], cols[off]], diag]),
-                                 (np.concatenate([rows[off], idx]), np.concatenate([cols[off], idx]))), shape=(m, m))
-    h, info = scipy.sparse.linalg.bicgstab(A, rs, rtol=ITERATIVE_TOL, atol=0.0, maxiter=20 * m)
-    if info != 0 or not np.all(np.isfinite(h)) or \
-            np.max(np.abs(A @ h - rs)) > 1e-12 * max(1.0, float(np.max(np.abs(h)))):
-        return success_time_cdf(chain, horizon, max_steps)
-    s = float(chain.start_exits[0]) if chain.start_exits.any() else 0.0
-    r_inf = s + float(chain.pi0 @ np.clip(h, 0.0, 1.0))
-    if r_inf <= 0.0:
-        return success_time_cdf(chain, horizon, max_steps)  # raises with the message of the exact path
-    # Qᵀ as sweep_operator builds it, from the non-zeros found above (one scan of the dense m × m array, not two)
-    op = (scipy.sparse.csr_matrix((Q[rows, cols], (cols, rows)), shape=(m, m))
-          if m >= SPARSE_SWEEP_STATES and rows.size <= SPARSE_SWEEP_DENSITY * m * m else sweep_operator(Q))
-    fs = np.zeros(horizon + 1)
-    fs[0] = s
-    pi = np.asarray(chain.pi0, dtype=np.float64).copy()
-    for d in range(1, horizon + 1):
-        fs[d] = pi @ rs
-        pi = op @ pi
-    out: NDArray[np.float64] = np.minimum(np.cumsum(fs) / r_inf, 1.0)
-    return out
-
-
 def timing_check(compiled: CompiledModel, test: EncodedTraces, *, n_bootstrap: int = 199, seed: int = 0,
                  max_steps: int | None = None, refit: Callable[[], TraceModel] | None = None,
                  fit_shape: EncodedTraces | None = None, stop_after: int | None = None) -> TimingResult:
@@ -217,7 +167,7 @@ def timing_check(compiled: CompiledModel, test: EncodedTraces, *, n_bootstrap: i
             assert fit_sizes is not None
             try:
                 again = refit().fit(simulate_encoded(compiled, fit_sizes, rng, max_steps=cap)).to_chain().chain
-                law = replicate_success_cdf(again, int(x.max()), max_steps)
+                law = success_time_cdf(again, int(x.max()), max_steps)
             except (ValueError, ArithmeticError, UndefinedMetricError):
                 reached += 1
                 continue  # an unusable replicate counts as D* ≥ D (conservative)

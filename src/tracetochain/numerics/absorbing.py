@@ -7,7 +7,7 @@ docs/numerics.md §2–§3.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,21 +20,29 @@ if TYPE_CHECKING:
 
 from tracetochain.exceptions import IllConditionedWarning
 
-#: Above this many states a sparse LU (SuperLU) replaces the dense one.
+#: Above this many states the solves are sparse: iterative first, a sparse LU (SuperLU) when the iteration fails.
 SPARSE_THRESHOLD = 400
+#: Relative residual ‖b − A x‖ ≤ rtol·‖b‖ an iterative solve must reach to be kept (else the LU decides). At 1e-15
+#: the solution agrees with the dense LU's to ~1e-13 relative on chains with retry loops near 1 (tests).
+ITERATIVE_RTOL = 1e-15
+#: Iterations an iterative solve may take before the LU takes over (a compiled order-3 chain of 2,187 states
+#: converges in ~20; a retry-heavy chain with self-loops near 1, Jacobi-preconditioned, in ~10).
+ITERATIVE_MAXITER = 1000
 
 
 def absorbing_reachability(
-    Q: NDArray[np.float64], r_success: NDArray[np.float64], r_failure: NDArray[np.float64]
+    Q: NDArray[np.float64], r_success: NDArray[np.float64], r_failure: NDArray[np.float64],
+    edges: tuple[NDArray[np.intp], NDArray[np.intp]] | None = None,
 ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """Graph analysis before any solve (the prob0 precomputation of PRISM/Storm; docs/numerics.md §2).
 
     Returns ``(can_absorb, can_succeed)``: boolean masks of states from which some path reaches an exit
     (success or failure), and from which some path reaches success. States with ``can_absorb`` false form
     closed loops that make I − Q singular; states with ``can_succeed`` false have success probability exactly 0.
+    ``edges``: the (rows, cols) of Q's positive entries when the caller has them (:func:`chain_edges`).
     """
     m = Q.shape[0]
-    rows, cols = np.nonzero(Q > 0)  # the edges, found once for both searches
+    rows, cols = edges if edges is not None else chain_edges(Q)  # found once for both searches
 
     def reaches(exit_mask: NDArray[np.bool_]) -> NDArray[np.bool_]:
         # Reverse graph plus a sink node m: i → m when i exits. BFS from the sink over reversed edges.
@@ -44,6 +52,13 @@ def absorbing_reachability(
         return _reached_from(m, src, dst, m + 1)[:m]
 
     return reaches((r_success + r_failure) > 0), reaches(r_success > 0)
+
+
+def chain_edges(Q: NDArray[np.float64]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """(rows, cols) of the positive entries of Q: one scan of the m × m array, shared by the graph search, the
+    sparse solver and the sweep operator of a chain (each O(m²) scan of a 2,187-state Q costs ~15 ms)."""
+    rows, cols = np.nonzero(Q > 0)
+    return rows, cols
 
 
 def _reached_from(start: int, src: NDArray[np.intp], dst: NDArray[np.intp], n: int) -> NDArray[np.bool_]:
@@ -66,53 +81,87 @@ def _reached_from(start: int, src: NDArray[np.intp], dst: NDArray[np.intp], n: i
 
 @dataclass(frozen=True, eq=False)
 class ChainSolver:
-    """One LU factorization of A = I − Q, reused for every solve (solve, never invert; docs/numerics.md §2).
+    """Solves with A = I − Q, the matrix built once and reused for every solve (solve, never invert;
+    docs/numerics.md §2).
 
     The diagonal is built subtraction-free (GTH style): A_ii = Σ_{j≠i} Q_ij + r⊕_i + r⊖_i rather than 1 − Q_ii,
-    so retry self-loops with Q_ii ≈ 1 keep full relative accuracy. Dense LAPACK LU below
-    :data:`SPARSE_THRESHOLD` states, SuperLU above. Every solve is followed by a residual check.
+    so retry self-loops with Q_ii ≈ 1 keep full relative accuracy. Up to :data:`SPARSE_THRESHOLD` states: one dense
+    LAPACK LU. Above: each right-hand side by Jacobi-preconditioned BiCGSTAB (van der Vorst 1992) to a relative
+    residual of :data:`ITERATIVE_RTOL`, and SuperLU, factored on first need, for any solve the iteration does not
+    finish within :data:`ITERATIVE_MAXITER` — expanded chains (an order-3 chain on 13 observed states has 2,187
+    states) fill their LU factors to ~15× their non-zeros, so the factorization cost 30× the iterative solves. Every
+    solve is followed by a residual check.
     """
 
     m: int
     _dense: tuple[NDArray[np.float64], NDArray[np.int32]] | None
-    _sparse: scipy.sparse.linalg.SuperLU | None
-    _A: NDArray[np.float64] | scipy.sparse.csc_matrix
+    _A: NDArray[np.float64] | scipy.sparse.csr_matrix
+    _diag: NDArray[np.float64] | None = None
+    _lu: dict[str, scipy.sparse.linalg.SuperLU] = field(default_factory=dict, repr=False)
 
     @classmethod
     def factor(
-        cls, Q: NDArray[np.float64], r_success: NDArray[np.float64], r_failure: NDArray[np.float64]
+        cls, Q: NDArray[np.float64], r_success: NDArray[np.float64], r_failure: NDArray[np.float64],
+        edges: tuple[NDArray[np.intp], NDArray[np.intp]] | None = None,
     ) -> ChainSolver:
-        """Factor I − Q. The caller must have checked (``absorbing_reachability``) that every state can exit."""
+        """Build (and below :data:`SPARSE_THRESHOLD` states factor) I − Q. The caller must have checked
+        (``absorbing_reachability``) that every state can exit. ``edges``: Q's positive entries
+        (:func:`chain_edges`), when the caller has them."""
         m = Q.shape[0]
         offdiag = Q.sum(axis=1) - np.diag(Q)
         diag = offdiag + r_success + r_failure
         if m > SPARSE_THRESHOLD:
-            from scipy.sparse.linalg import splu  # imported here: only chains above SPARSE_THRESHOLD states use it
-
             # −Q off the diagonal and the subtraction-free diagonal, assembled from the non-zeros in one pass (a
             # LIL round trip cost more than the factorization on chains of a thousand expanded states)
-            rows, cols = np.nonzero(Q)
+            rows, cols = edges if edges is not None else chain_edges(Q)
             off = rows != cols
             rows, cols = rows[off], cols[off]
             idx = np.arange(m)
-            A_csc = scipy.sparse.csc_matrix(
+            A_csr = scipy.sparse.csr_matrix(
                 (np.concatenate([-Q[rows, cols], diag]), (np.concatenate([rows, idx]), np.concatenate([cols, idx]))),
                 shape=(m, m))
-            A_csc.sort_indices()
-            return cls(m, None, splu(A_csc), A_csc)
+            A_csr.sort_indices()
+            return cls(m, None, A_csr, diag)
         A = -np.array(Q, dtype=np.float64)
         np.fill_diagonal(A, diag)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
             lu = scipy.linalg.lu_factor(A, check_finite=False)
-        return cls(m, lu, None, A)
+        return cls(m, lu, A)
+
+    def _superlu(self) -> scipy.sparse.linalg.SuperLU:
+        if "lu" not in self._lu:
+            from scipy.sparse.linalg import splu  # imported here: only large chains whose iteration fails use it
+
+            self._lu["lu"] = splu(scipy.sparse.csc_matrix(self._A))
+        return self._lu["lu"]
+
+    def _iterate(self, b: NDArray[np.float64], transposed: bool) -> NDArray[np.float64] | None:
+        """One right-hand side by preconditioned BiCGSTAB; None when it does not converge to ITERATIVE_RTOL."""
+        from scipy.sparse.linalg import LinearOperator, bicgstab
+
+        assert self._diag is not None
+        if not np.any(b):
+            return np.zeros(self.m)
+        diag = self._diag
+        A = self._A.T if transposed else self._A
+        jacobi = LinearOperator((self.m, self.m), matvec=lambda v: v / diag, dtype=np.float64)
+        x, info = bicgstab(A, b, rtol=ITERATIVE_RTOL, atol=0.0, maxiter=ITERATIVE_MAXITER, M=jacobi)
+        return np.asarray(x, dtype=np.float64) if info == 0 and np.all(np.isfinite(x)) else None
+
+    def _sparse_solve(self, b: NDArray[np.float64], transposed: bool) -> NDArray[np.float64]:
+        cols = b[:, None] if b.ndim == 1 else b
+        out = np.empty(cols.shape)
+        for j in range(cols.shape[1]):
+            x = self._iterate(np.ascontiguousarray(cols[:, j]), transposed)
+            out[:, j] = x if x is not None else self._superlu().solve(cols[:, j], trans="T" if transposed else "N")
+        return out[:, 0] if b.ndim == 1 else out
 
     def solve(self, b: NDArray[np.float64], *, transposed: bool = False) -> NDArray[np.float64]:
         """Solve A x = b (or Aᵀ x = b). ``b`` may be a vector or an (m, k) block of right-hand sides."""
-        if self._sparse is not None:
-            x = self._sparse.solve(np.asarray(b, dtype=np.float64), trans="T" if transposed else "N")
+        if self._dense is None:
+            x = self._sparse_solve(np.asarray(b, dtype=np.float64), transposed)
         else:
-            assert self._dense is not None
             x = scipy.linalg.lu_solve(self._dense, b, trans=1 if transposed else 0, check_finite=False)
         A = self._A.T if transposed else self._A
         resid = np.max(np.abs(A @ x - b)) if np.size(b) else 0.0

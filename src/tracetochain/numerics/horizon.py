@@ -41,12 +41,14 @@ class HorizonSweep:
     residual: NDArray[np.float64]
 
 
-def sweep_operator(Q: NDArray[np.float64]) -> NDArray[np.float64] | scipy.sparse.csr_matrix:
+def sweep_operator(Q: NDArray[np.float64], edges: tuple[NDArray[np.intp], NDArray[np.intp]] | None = None
+                   ) -> NDArray[np.float64] | scipy.sparse.csr_matrix:
     """Qᵀ in the cheaper format for repeated mat-vecs (build it once per chain: on a chain of a thousand expanded
-    states the conversion costs more than a short sweep)."""
+    states the conversion costs more than a short sweep). ``edges``: Q's positive entries when the caller has them
+    (:func:`~tracetochain.numerics.absorbing.chain_edges`)."""
     m = Q.shape[0]
     if m >= _SPARSE_SWEEP_STATES:
-        rows, cols = np.nonzero(Q)
+        rows, cols = edges if edges is not None else np.nonzero(Q)
         if rows.size <= _SPARSE_SWEEP_DENSITY * m * m:
             # Qᵀ from the non-zeros found once (csr_matrix(dense) scans the m × m array again)
             return scipy.sparse.csr_matrix((Q[rows, cols], (cols, rows)), shape=(m, m))
@@ -97,7 +99,7 @@ def forward_sweep(
     return HorizonSweep(rel, fs, ff, np.clip(surv, 0.0, None), np.clip(resid, 0.0, None))
 
 
-def spectral_radius(Q: NDArray[np.float64]) -> float:
+def spectral_radius(Q: NDArray[np.float64], edges: tuple[NDArray[np.intp], NDArray[np.intp]] | None = None) -> float:
     """ρ(Q), the Perron root: the geometric rate at which the survival Pr[T > d] decays (docs/numerics.md §4).
 
     Q ≥ 0, so ρ(Q) = max over the strongly connected components C of the transition graph of ρ(Q[C, C])
@@ -105,14 +107,19 @@ def spectral_radius(Q: NDArray[np.float64]) -> float:
     Johnson, *Matrix Analysis*, §8.3). Above 600 states the components are found first: a chain without cycles
     (an all-zero or nilpotent Q, e.g. states labelled by position) has ρ = 0 exactly, a single state contributes its
     self-loop Q[i, i], and each larger component is solved densely (ARPACK's ``eigs`` fails on exactly these
-    matrices: "starting vector is zero", no convergence).
+    matrices: "starting vector is zero", no convergence). ``edges``: Q's positive entries when the caller has them
+    (:func:`~tracetochain.numerics.absorbing.chain_edges`; the graph and the blocks are then built from them).
     """
     m = Q.shape[0]
     if m <= 600:
         return float(np.max(np.abs(np.linalg.eigvals(Q)))) if m else 0.0
     from scipy.sparse.csgraph import connected_components
 
-    graph = scipy.sparse.csr_matrix(Q)
+    if edges is not None:
+        graph = scipy.sparse.csr_matrix((Q[edges], edges), shape=(m, m))
+        graph.sort_indices()
+    else:
+        graph = scipy.sparse.csr_matrix(Q)
     graph.eliminate_zeros()
     if graph.nnz == 0:
         return 0.0
@@ -123,19 +130,18 @@ def spectral_radius(Q: NDArray[np.float64]) -> float:
     rho = float(diag[single].max()) if single.any() else 0.0
     for c in np.flatnonzero(sizes > 1):
         idx = np.flatnonzero(labels == c)
-        block = Q[np.ix_(idx, idx)]
         value: float | None = None
         if idx.size > 600:  # irreducible: ARPACK usually converges; the dense solve is the fallback
             from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigs
 
             try:
-                vals = eigs(scipy.sparse.csr_matrix(block), k=1, which="LM",
-                                                return_eigenvectors=False)
+                # the block sliced from the sparse graph (no dense m × m copy and scan)
+                vals = eigs(graph[idx][:, idx], k=1, which="LM", return_eigenvectors=False)
                 value = float(np.abs(vals[0]))
             except (ArpackError, ArpackNoConvergence):
                 value = None
         if value is None:
-            value = float(np.max(np.abs(np.linalg.eigvals(block))))
+            value = float(np.max(np.abs(np.linalg.eigvals(Q[np.ix_(idx, idx)]))))
         rho = max(rho, value)
     return rho
 

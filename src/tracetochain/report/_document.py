@@ -84,7 +84,7 @@ def build_report(result: Any, *, horizon: int = 50, ks: tuple[int, ...] = (1, 2,
         timing_reason = "; ".join(cert.layers[b].message for b in because if b in cert.layers) or None
     n_usable = result.summary.n_usable
     rdc = [float(x) for x in result.summary.empirical_rdc(horizon)]
-    intervals = result.intervals(horizon=horizon, ks=ks)
+    intervals = result.intervals(horizon=horizon, ks=ks, progress=step)
     visits = result.summary.visits
     row_totals = result.summary.counts.row_totals
     observed = result.summary.state_names  # the chain's states, unless a chosen model expanded them

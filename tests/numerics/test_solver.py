@@ -1,0 +1,76 @@
+"""ChainSolver above SPARSE_THRESHOLD states: iterative solves (Jacobi-preconditioned BiCGSTAB), the sparse LU only
+when the iteration does not finish — equal to a dense LU of the same subtraction-free matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from tracetochain.chain import AbsorbingChain
+from tracetochain.numerics import absorbing
+from tracetochain.numerics.absorbing import SPARSE_THRESHOLD, ChainSolver, chain_edges
+
+
+def _sparse_chain(seed: int, m: int, retry: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A random sparse chain; with ``retry`` every state also loops on itself with probability up to 0.999 (the
+    retry loops that make I − Q ill-conditioned)."""
+    rng = np.random.default_rng(seed)
+    Q = np.where(rng.random((m, m)) < 8 / m, rng.random((m, m)), 0.0)
+    np.fill_diagonal(Q, 0.0)
+    rs, rf = rng.random(m) * 0.05, rng.random(m) * 0.05
+    tot = Q.sum(axis=1) + rs + rf
+    Q, rs, rf = Q / tot[:, None], rs / tot, rf / tot
+    if retry:
+        loop = rng.random(m) * 0.999
+        Q, rs, rf = Q * (1 - loop)[:, None], rs * (1 - loop), rf * (1 - loop)
+        Q[np.arange(m), np.arange(m)] = loop
+    return Q, rs, rf
+
+
+def _dense_reference(Q: np.ndarray, rs: np.ndarray, rf: np.ndarray) -> np.ndarray:
+    A = -Q.copy()
+    np.fill_diagonal(A, Q.sum(axis=1) - np.diag(Q) + rs + rf)
+    return A
+
+
+@pytest.mark.parametrize("retry", [False, True])
+def test_iterative_solves_agree_with_the_dense_lu(retry: bool) -> None:
+    m = SPARSE_THRESHOLD + 200
+    Q, rs, rf = _sparse_chain(3, m, retry)
+    solver = ChainSolver.factor(Q, rs, rf)
+    assert solver._dense is None
+    A = _dense_reference(Q, rs, rf)
+    rhs = np.column_stack([rs, rf, np.ones(m)])
+    for transposed in (False, True):
+        want = scipy.linalg.solve(A.T if transposed else A, rhs)
+        got = solver.solve(rhs, transposed=transposed)
+        assert np.max(np.abs(got - want) / np.abs(want).max(axis=0)) < 1e-11
+        one = solver.solve(rhs[:, 0], transposed=transposed)
+        assert one.shape == (m,) and np.allclose(one, want[:, 0], rtol=0, atol=1e-11 * np.abs(want[:, 0]).max())
+    assert solver._lu == {}  # every solve converged: the LU was never factored
+
+
+def test_a_solve_the_iteration_cannot_finish_falls_back_to_the_sparse_lu(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = SPARSE_THRESHOLD + 100
+    Q, rs, rf = _sparse_chain(5, m, True)
+    monkeypatch.setattr(absorbing, "ITERATIVE_MAXITER", 1)
+    solver = ChainSolver.factor(Q, rs, rf, chain_edges(Q))
+    got = solver.solve(rs)
+    assert "lu" in solver._lu
+    want = scipy.linalg.solve(_dense_reference(Q, rs, rf), rs)
+    assert np.max(np.abs(got - want)) < 1e-12 * np.abs(want).max()
+
+
+def test_a_large_chains_numbers_match_the_dense_path() -> None:
+    """R∞, mean steps and expected visits of a chain above the threshold, against the same chain solved densely."""
+    m = SPARSE_THRESHOLD + 150
+    Q, rs, rf = _sparse_chain(11, m, True)
+    pi0 = np.random.default_rng(2).random(m)
+    chain = AbsorbingChain(Q, rs, rf, pi0 / pi0.sum())
+    A = _dense_reference(chain.Q, chain.R_success, chain.R_failure)
+    h = scipy.linalg.solve(A, chain.R_success)
+    assert chain.r_inf == pytest.approx(float(chain.pi0 @ h), rel=1e-12)
+    assert chain.mean_steps() == pytest.approx(float(chain.pi0 @ scipy.linalg.solve(A, np.ones(m))), rel=1e-12)
+    z = scipy.linalg.solve(A.T, chain.pi0)
+    assert np.allclose(chain.expected_visits(), z, rtol=1e-11, atol=0)
