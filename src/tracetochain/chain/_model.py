@@ -29,6 +29,7 @@ from tracetochain.exceptions import (
     SchemaVersionError,
     UndefinedMetricError,
 )
+from tracetochain.numerics.absorbing import chain_edges
 from tracetochain.numerics.shared import (
     as_initial_distribution,
     as_start_exits,
@@ -115,7 +116,7 @@ class AbsorbingChain(ResultDisplay):
         Qa, rs, rf = ensure_chain_arrays(Q, R_success, R_failure, names)
         exits = as_start_exits(start_exits)
         p0 = as_initial_distribution(pi0, Qa.shape[0], exits)
-        edges = nx.chain_edges(Qa)
+        edges = chain_edges(Qa)
         reach = nx.absorbing_reachability(Qa, rs, rf, edges)
         can_absorb = reach[0]
         if not can_absorb.all():
@@ -180,7 +181,7 @@ class AbsorbingChain(ResultDisplay):
 
     @cached_property
     def _edges(self) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
-        return nx.chain_edges(self.Q)
+        return chain_edges(self.Q)
 
     @cached_property
     def _step_table(self) -> StepTable:

@@ -9,7 +9,6 @@ docs/numerics.md §1: ``Q`` (m×m transient block), ``r_success``/``r_failure`` 
 from tracetochain.numerics.absorbing import (
     ChainSolver,
     absorbing_reachability,
-    chain_edges,
     conditional_mean_steps,
     failure_attribution,
     mean_steps,
@@ -36,7 +35,6 @@ __all__ = [
     "accumulated_reward",
     "budget_reliability",
     "capped_mean_cost",
-    "chain_edges",
     "conditional_mean_steps",
     "failure_attribution",
     "forward_sweep",

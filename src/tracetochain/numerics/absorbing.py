@@ -88,9 +88,9 @@ class ChainSolver:
     so retry self-loops with Q_ii ≈ 1 keep full relative accuracy. Up to :data:`SPARSE_THRESHOLD` states: one dense
     LAPACK LU. Above: each right-hand side by Jacobi-preconditioned BiCGSTAB (van der Vorst 1992) to a relative
     residual of :data:`ITERATIVE_RTOL`, and SuperLU, factored on first need, for any solve the iteration does not
-    finish within :data:`ITERATIVE_MAXITER` — expanded chains (an order-3 chain on 13 observed states has 2,187
-    states) fill their LU factors to ~15× their non-zeros, so the factorization cost 30× the iterative solves. Every
-    solve is followed by a residual check.
+    finish within :data:`ITERATIVE_MAXITER` — expanded chains (order-3 contexts of 43 observed states: 2,187 states,
+    43 successors each) fill their LU factors to ~15× their non-zeros, so the factorization cost 30× the iterative
+    solves (docs/numerics.md §2). Every solve is followed by a residual check.
     """
 
     m: int
