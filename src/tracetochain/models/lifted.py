@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -130,17 +131,21 @@ class OrderKScheme(ContextScheme):
         start = self._deepest(start_codes)
         p0 = np.zeros(n)
         np.add.at(p0, start, pi0)
-        names = tuple(self._name(int(c), int(L), observed_names) for c, L in zip(code, length, strict=True))
+        names = tuple(_context_name(int(c), int(L), m, observed_names) for c, L in zip(code, length, strict=True))
         return CompiledArrays(Q, rows[:, m].copy(), rows[:, m + 1].copy(), p0, names, code % base)
-
-    def _name(self, code: int, length: int, observed: tuple[str, ...]) -> str:
-        base = self.m + 1
-        parts = [(code // base**i) % base for i in range(length)][::-1]
-        return "|".join(BEGIN if p == self.m else observed[p] for p in parts)
 
     def settings(self) -> dict[str, Any]:
         return {"scheme": self.name, "order": self.order,
                 "contexts_per_order": [int(c.size) for c in self._codes]}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _context_name(code: int, length: int, m: int, observed: tuple[str, ...]) -> str:
+    """The name "a|b|c" of a context coded in base m + 1 (digit m = BEGIN). Cached: the timing null and the interval
+    refits compile thousands of contexts per refit, most of them seen in the refit before."""
+    base = m + 1
+    parts = [(code // base**i) % base for i in range(length)][::-1]
+    return "|".join(BEGIN if p == m else observed[p] for p in parts)
 
 
 class LiftedModel(ContextChainModel):

@@ -34,21 +34,29 @@ def ensure_chain_arrays(
     def label(i: int) -> str:
         return repr(names[i]) if names is not None else f"#{i}"
 
+    # Few passes over Q (a compiled chain of 2,187 expanded states has a 38 MB Q, and refits build them by the
+    # thousand): a NaN or infinity makes its row sum non-finite, so the entries are searched only then, and the clip
+    # runs only when an entry is negative (the row sums are then taken again, after it).
+    rows = Qa.sum(axis=1) + rs + rf
+    finite = bool(np.all(np.isfinite(rows)))
+    clipped = False
     for arr, what in ((Qa, "Q"), (rs, "R_success"), (rf, "R_failure")):
-        if not np.all(np.isfinite(arr)):
+        if not finite and not np.all(np.isfinite(arr)):
             where = np.unravel_index(int(np.flatnonzero(~np.isfinite(arr))[0]), arr.shape)
             raise ChainValidationError(
                 f"{what} has a NaN or infinite entry in the row of state {label(int(where[0]))}"
             )
-        if arr.size and arr.min() < -ROW_SUM_ATOL:
+        low = arr.min() if arr.size else 0.0
+        if low < -ROW_SUM_ATOL:
             idx = np.unravel_index(int(np.argmin(arr)), arr.shape)
             raise ChainValidationError(
                 f"{what} has a negative entry {arr[idx]:.3g} in row of state {label(int(idx[0]))}"
             )
-    np.clip(Qa, 0.0, None, out=Qa)
-    np.clip(rs, 0.0, None, out=rs)
-    np.clip(rf, 0.0, None, out=rf)
-    rows = Qa.sum(axis=1) + rs + rf
+        if low < 0.0:
+            np.clip(arr, 0.0, None, out=arr)
+            clipped = True
+    if clipped or not finite:
+        rows = Qa.sum(axis=1) + rs + rf
     bad = np.flatnonzero(np.abs(rows - 1.0) > ROW_SUM_ATOL)
     if bad.size:
         i = int(bad[0])
