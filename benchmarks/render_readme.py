@@ -208,6 +208,9 @@ def commands_section(doc: dict[str, Any]) -> str:
                  f"for {br['imports (all)']:.2f} s — {parts}; scipy's share includes the NumPy submodules its "
                  "array-API layer loads (numpy.f2py, numpy.testing, numpy.ma, numpy.polynomial), which "
                  "`import numpy` alone never does.")
+    rerun = doc.get("rerun")
+    if rerun:
+        where += (f" Re-run rows ({', '.join(k.replace(' | ', ': ') for k in rerun['cases'])}): {rerun['why']}.")
     return "\n".join([
         f"**Whole commands** (`bench_commands.py`, {_machine(doc)}, medians of {doc.get('repeats', '?')} "
         f"interleaved runs, {venv}): each command as a fresh process on each shared corpus, interpreter start-up "

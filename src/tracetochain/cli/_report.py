@@ -313,8 +313,8 @@ def audit(
                               n_bootstrap=bootstrap, order_criterion=order_criterion,
                               intervals=method if resamples else None, samples=max(resamples, 1), seed=seed,
                               progress=progress, **model_arguments(model))
-        if not as_json:
-            result.intervals(progress=progress)  # a chosen model's refits are summarised here, in view, once
+        if not as_json and result.model_choice is not None and not result.model_choice.first_order:
+            result.intervals(progress=progress)  # the chosen model's refits, summarised here in view, once
     cert = result.certificate
     if as_json:
         if result.model_choice is None:
