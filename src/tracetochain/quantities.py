@@ -267,25 +267,35 @@ def _median_success(b: ChainBatch, kw: dict[str, Any]) -> tuple[NDArray[np.float
     return out, reached, f"success unreachable (R∞ = 0), or R(d) < R∞/2 at max_horizon = {max_horizon}"
 
 
+def first_within(chain: Any, tail: float, max_horizon: int) -> int | None:
+    """Smallest d ≤ ``max_horizon`` with R∞ − R(d) ≤ ``tail`` (the exact tail π_d·h of the chain's forward sweep), by
+    sweeps of 64, 256, … steps up to ``max_horizon``; None when the tail is still above it there. One chain's step
+    budgets and median read it from the chain's own sweep (sparse operator, iterative solves on large chains)."""
+    horizon = min(64, max_horizon)
+    while True:
+        hit = np.flatnonzero(chain.sweep(horizon).residual <= tail)
+        if hit.size:
+            return int(hit[0])
+        if horizon >= max_horizon:
+            return None
+        horizon = min(4 * horizon, max_horizon)
+
+
 def _chain_median_success(c: Any, kw: dict[str, Any]) -> float:
-    """M on one chain, the batched definition (first d with π_d·h ≤ R∞/2, ties counted) read from the chain's own
-    forward sweep in growing blocks: its sparse operator and iterative solves keep a compiled chain of thousands of
-    expanded states from the dense batch of one (two dense solves and a dense sweep per refit)."""
+    """M on one chain, the batched definition (first d with π_d·h ≤ R∞/2, ties counted) by :func:`first_within`:
+    a compiled chain of thousands of expanded states stays out of a dense batch of one (two dense solves and a dense
+    sweep per refit)."""
     max_horizon = int(kw["max_horizon"])
     if max_horizon < 0:
         raise ValueError(f"max_horizon must be >= 0, got {max_horizon}")
     r = c.r_inf
     if r <= 0.0:
         raise UndefinedMetricError("success unreachable (R∞ = 0): the median steps to success are undefined")
-    half = r / 2.0 * (1.0 + 1e-12)  # a tie R(d) = R∞/2 exactly counts as reached despite rounding in the sweep
-    horizon = min(64, max_horizon)
-    while True:
-        hit = np.flatnonzero(c.sweep(horizon).residual <= half)
-        if hit.size:
-            return float(hit[0])
-        if horizon >= max_horizon:
-            raise UndefinedMetricError(f"R(d) < R∞/2 at max_horizon = {max_horizon}")
-        horizon = min(4 * horizon, max_horizon)
+    # a tie R(d) = R∞/2 exactly counts as reached despite rounding in the sweep
+    d = first_within(c, r / 2.0 * (1.0 + 1e-12), max_horizon)
+    if d is None:
+        raise UndefinedMetricError(f"R(d) < R∞/2 at max_horizon = {max_horizon}; pass a larger max_horizon")
+    return float(d)
 
 
 _H = {"horizon": ...}

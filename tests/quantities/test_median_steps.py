@@ -102,3 +102,14 @@ def test_monte_carlo_notation_chain_brackets_one_half() -> None:
         f = float((lengths <= d).mean())
         assert abs(f - cdf[d]) < 4 * math.sqrt(cdf[d] * (1 - cdf[d]) / n), (d, f, cdf[d])
     assert cdf[med] >= 0.5 > cdf[med - 1]
+
+
+def test_first_within_is_the_step_budgets_exact_d_and_stops_at_max_horizon() -> None:
+    """The growing sweeps behind the one-chain median and the refits' step budgets: the exact budget of
+    ``AbsorbingChain.step_budget``, also past the first 64-step sweep; None when the tail is still above at the cap."""
+    from tracetochain.quantities import first_within
+
+    chain = one_state(0.97, 0.02)  # R∞ − R(d) = R∞·0.97^d: the budget for δ = 1e-3 is far beyond 64 steps
+    for delta in (0.1, 1e-3):
+        assert first_within(chain, delta, 100_000) == chain.step_budget(delta).exact
+    assert first_within(chain, 1e-3, 100) is None

@@ -67,7 +67,7 @@ from tracetochain.audit.shared import (
 from tracetochain.chain import AbsorbingChain
 from tracetochain.exceptions import TraceToChainError, UndefinedMetricError
 from tracetochain.families import family_of, first_order_family, is_first_order, model_choices
-from tracetochain.quantities import reported, reported_scalars
+from tracetochain.quantities import first_within, reported, reported_scalars
 from tracetochain.traces import TraceTable
 from tracetochain.traces.shared import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
 from tracetochain.uncertainty.shared import equal_tailed
@@ -366,15 +366,10 @@ def _quantities(compiled: Any, horizon: int, ks: list[int], delta: float) -> dic
 
 
 def _exact_step_budget(chain: AbsorbingChain, delta: float, max_horizon: int = 16_384) -> float | None:
-    """Smallest d with R∞ − R(d) ≤ δ, by the forward sweep in growing blocks (the exact part of
+    """Smallest d with R∞ − R(d) ≤ δ (:func:`~tracetochain.quantities.first_within`; the exact part of
     :meth:`AbsorbingChain.step_budget`, without its eigendecomposition-based bound, which refits do not need)."""
-    horizon = 64
-    while horizon <= max_horizon:
-        hit = np.flatnonzero(chain.sweep(horizon).residual <= delta)
-        if hit.size:
-            return float(hit[0])
-        horizon *= 4
-    return None
+    d = first_within(chain, delta, max_horizon)
+    return None if d is None else float(d)
 
 
 def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Sequence[int], delta: float,
