@@ -54,6 +54,7 @@ from tracetochain.chain import (
     start_distribution,
     zero_step_outcome_codes,
 )
+from tracetochain.chain._sparse import SparseChain
 from tracetochain.exceptions import UndefinedMetricError
 from tracetochain.numerics import SimulatedTraces, simulate_traces
 from tracetochain.numerics.batched import ChainBatch
@@ -90,8 +91,12 @@ def lattice_ks_statistic(times: NDArray[np.int64], cdf: NDArray[np.float64]) -> 
     return float(np.max(np.abs(emp - cdf[: kmax + 1])))
 
 
-def success_time_cdf(chain: AbsorbingChain, horizon: int, max_steps: int | None = None) -> NDArray[np.float64]:
+def success_time_cdf(chain: AbsorbingChain | SparseChain, horizon: int, max_steps: int | None = None
+                     ) -> NDArray[np.float64]:
     """F(d) for d = 0..horizon: the law of the success time among successful runs, F(d) = R(d)/R∞.
+
+    ``chain``: a validated chain, or a large one held as its non-zeros (:class:`~tracetochain.chain._sparse
+    .SparseChain`, what the timing null's refits of an expanded family give).
 
     F(d) = R(d)/R∞ without a cap; with a step cap D the successes that can be observed are those with τ⊕ ≤ D, so
     F(d) = R(min(d, D))/R(D). Raises :class:`UndefinedMetricError` when success is unreachable (within the cap).
@@ -117,9 +122,9 @@ def success_time_cdf(chain: AbsorbingChain, horizon: int, max_steps: int | None 
 _MATRIX_POWER_STATES = 64
 
 
-def _reliability_at(chain: AbsorbingChain, d: int) -> float:
+def _reliability_at(chain: AbsorbingChain | SparseChain, d: int) -> float:
     """R(d) = R∞ − π0 Q^d h (the tail is π_d · h, docs/numerics.md §4), by repeated squaring for small chains."""
-    if chain.n_states > _MATRIX_POWER_STATES:
+    if chain.n_states > _MATRIX_POWER_STATES or isinstance(chain, SparseChain):
         return float(chain.reliability(d)[d])
     tail = float(chain.pi0 @ np.linalg.matrix_power(chain.Q, d) @ chain.success_probabilities)
     return max(0.0, chain.r_inf - max(0.0, tail))

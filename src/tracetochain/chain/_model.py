@@ -29,7 +29,7 @@ from tracetochain.exceptions import (
     SchemaVersionError,
     UndefinedMetricError,
 )
-from tracetochain.numerics.absorbing import chain_edges
+from tracetochain.numerics.absorbing import chain_edges, success_absorption
 from tracetochain.numerics.shared import (
     as_initial_distribution,
     as_start_exits,
@@ -196,9 +196,7 @@ class AbsorbingChain(ResultDisplay):
     @cached_property
     def success_probabilities(self) -> NDArray[np.float64]:
         """h = N R⊕: probability of eventually succeeding from each state (exactly 0 where success is unreachable)."""
-        h = self._solver.solve(self.R_success)
-        h[~self._reach[1]] = 0.0
-        return _frozen(clip_probabilities(h, "success probability"))
+        return _frozen(success_absorption(self._solver, self.R_success, self._reach[1]))
 
     @cached_property
     def failure_probabilities(self) -> NDArray[np.float64]:

@@ -29,10 +29,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from tracetochain._display import EstimatorDisplay
 from tracetochain.chain import AbsorbingChain
+from tracetochain.chain._sparse import SparseChain
 from tracetochain.exceptions import NotFittedError
 from tracetochain.models._encoded import EncodedTraces, Grouping, encode_traces
 from tracetochain.numerics.passk import _check_k
 from tracetochain.traces import TraceTable
+
+#: What answers R(d) and R∞: a validated dense chain, or a large chain held as its non-zeros.
+SuccessLawChain = AbsorbingChain | SparseChain
 
 Trials = Literal["task", "iid"]
 
@@ -408,6 +412,12 @@ class TraceModel(EstimatorDisplay, ABC):
         if self._compiled is None:
             self._compiled = self._compile()
         return self._compiled
+
+    def success_law_chain(self) -> SuccessLawChain:
+        """The chain behind the model's success-time law, R(d) and R∞ (what the timing null asks of a refit): the
+        compiled chain; families that compile large chains from their non-zeros override it to skip the dense
+        matrix (:class:`~tracetochain.chain._sparse.SparseChain`)."""
+        return self.to_chain().chain
 
     def pass_hat_k(self, k: ArrayLike) -> NDArray[np.float64]:
         return self.to_chain().pass_hat_k(k)

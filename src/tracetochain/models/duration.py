@@ -34,6 +34,7 @@ from tracetochain.models._context import (
     ContextChainModel,
     ContextScheme,
     KappaBy,
+    dense_transitions,
     events,
     fit_context_rows,
 )
@@ -149,23 +150,25 @@ class StepBucketScheme(ContextScheme):
                 ) -> CompiledArrays:
         m = self.m
         if self.n_buckets == 1:
-            return CompiledArrays(rows[:m, :m].copy(), rows[:m, m].copy(), rows[:m, m + 1].copy(), pi0.copy(),
-                                  observed_names, np.arange(m, dtype=np.int64))
+            return CompiledArrays(*dense_transitions(rows[:m, :m]), rows[:m, m].copy(), rows[:m, m + 1].copy(),
+                                  pi0.copy(), np.arange(m, dtype=np.int64), lambda: observed_names)
         H = self.edges[-1]
         T = H + 1  # clock values 0 … H, H meaning "H or later"
         t = np.arange(T)
         node = m + np.arange(m)[None, :] * self.n_buckets + self.bucket(t)[:, None]  # (T, m)
         r = rows[node.ravel()]  # state index = t·m + s
         n = T * m
-        Q = np.zeros((n, n))
         nxt_t = np.minimum(t + 1, H)
-        rows_idx = np.arange(n)
+        # state (s, t) moves to (s', min(t + 1, H)) with the row of its context
         cols = (np.repeat(nxt_t, m) * m)[:, None] + np.arange(m)[None, :]
-        Q[rows_idx[:, None], cols] = r[:, :m]
         p0 = np.zeros(n)
         p0[:m] = pi0
-        names = tuple(f"{observed_names[s]}@{'≥' if tt == H else ''}{tt}" for tt in range(T) for s in range(m))
-        return CompiledArrays(Q, r[:, m].copy(), r[:, m + 1].copy(), p0, names, np.tile(np.arange(m), T))
+
+        def names() -> tuple[str, ...]:
+            return tuple(f"{observed_names[s]}@{'≥' if tt == H else ''}{tt}" for tt in range(T) for s in range(m))
+
+        return CompiledArrays(np.repeat(np.arange(n), m), cols.ravel(), r[:, :m].ravel(), r[:, m].copy(),
+                              r[:, m + 1].copy(), p0, np.tile(np.arange(m), T), names)
 
     def settings(self) -> dict[str, Any]:
         return {"scheme": self.name, "edges": list(self.edges), "n_buckets": self.n_buckets,

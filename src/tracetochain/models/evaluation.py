@@ -166,7 +166,7 @@ def timing_check(compiled: CompiledModel, test: EncodedTraces, *, n_bootstrap: i
         if refit is not None:
             assert fit_sizes is not None
             try:
-                again = refit().fit(simulate_encoded(compiled, fit_sizes, rng, max_steps=cap)).to_chain().chain
+                again = refit().fit(simulate_encoded(compiled, fit_sizes, rng, max_steps=cap)).success_law_chain()
                 law = success_time_cdf(again, int(x.max()), max_steps)
             except (ValueError, ArithmeticError, UndefinedMetricError):
                 reached += 1

@@ -124,15 +124,17 @@ class OrderKScheme(ContextScheme):
             fits = new_len[:, None] >= j
             found = self._lookup(j, (ext % base**j).ravel()).reshape(n, m)
             nxt = np.where(fits & (found >= 0), found, nxt)
-        Q = np.zeros((n, n))
-        np.add.at(Q, (np.repeat(np.arange(n), m), nxt.ravel()), rows[:, :m].ravel())
         # Start: the context (BEGIN, …, BEGIN, s_1) or its longest seen suffix.
         start_codes = [np.arange(m, dtype=np.int64) + sum(m * base**i for i in range(1, j)) for j in range(1, k + 1)]
         start = self._deepest(start_codes)
         p0 = np.zeros(n)
         np.add.at(p0, start, pi0)
-        names = tuple(_context_name(int(c), int(L), m, observed_names) for c, L in zip(code, length, strict=True))
-        return CompiledArrays(Q, rows[:, m].copy(), rows[:, m + 1].copy(), p0, names, code % base)
+
+        def names() -> tuple[str, ...]:
+            return tuple(_context_name(int(c), int(L), m, observed_names) for c, L in zip(code, length, strict=True))
+
+        return CompiledArrays(np.repeat(np.arange(n), m), nxt.ravel(), rows[:, :m].ravel(), rows[:, m].copy(),
+                              rows[:, m + 1].copy(), p0, code % base, names)
 
     def settings(self) -> dict[str, Any]:
         return {"scheme": self.name, "order": self.order,

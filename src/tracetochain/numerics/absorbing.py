@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import scipy.sparse.linalg
 
 from tracetochain.exceptions import IllConditionedWarning
+from tracetochain.numerics._checks import clip_probabilities
 
 #: Above this many states the solves are sparse: iterative first, a sparse LU (SuperLU) when the iteration fails.
 SPARSE_THRESHOLD = 400
@@ -43,6 +44,13 @@ def absorbing_reachability(
     """
     m = Q.shape[0]
     rows, cols = edges if edges is not None else chain_edges(Q)  # found once for both searches
+    return reachability_of_edges(m, rows, cols, r_success, r_failure)
+
+
+def reachability_of_edges(m: int, rows: NDArray[np.intp], cols: NDArray[np.intp], r_success: NDArray[np.float64],
+                          r_failure: NDArray[np.float64]) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """:func:`absorbing_reachability` of a chain given by the (rows, cols) of its positive transitions (a chain held
+    as its non-zeros, never as an m × m array)."""
 
     def reaches(exit_mask: NDArray[np.bool_]) -> NDArray[np.bool_]:
         # Reverse graph plus a sink node m: i → m when i exits. BFS from the sink over reversed edges.
@@ -111,23 +119,30 @@ class ChainSolver:
         offdiag = Q.sum(axis=1) - np.diag(Q)
         diag = offdiag + r_success + r_failure
         if m > SPARSE_THRESHOLD:
-            # −Q off the diagonal and the subtraction-free diagonal, assembled from the non-zeros in one pass (a
-            # LIL round trip cost more than the factorization on chains of a thousand expanded states)
             rows, cols = edges if edges is not None else chain_edges(Q)
-            off = rows != cols
-            rows, cols = rows[off], cols[off]
-            idx = np.arange(m)
-            A_csr = scipy.sparse.csr_matrix(
-                (np.concatenate([-Q[rows, cols], diag]), (np.concatenate([rows, idx]), np.concatenate([cols, idx]))),
-                shape=(m, m))
-            A_csr.sort_indices()
-            return cls(m, None, A_csr, diag)
+            return cls.iterative(m, rows, cols, Q[rows, cols], diag)
         A = -np.array(Q, dtype=np.float64)
         np.fill_diagonal(A, diag)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
             lu = scipy.linalg.lu_factor(A, check_finite=False)
         return cls(m, lu, A)
+
+    @classmethod
+    def iterative(cls, m: int, rows: NDArray[np.intp], cols: NDArray[np.intp], values: NDArray[np.float64],
+                  diag: NDArray[np.float64]) -> ChainSolver:
+        """The large-chain solver (BiCGSTAB, SuperLU on need) of the chain whose positive transitions are
+        ``values`` at (``rows``, ``cols``), with the subtraction-free diagonal ``diag`` of I − Q."""
+        # −Q off the diagonal and the diagonal, assembled from the non-zeros in one pass (a LIL round trip cost more
+        # than the factorization on chains of a thousand expanded states)
+        off = rows != cols
+        rows, cols = rows[off], cols[off]
+        idx = np.arange(m)
+        A_csr = scipy.sparse.csr_matrix(
+            (np.concatenate([-values[off], diag]), (np.concatenate([rows, idx]), np.concatenate([cols, idx]))),
+            shape=(m, m))
+        A_csr.sort_indices()
+        return cls(m, None, A_csr, diag)
 
     def _superlu(self) -> scipy.sparse.linalg.SuperLU:
         if "lu" not in self._lu:
@@ -174,6 +189,15 @@ class ChainSolver:
                 stacklevel=2,
             )
         return np.asarray(x, dtype=np.float64)
+
+
+def success_absorption(solver: ChainSolver, r_success: NDArray[np.float64], can_succeed: NDArray[np.bool_]
+                       ) -> NDArray[np.float64]:
+    """h = N R⊕, the probability of eventually succeeding from each state: exactly 0 where no path reaches success
+    (``can_succeed`` of :func:`absorbing_reachability`), clipped to [0, 1] against the solve's rounding."""
+    h = solver.solve(r_success)
+    h[~can_succeed] = 0.0
+    return clip_probabilities(h, "success probability")
 
 
 def mean_steps(solver: ChainSolver) -> NDArray[np.float64]:

@@ -51,15 +51,21 @@ def sweep_operator(Q: NDArray[np.float64], edges: tuple[NDArray[np.intp], NDArra
         rows, cols = edges if edges is not None else np.nonzero(Q)
         if rows.size <= _SPARSE_SWEEP_DENSITY * m * m:
             # Qᵀ from the non-zeros found once (csr_matrix(dense) scans the m × m array again)
-            return scipy.sparse.csr_matrix((Q[rows, cols], (cols, rows)), shape=(m, m))
+            return transposed_operator(m, rows, cols, Q[rows, cols])
     return np.ascontiguousarray(Q.T)
+
+
+def transposed_operator(m: int, rows: NDArray[np.intp], cols: NDArray[np.intp], values: NDArray[np.float64]
+                        ) -> scipy.sparse.csr_matrix:
+    """Qᵀ as a CSR matrix from Q's positive entries ``values`` at (``rows``, ``cols``)."""
+    return scipy.sparse.csr_matrix((values, (cols, rows)), shape=(m, m))
 
 
 _sweep_operator = sweep_operator
 
 
 def forward_sweep(
-    Q: NDArray[np.float64],
+    Q: NDArray[np.float64] | None,
     r_success: NDArray[np.float64],
     r_failure: NDArray[np.float64],
     pi0: NDArray[np.float64],
@@ -73,11 +79,14 @@ def forward_sweep(
     ``h`` is the success-absorption vector N r⊕ (from :class:`ChainSolver`), used for the exact tail.
     ``start_exits`` (s, f): the episodes that end before any step, f⊕(0) = s and f⊖(0) = f (π0 is then a
     sub-distribution, π0·1 = 1 − s − f); the tail R∞ − R(d) = π_d·h is unchanged. ``op``: Qᵀ as
-    :func:`sweep_operator` builds it, when the caller sweeps one chain several times.
+    :func:`sweep_operator` builds it, when the caller sweeps one chain several times (``Q`` may then be None: a
+    chain held as its non-zeros has no m × m array).
     """
     if horizon < 0:
         raise ValueError(f"horizon must be >= 0, got {horizon}")
     if op is None:
+        if Q is None:
+            raise ValueError("forward_sweep needs Q or its sweep operator op")
         op = sweep_operator(Q)
     n = horizon + 1
     fs = np.zeros(n)
