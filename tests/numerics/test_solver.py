@@ -74,3 +74,29 @@ def test_a_large_chains_numbers_match_the_dense_path() -> None:
     assert chain.mean_steps() == pytest.approx(float(chain.pi0 @ scipy.linalg.solve(A, np.ones(m))), rel=1e-12)
     z = scipy.linalg.solve(A.T, chain.pi0)
     assert np.allclose(chain.expected_visits(), z, rtol=1e-11, atol=0)
+
+
+def test_growing_sweep_is_bit_for_bit_one_sweep_to_the_longest_horizon() -> None:
+    """A chain swept to 10, then 300, then 40 steps gives exactly what single sweeps to those horizons give (the
+    continued sweep repeats the same operations in the same order), and its results do not alias its buffers."""
+    import tracetochain as tt
+    from tracetochain.numerics import forward_sweep
+    from tracetochain.numerics.horizon import GrowingSweep, sweep_operator
+
+    rng = np.random.default_rng(8)
+    m = 150
+    Q = rng.dirichlet(np.full(m, 0.05), size=m) * 0.97
+    r_s = np.full(m, 0.01)
+    chain = tt.AbsorbingChain(Q, r_s, 1.0 - Q.sum(axis=1) - r_s, 0)
+    h, op = chain.success_probabilities, sweep_operator(chain.Q)
+    grow = GrowingSweep(op, chain.R_success, chain.R_failure, chain.pi0, h)
+    for horizon in (10, 300, 40, 300, 301):
+        got = grow.to(horizon)
+        want = forward_sweep(chain.Q, chain.R_success, chain.R_failure, chain.pi0, horizon, h)
+        for name in ("reliability", "success_pmf", "failure_pmf", "survival", "residual"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), (horizon, name)
+        got.success_pmf[:] = -1.0  # a caller's edit stays in its copy
+    assert np.array_equal(chain.sweep(120).reliability, forward_sweep(chain.Q, chain.R_success, chain.R_failure,
+                                                                      chain.pi0, 120, h).reliability)
+    with pytest.raises(ValueError, match="horizon"):
+        grow.to(-1)

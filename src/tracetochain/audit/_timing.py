@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -54,11 +54,13 @@ from tracetochain.chain import (
     start_distribution,
     zero_step_outcome_codes,
 )
-from tracetochain.chain._sparse import SparseChain
 from tracetochain.exceptions import UndefinedMetricError
 from tracetochain.numerics import SimulatedTraces, simulate_traces
 from tracetochain.numerics.batched import ChainBatch
 from tracetochain.traces import TraceTable
+
+if TYPE_CHECKING:
+    from tracetochain.chain.shared import SparseChain
 
 Refit = Literal["same", "train", "none"]
 #: Step cap of simulated traces when the data were not capped (a trace still running after it counts as censored).
@@ -124,7 +126,7 @@ _MATRIX_POWER_STATES = 64
 
 def _reliability_at(chain: AbsorbingChain | SparseChain, d: int) -> float:
     """R(d) = R∞ − π0 Q^d h (the tail is π_d · h, docs/numerics.md §4), by repeated squaring for small chains."""
-    if chain.n_states > _MATRIX_POWER_STATES or isinstance(chain, SparseChain):
+    if chain.n_states > _MATRIX_POWER_STATES or not isinstance(chain, AbsorbingChain):
         return float(chain.reliability(d)[d])
     tail = float(chain.pi0 @ np.linalg.matrix_power(chain.Q, d) @ chain.success_probabilities)
     return max(0.0, chain.r_inf - max(0.0, tail))

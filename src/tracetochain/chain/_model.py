@@ -30,6 +30,7 @@ from tracetochain.exceptions import (
     UndefinedMetricError,
 )
 from tracetochain.numerics.absorbing import chain_edges, success_absorption
+from tracetochain.numerics.horizon import GrowingSweep
 from tracetochain.numerics.shared import (
     as_initial_distribution,
     as_start_exits,
@@ -230,10 +231,13 @@ class AbsorbingChain(ResultDisplay):
     # ------------------------------------------------------------------ horizon
     def sweep(self, horizon: int) -> nx.HorizonSweep:
         """Forward sweep d = 0..horizon: R(d), first-passage PMFs, survival and the exact tail R∞ − R(d)."""
-        return nx.forward_sweep(
-            self.Q, self.R_success, self.R_failure, self.pi0, int(horizon), self.success_probabilities,
-            self.start_exits if self._has_start_exits else None, op=self._sweep_op,
-        )
+        return self._growing_sweep.to(int(horizon))
+
+    @cached_property
+    def _growing_sweep(self) -> GrowingSweep:
+        """One sweep per chain, continued when a longer horizon is asked for (step budget, median, curve)."""
+        return GrowingSweep(self._sweep_op, self.R_success, self.R_failure, self.pi0, self.success_probabilities,
+                            self.start_exits if self._has_start_exits else None)
 
     @cached_property
     def _sweep_op(self) -> Any:

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from tracetochain.exceptions import ChainValidationError, NonAbsorbingError
 from tracetochain.numerics.absorbing import ChainSolver, reachability_of_edges, success_absorption
-from tracetochain.numerics.horizon import HorizonSweep, forward_sweep, transposed_operator
+from tracetochain.numerics.horizon import GrowingSweep, HorizonSweep, transposed_operator
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,9 +85,13 @@ class SparseChain:
         """R∞ = π0 N R⊕."""
         return float(self.pi0 @ self.success_probabilities)
 
+    @cached_property
+    def _growing_sweep(self) -> GrowingSweep:
+        return GrowingSweep(transposed_operator(self.n_states, self.rows, self.cols, self.values), self.R_success,
+                            self.R_failure, self.pi0, self.success_probabilities)
+
     def sweep(self, horizon: int) -> HorizonSweep:
-        return forward_sweep(None, self.R_success, self.R_failure, self.pi0, int(horizon), self.success_probabilities,
-                             op=transposed_operator(self.n_states, self.rows, self.cols, self.values))
+        return self._growing_sweep.to(int(horizon))
 
     def reliability(self, horizon: int) -> NDArray[np.float64]:
         """R(d) for d = 0..horizon."""

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tracetochain.chain._costs import usage_arrays as usage_arrays
     from tracetochain.chain._counts import check_known_states as check_known_states
     from tracetochain.chain._counts import state_codes as state_codes
+    from tracetochain.chain._sparse import SparseChain as SparseChain
 
 #: shared name → the private module that defines it.
 _MODULES: dict[str, str] = {
@@ -32,6 +33,7 @@ _MODULES: dict[str, str] = {
     "MetricStats": "tracetochain.chain._costs",
     "PerVisitCost": "tracetochain.chain._costs",
     "STEPS": "tracetochain.chain._costs",
+    "SparseChain": "tracetochain.chain._sparse",
     "check_known_states": "tracetochain.chain._counts",
     "reader_name": "tracetochain.chain._costs",
     "state_codes": "tracetochain.chain._counts",

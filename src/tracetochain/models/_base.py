@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -29,14 +29,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from tracetochain._display import EstimatorDisplay
 from tracetochain.chain import AbsorbingChain
-from tracetochain.chain._sparse import SparseChain
 from tracetochain.exceptions import NotFittedError
 from tracetochain.models._encoded import EncodedTraces, Grouping, encode_traces
 from tracetochain.numerics.passk import _check_k
 from tracetochain.traces import TraceTable
 
-#: What answers R(d) and R∞: a validated dense chain, or a large chain held as its non-zeros.
-SuccessLawChain = AbsorbingChain | SparseChain
+if TYPE_CHECKING:
+    from tracetochain.chain.shared import SparseChain
 
 Trials = Literal["task", "iid"]
 
@@ -413,7 +412,7 @@ class TraceModel(EstimatorDisplay, ABC):
             self._compiled = self._compile()
         return self._compiled
 
-    def success_law_chain(self) -> SuccessLawChain:
+    def success_law_chain(self) -> AbsorbingChain | SparseChain:
         """The chain behind the model's success-time law, R(d) and R∞ (what the timing null asks of a refit): the
         compiled chain; families that compile large chains from their non-zeros override it to skip the dense
         matrix (:class:`~tracetochain.chain._sparse.SparseChain`)."""

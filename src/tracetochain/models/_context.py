@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tracetochain.chain import AbsorbingChain
-from tracetochain.chain._sparse import SparseChain
+from tracetochain.chain.shared import SparseChain
 from tracetochain.models._base import CompiledModel, LastStep, TraceModel
 from tracetochain.models._encoded import EncodedTraces, Grouping
 from tracetochain.models._shrinkage import (
