@@ -293,7 +293,7 @@ def predictive_terms(ll: NDArray[np.float64], log_weights: NDArray[np.float64], 
     log p(x_j | x_1 … x_{j−1}) = A_j − A_{j−1}, A_j = log Σ_c w_c Π_{l≤j} p_c(x_l), which sum to it. With one trace
     per unit this is the mixture likelihood of every trace.
     """
-    from scipy.special import logsumexp
+    from tracetochain.numerics.shared import logsumexp_rows
 
     order = np.lexsort((np.arange(enc.n_traces), enc.unit))
     u = enc.unit[order]
@@ -304,8 +304,8 @@ def predictive_terms(ll: NDArray[np.float64], log_weights: NDArray[np.float64], 
     before_unit = np.where((start > 0)[:, None], cum[np.maximum(start - 1, 0)], 0.0)
     incl = cum - before_unit
     excl = incl - lo
-    a = logsumexp(incl + log_weights[None, :], axis=1)
-    b = np.where(first, 0.0, logsumexp(excl + log_weights[None, :], axis=1))
+    a = logsumexp_rows(incl + log_weights[None, :])
+    b = np.where(first, 0.0, logsumexp_rows(excl + log_weights[None, :]))
     out = np.empty(enc.n_traces)
     out[order] = a - b
     return out

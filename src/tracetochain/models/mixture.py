@@ -39,7 +39,6 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import logsumexp
 
 from tracetochain._outcome import SUCCESS
 from tracetochain.chain import AbsorbingChain
@@ -56,6 +55,7 @@ from tracetochain.models._context import (
 from tracetochain.models._encoded import EncodedTraces, Grouping
 from tracetochain.models.duration import StepBucketScheme
 from tracetochain.models.lifted import OrderKScheme
+from tracetochain.numerics.shared import logsumexp_rows
 
 Component = Literal["markov", "duration", "lifted"]
 Share = Literal["pooled", "none"]
@@ -196,7 +196,7 @@ class MixtureModel(TraceModel):
             w = w / w.sum()
             ll_unit = np.column_stack([enc.units_of(col) for col in self._class_loglik(ev, fits).T])
             joint = ll_unit + np.log(w)[None, :]
-            norm = logsumexp(joint, axis=1)
+            norm = logsumexp_rows(joint)
             resp = np.exp(joint - norm[:, None])
             total = float(norm.sum())
             if abs(total - prev) <= self.tol * max(1.0, abs(total)):
@@ -244,7 +244,7 @@ class MixtureModel(TraceModel):
         ll = self._class_loglik(ev, self.fits_)  # (n_traces, C)
         logw = np.log(self.weights_)
         if enc.grouped_by == "trace" or self.n_classes == 1:
-            out: NDArray[np.float64] = logsumexp(ll + logw[None, :], axis=1)
+            out: NDArray[np.float64] = logsumexp_rows(ll + logw[None, :])
             return out
         return predictive_terms(ll, logw, enc)
 
@@ -254,7 +254,7 @@ class MixtureModel(TraceModel):
         assert self.scheme_ is not None and self.weights_ is not None
         ll = self._class_loglik(events(enc, self.scheme_), self.fits_)
         unit_ll = np.column_stack([enc.units_of(col) for col in ll.T]) + np.log(self.weights_)[None, :]
-        out: NDArray[np.float64] = np.exp(unit_ll - logsumexp(unit_ll, axis=1)[:, None])
+        out: NDArray[np.float64] = np.exp(unit_ll - logsumexp_rows(unit_ll)[:, None])
         return out
 
     # ------------------------------------------------------------------ structure

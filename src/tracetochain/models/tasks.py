@@ -36,13 +36,14 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import expit, logit, logsumexp
+from scipy.special import expit, logit
 
 from tracetochain._outcome import FAILURE, SUCCESS
 from tracetochain.chain import AbsorbingChain
 from tracetochain.models._base import CompiledModel, LastStep, TraceModel, Trials, predictive_terms
 from tracetochain.models._context import ContextChainModel, Events, events
 from tracetochain.models._encoded import EncodedTraces, Grouping
+from tracetochain.numerics.shared import logsumexp_rows
 
 #: Range of the class log-odds shifts δ_j (σ(±12) is within 6e−6 of 0 or 1).
 DELTA_BOUND = 12.0
@@ -156,7 +157,7 @@ class TaskClassModel(TraceModel):
         for _ in range(self.max_iter):
             ll = np.column_stack([self._exit_loglik(last, enc.outcomes, float(d[j])) for j in range(C)])
             unit = np.column_stack([enc.units_of(ll[:, j]) for j in range(C)]) + np.log(w)[None, :]
-            norm = logsumexp(unit, axis=1)
+            norm = logsumexp_rows(unit)
             total = float(norm.sum())
             resp = np.exp(unit - norm[:, None])
             w = np.maximum(resp.mean(axis=0), 1e-12)
@@ -249,7 +250,7 @@ class TaskClassModel(TraceModel):
             for _ in range(n_iter):
                 ll = np.column_stack([self._tilt_loglik(ev, base_ll, beta[j]) for j in range(C)])
                 unit = np.column_stack([enc.units_of(ll[:, j]) for j in range(C)]) + np.log(w)[None, :]
-                norm = logsumexp(unit, axis=1)
+                norm = logsumexp_rows(unit)
                 total = float(norm.sum())
                 if abs(total - prev) <= self.tol * max(1.0, abs(total)):
                     return total, w, beta, True
@@ -290,14 +291,14 @@ class TaskClassModel(TraceModel):
             base_ll = self.base._trace_loglik(enc)
             ll_all = np.column_stack([self._tilt_loglik(ev, base_ll, b) for b in self.tilts_])
             if enc.grouped_by == "trace" or self.n_classes == 1:
-                res: NDArray[np.float64] = logsumexp(ll_all + np.log(self.weights_)[None, :], axis=1)
+                res: NDArray[np.float64] = logsumexp_rows(ll_all + np.log(self.weights_)[None, :])
                 return res
             return predictive_terms(ll_all, np.log(self.weights_), enc)
         last = self.base.last_step(enc)
         ll = np.column_stack([last.prefix + self._exit_loglik(last, enc.outcomes, float(dj))
                               for dj in self.shifts_])
         if enc.grouped_by == "trace" or self.n_classes == 1:
-            out: NDArray[np.float64] = logsumexp(ll + np.log(self.weights_)[None, :], axis=1)
+            out: NDArray[np.float64] = logsumexp_rows(ll + np.log(self.weights_)[None, :])
             return out
         return predictive_terms(ll, np.log(self.weights_), enc)
 

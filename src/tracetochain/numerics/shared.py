@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from tracetochain.numerics._checks import as_start_exits as as_start_exits
     from tracetochain.numerics._checks import clip_probabilities as clip_probabilities
     from tracetochain.numerics._checks import ensure_chain_arrays as ensure_chain_arrays
+    from tracetochain.numerics._special import logsumexp_rows as logsumexp_rows
 
 #: shared name → the private module that defines it.
 _MODULES: dict[str, str] = {
@@ -25,6 +26,7 @@ _MODULES: dict[str, str] = {
     "as_start_exits": "tracetochain.numerics._checks",
     "clip_probabilities": "tracetochain.numerics._checks",
     "ensure_chain_arrays": "tracetochain.numerics._checks",
+    "logsumexp_rows": "tracetochain.numerics._special",
 }
 
 __getattr__, __dir__ = lazy_attributes(__name__, _MODULES)

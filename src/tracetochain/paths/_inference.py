@@ -82,7 +82,9 @@ def fisher_two_sided(N: int, K: int, n: NDArray[np.int64], x: NDArray[np.int64])
     table j has n[j] traces in group 1, x[j] of them successes. p = Σ P(Y = y) over the y with
     P(Y = y) ≤ P(Y = x)·(1 + 10⁻⁷), Y hypergeometric (the rule of R's ``fisher.test`` and scipy's ``fisher_exact``).
     Computed on a grid of the support, in chunks (no loop over tables)."""
-    from scipy.special import gammaln, logsumexp
+    from scipy.special import gammaln
+
+    from tracetochain.numerics.shared import logsumexp_rows
 
     n = np.asarray(n, np.int64)
     x = np.asarray(x, np.int64)
@@ -117,7 +119,7 @@ def fisher_two_sided(N: int, K: int, n: NDArray[np.int64], x: NDArray[np.int64])
         n_idx = n[idx].astype(float)
         logp_obs = lchoose(float(K), xs) + lchoose(float(N - K), n_idx - xs) - lchoose(float(N), n_idx)
         take = valid & (logp <= logp_obs[:, None] + 1e-7)
-        vals = logsumexp(np.where(take, logp, -np.inf), axis=1)
+        vals = logsumexp_rows(np.where(take, logp, -np.inf))
         out[idx] = np.minimum(1.0, np.exp(vals))
         start = stop
     return out
