@@ -122,6 +122,7 @@ def test_auto_keeps_the_first_order_chain_on_first_order_data(first_order: tt.Tr
     others = [c for c in mc.candidates if c.checked and c.name != "markov"]
     assert others and all(c.layers["order"].status == "not_applicable" for c in others)
     assert {c.family for c in mc.candidates} >= {"markov", "mixture", "lifted", "hmm", "duration"}
+    assert not any("was chosen by its held-out likelihood" in n for n in mc.notes)  # the analysis's own halves
 
 
 @pytest.mark.slow
@@ -194,6 +195,8 @@ def test_a_named_family_is_kept_at_its_best_size(first_order: tt.TraceTable) -> 
     assert "lifted family was asked for" in mc.reason
     assert res.certificate is not None and res.certificate.settings["model"] == mc.chosen
     assert res.certificate.layers["trials"].status == "not_applicable"  # no task repeats
+    # the certificate of a chosen family says that its choice saw the same held-out halves (docs/statistics.md)
+    assert sum(f"{mc.chosen} was chosen by its held-out likelihood on the same halves" in n for n in mc.notes) == 1
 
 
 # ------------------------------------------------------------------------------------------------ report

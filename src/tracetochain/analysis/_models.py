@@ -836,6 +836,11 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
                      f"one standard error of {switched}'s and its own held-out layers certify more outputs "
                      f"({', '.join(certified_outputs(mine.layers))})")
     notes += _forecast_hint(rows, chosen)
+    if audit is not None and not is_first_order(chosen):
+        # docs/statistics.md, "A chosen model's certificate has seen the choice": a nested choice would certify, on
+        # most halves of the shared corpora, a model other than the one printed
+        notes.append(f"{chosen} was chosen by its held-out likelihood on the same halves its certificate then "
+                     "checks: the certificate is conditional on a choice that saw them")
     notes += [f"{w['candidate']} would certify {w['output']}; not chosen because {w['why_not_chosen']}"
               for w in wc if w["output"] in ("R(d)", "pass^k", "R_inf")]
     splits = {"n_splits": n_splits, "by": split_by, "test_fraction": test_fraction, "seed": seed,
