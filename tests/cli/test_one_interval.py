@@ -100,3 +100,16 @@ def test_swe_bench_r_inf_interval_is_one_interval(tmp_path: Path, shared_data: P
     if not (shared_data / MINI).exists():
         pytest.skip(f"{MINI} is not in the shared data")
     _assert_same(_r_inf_everywhere(tmp_path, shared_data / MINI, "--states", "categorical", "--vocabulary", "shell"))
+
+
+@pytest.mark.slow
+def test_fit_prints_the_step_budgets_interval(tmp_path: Path) -> None:
+    """The summary computes the step budget's interval with every other number's: `fit` prints it beside the point."""
+    chain = tmp_path / "chain.json"
+    r = run_cli("fit", str(DEMO), "-o", str(chain), "--json")
+    assert r.returncode == 0, r.stderr
+    q = json.loads(r.stdout)["intervals"]["metrics"]["step_budget"]["exact"]
+    shown = run_cli("fit", str(DEMO), "-o", str(chain), "--force")
+    assert shown.returncode == 0, shown.stderr
+    want = f"steps to within 0.01 of R∞  {q['point']:.0f} [{q['lower']:.0f}, {q['upper']:.0f}]"
+    assert want in shown.stdout + shown.stderr, (want, shown.stdout)

@@ -119,6 +119,9 @@ def render_summary(s: ReliabilitySummary, intervals: dict[str, Any] | None = Non
     if statuses is None:
         _console.print("  [dim]not audited: `tracetochain audit` or `report` certifies each number[/]")
     budget = (f"{s.step_budget_exact}" if s.step_budget_exact is not None else "not reached")
+    spread = ((intervals or {}).get("metrics") or {}).get("step_budget", {}).get("exact") or {}
+    if s.step_budget_exact is not None and spread.get("lower") is not None and spread.get("upper") is not None:
+        budget += f" [{spread['lower']:.0f}, {spread['upper']:.0f}]"  # the interval the summary computed
     bound = f", Prop. 8 bound {s.step_budget_bound} (κ∞ = {s.step_budget_kappa:.3g})" \
         if s.step_budget_bound is not None and s.step_budget_kappa is not None else ""
     _console.print(f"  steps to within {s.step_budget_delta:g} of R∞  {budget}{bound}")
