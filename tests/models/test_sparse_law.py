@@ -52,9 +52,14 @@ def test_large_compiled_chain_has_the_dense_chains_success_time_law(name: str, t
 
 
 def test_small_compiled_chain_stays_dense(wide_traces: tt.TraceTable) -> None:
-    law = make_candidate("lifted(k=2)").make().fit(encode_traces(wide_traces.select_traces(
-        np.arange(wide_traces.n_traces) < 40))).success_law_chain()
+    fitted = make_candidate("lifted(k=2)").make().fit(encode_traces(wide_traces.select_traces(
+        np.arange(wide_traces.n_traces) < 40)))
+    compile_ = fitted.scheme_.compile
+    calls = []
+    fitted.scheme_.compile = lambda *a: calls.append(1) or compile_(*a)  # type: ignore[method-assign]
+    law = fitted.success_law_chain()
     assert isinstance(law, tt.AbsorbingChain) and law.n_states <= SPARSE_THRESHOLD
+    assert fitted.to_chain().chain is law and len(calls) == 1  # compiled once and kept, not again by to_chain()
 
 
 def test_duplicate_transitions_add_up_and_rows_are_renormalised() -> None:

@@ -61,7 +61,9 @@ class SparseChain:
         can_absorb = out._reach[0]
         if not can_absorb.all():
             stuck = tuple(f"s{i}" for i in np.flatnonzero(~can_absorb))
-            raise NonAbsorbingError(f"absorption is impossible from {len(stuck)} state(s) of the chain", stuck)
+            raise NonAbsorbingError(f"absorption is impossible from {len(stuck)} state(s) of the chain: they form a "
+                                    "closed loop with no path to success or failure, so I − Q is singular; give them "
+                                    "an exit (fit with a pseudocount > 0) or remove them", stuck)
         return out
 
     @cached_property

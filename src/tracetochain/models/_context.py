@@ -373,15 +373,19 @@ class ContextChainModel(TraceModel):
 
         if self._compiled is None:
             self._check_fitted()
-            assert self.scheme_ is not None and self.fit_ is not None and self.state_names_ is not None
-            arrays = self.scheme_.compile(self.fit_.rows, self.fit_.pi0, self.state_names_)
+            arrays = self._arrays()
             if arrays.n_states > SPARSE_THRESHOLD:
                 return arrays.sparse_chain()
+            self._compiled = self._compile(arrays)  # compiled once, kept as to_chain() keeps it
         return self.to_chain().chain
 
-    def _compile(self) -> CompiledModel:
+    def _arrays(self) -> CompiledArrays:
         assert self.scheme_ is not None and self.fit_ is not None and self.state_names_ is not None
-        arrays = self.scheme_.compile(self.fit_.rows, self.fit_.pi0, self.state_names_)
+        return self.scheme_.compile(self.fit_.rows, self.fit_.pi0, self.state_names_)
+
+    def _compile(self, arrays: CompiledArrays | None = None) -> CompiledModel:
+        assert self.scheme_ is not None and self.fit_ is not None and self.state_names_ is not None
+        arrays = arrays if arrays is not None else self._arrays()
         meta = {"family": self.family, "model": self.label, **self.scheme_.settings(),
                 "concentrations": {k: (v if math.isfinite(v) else None) for k, v in self.fit_.kappas.items()}}
         return compiled_model(arrays, self.state_names_, self.family, meta)
