@@ -13,7 +13,8 @@ importing NumPy and pyarrow, which the standard library's does not). Reading is 
 
 Corpora (skipped when absent): the bundled demo (200 τ-bench airline episodes), the 250 mini-SWE-agent trajectories
 of ``../shared/data/swebench-verified-mini-swe-agent-gemini-3-pro``, τ-bench's gpt-4o airline file and a τ²-bench
-results file. Commands: fit, audit, report, audit --model auto, paths (when ``tracetochain paths --help`` works),
+results file. Commands: fit, audit, report, audit --model auto (its worker processes on every CPU, the default, and
+with ``-j 1``, in one process), paths (when ``tracetochain paths --help`` works),
 compare (the corpus against itself: the cost of two analyses and the comparison; and the demo against τ-bench's
 gpt-4o airline run, two corpora of one domain). The authors' SWE-bench protocol,
 whole process against whole process, is ``bench_protocols.py`` (its ``process`` columns).
@@ -60,6 +61,7 @@ def commands(python: str, corpus: Path, out: Path, with_paths: bool) -> dict[str
         "fit -q": [*py, "fit", c, "-o", str(out / "chain.json"), "--force", "-q"],
         "audit": [*py, "audit", c],
         "audit --model auto": [*py, "audit", c, "--model", "auto"],
+        "audit --model auto -j 1": [*py, "audit", c, "--model", "auto", "-j", "1"],
         "report": [*py, "report", c, "-o", str(out / "report.html"), "--force", "-q"],
         "compare": [*py, "compare", c, c],
     }
@@ -247,13 +249,14 @@ def main(argv: list[str] | None = None) -> int:
         if shown and quiet and "median_cpu_s" in shown and "median_cpu_s" in quiet:
             ratios[f"{corpus}: fit / fit -q (CPU; the printed summary and cost section)"] = \
                 shown["median_cpu_s"] / quiet["median_cpu_s"]
-    auto, plain = cases.get(f"{READ_CORPUS} | audit --model auto"), cases.get(f"{READ_CORPUS} | audit")
-    if auto and plain and "median_wall_s" in auto and "median_wall_s" in plain:
-        ratios["SWE audit --model auto / audit (CPU)"] = auto["median_cpu_s"] / plain["median_cpu_s"]
-    demo = next(iter(CORPORA))
-    auto, plain = cases.get(f"{demo} | audit --model auto"), cases.get(f"{demo} | audit")
-    if auto and plain and "median_cpu_s" in auto and "median_cpu_s" in plain:
-        ratios["demo audit --model auto / audit (CPU)"] = auto["median_cpu_s"] / plain["median_cpu_s"]
+    for corpus, short in ((READ_CORPUS, "SWE"), (next(iter(CORPORA)), "demo")):
+        plain = cases.get(f"{corpus} | audit")
+        for jobs in ("", " -j 1"):
+            auto = cases.get(f"{corpus} | audit --model auto{jobs}")
+            if auto and plain and "median_cpu_s" in auto and "median_cpu_s" in plain:
+                ratios[f"{short} audit --model auto{jobs} / audit (wall)"] = \
+                    auto["median_wall_s"] / plain["median_wall_s"]
+                ratios[f"{short} audit --model auto{jobs} / audit (CPU)"] = auto["median_cpu_s"] / plain["median_cpu_s"]
     rj = cases.get(f"{READ_CORPUS} | read: json.loads of every file")
     for how, label in (("as the command line reads", "SWE reading (command line) / json.loads (CPU)"),
                        ("tracetochain.read_traces", "SWE reading (read_traces, first call) / json.loads (CPU)")):

@@ -63,7 +63,7 @@ def test_audit_name_is_the_callable_package_whatever_was_imported_first() -> Non
 # 400 states (SuperLU) or 600 (ARPACK); the reachability search before every solve is NumPy.
 FIT_DENY = ("scipy.stats", "scipy.optimize", "scipy.interpolate", "scipy.integrate", "scipy.spatial",
             "scipy.sparse.linalg", "scipy.sparse.csgraph", "sklearn", "polars", "pandas", "jinja2", "starlette",
-            "uvicorn", "dask", "distributed", "matplotlib", "opentelemetry", "yaml", "hypothesis", "rich")
+            "uvicorn", "dask", "distributed", "matplotlib", "opentelemetry", "yaml", "hypothesis", "rich", "joblib")
 
 _WATCH_DENIED = r'''
 import json, os, runpy, sys, traceback

@@ -22,9 +22,10 @@ PACKAGE = Path(tracetochain.__file__).resolve().parent
 #: The layers, lowest first: (top-level modules and subpackages of tracetochain, why they sit there). A module may
 #: import from its own layer and the layers before it, never from a later one.
 LAYERS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("_compat", "_config_files", "_display", "_files", "_lazy", "_limits", "_optional", "_outcome", "_progress",
-      "_text", "_version", "exceptions", "numerics"),
-     "foundation: errors, display, file and resource guards, moved names, absorbing-chain numerics on plain arrays"),
+    (("_compat", "_config_files", "_display", "_files", "_lazy", "_limits", "_optional", "_outcome", "_parallel",
+      "_progress", "_text", "_version", "exceptions", "numerics"),
+     "foundation: errors, display, file and resource guards, moved names, worker processes, absorbing-chain numerics "
+     "on plain arrays"),
     (("traces",), "the canonical trace table: schema, validation, canonical files (JSONL, CSV, Parquet)"),
     (("featurize", "readers"), "other sources' formats → traces; step features for state discovery"),
     (("states",), "state discovery and labelling of traces"),

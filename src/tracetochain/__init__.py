@@ -92,6 +92,7 @@ _ATTRIBUTES: dict[str, str] = {
     "read_traces": "tracetochain.readers",
     "register_reader": "tracetochain.readers",
     "summarize": "tracetochain.metrics",
+    "using_jobs": "tracetochain._parallel",
     "what_if": "tracetochain.whatif",
 }
 # public subpackages, imported on first attribute access.
@@ -145,6 +146,7 @@ __all__ = [
     "states",
     "summarize",
     "uncertainty",
+    "using_jobs",
     "what_if",
     "whatif",
 ]

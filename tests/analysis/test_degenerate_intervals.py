@@ -53,22 +53,29 @@ def test_jeffreys_interval_limits() -> None:
 
 
 @pytest.mark.slow
-def test_an_ensemble_over_the_memory_budget_still_gets_intervals(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_ensemble_of_large_chains_gets_intervals_one_refit_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """The SWE-type corpora compiled to 957–2,187 states and their intervals were refused by the memory limit, so
-    R∞, R(d) and pass^k printed with no interval. The refits are now compiled one at a time instead."""
-    import tracetochain._limits as limits
-    from tracetochain.exceptions import ResourceLimitError
+    R∞, R(d) and pass^k printed with no interval. The refits are kept fitted and each is compiled only while its
+    quantities are computed, and not kept: no two dense refits are ever in memory together."""
+    from tracetochain.models._base import TraceModel
 
-    def refuse(n_draws: int, m: int, option: str = "--samples") -> None:
-        raise ResourceLimitError(f"{n_draws} draws of {m} states do not fit")
+    kept: list[int] = []
+    compile_once = TraceModel.to_chain
 
-    monkeypatch.setattr(limits, "check_ensemble_size", refuse)  # imported where it is used
+    def spy(self: TraceModel, *, keep: bool = True) -> object:
+        out = compile_once(self, keep=keep)
+        kept.append(int(keep))
+        return out
+
     traces = tt.datasets.simulate_traces(tt.datasets.notation_chain(), 120, seed=3)
     res = analyze(traces, model="duration", samples=12, intervals="bootstrap", **QUICK)
     sel = res.model_choice
-    assert sel is not None and sel.intervals_unavailable is None and "memory" in sel.interval_settings
-    assert all(not hasattr(d, "chain") for d in sel.draws)  # fitted refits, compiled when used
+    assert sel is not None and sel.intervals_unavailable is None and len(sel.draws) == 12
+    assert all(not hasattr(d, "chain") and d._compiled is None for d in sel.draws)  # fitted refits, not compiled
+    monkeypatch.setattr(TraceModel, "to_chain", spy)
     iv = res.intervals(horizon=10, ks=(1, 2))
+    assert kept == [0] * 12  # each draw compiled once, and not kept
+    assert all(d._compiled is None for d in sel.draws)
     assert iv is not None and iv["metrics"]["r_inf"]["lower"] < iv["metrics"]["r_inf"]["upper"]
     assert iv["metrics"]["mean_steps"]["lower"] is not None
 

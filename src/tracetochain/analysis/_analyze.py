@@ -502,7 +502,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             horizon: int | None = None, seed: int = 0, state_sample: int = DEFAULT_STATE_SAMPLE,
             check_traces: bool = True, progress: Callable[..., Any] | None = None,
             partition_options: dict[str, Any] | None = None, model: str = "markov",
-            model_options: dict[str, Any] | None = None, discrimination: bool = True,
+            model_options: dict[str, Any] | None = None, discrimination: bool = True, n_jobs: int | None = None,
             **audit_options: Any) -> AnalysisResult:
     """Fit, audit and bound a corpus in one pass (module docstring).
 
@@ -553,6 +553,11 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
         (``result.discrimination``, :mod:`tracetochain.audit._discrimination`) on the held-out splits, which are
         drawn for it even without an audit; with an audit, it decides whether the advice about states is
         ``uninformative``. Not measured with an in-sample audit (no held-out runs).
+    n_jobs : int, optional
+        Processes for the model path's independent jobs: the candidates' scores, their held-out checks (candidate ×
+        split) and the chosen model's refits and their metrics (:mod:`tracetochain._parallel`). Default 1 (or an
+        enclosing ``tracetochain.using_jobs``); -1 is every CPU. Every job has its own seed, so the result is the
+        same for any ``n_jobs``; small jobs stay in this process whatever it is.
 
     Examples
     --------
@@ -648,7 +653,7 @@ def analyze(source: Any, *, reader: str | None = None, reader_options: dict[str,
             audit=settings_audit if run_audit else None, holdout=settings_audit.holdout, horizon=horizon,
             prior=prior_obj, unvisited=policy, initial=initial,
             n_refits=_model_refits(intervals, n_draws), confidence=confidence, states=states, progress=step,
-            options=model_options)
+            options=model_options, n_jobs=n_jobs)
     t_model = time.perf_counter()
     disc = None
     if discrimination and spec.n_splits:
@@ -719,7 +724,7 @@ def _model_path(traces: TraceTable, model: str, *, acc: CorpusSummary, chain: Ab
                 certificate: Certificate | None, ensemble: Any, state_model: Any, split_by: str, test_fraction: float,
                 n_splits: int, seed: int, audit: AuditSettings | None, holdout: bool, horizon: int | None,
                 prior: ChainPrior, unvisited: str, initial: str, n_refits: int, confidence: float, states: Any,
-                progress: Callable[[str], None], options: dict[str, Any] | None
+                progress: Callable[..., Any], options: dict[str, Any] | None, n_jobs: int | None = None
                 ) -> tuple[AbsorbingChain, Certificate | None, Any, Any]:
     """Choose the model (``analysis._models``) and, unless the first-order chain stays, put the chosen model's compiled
     chain, certificate and intervals in place of the first-order ones."""
@@ -747,7 +752,7 @@ def _model_path(traces: TraceTable, model: str, *, acc: CorpusSummary, chain: Ab
                                      test_fraction=test_fraction, n_splits=n_splits, seed=seed, audit=audit,
                                      first_order=certificate, first_order_split_chain=split_chain, horizon=D,
                                      n_refits=n_refits, confidence=confidence, progress=progress,
-                                     options=options)
+                                     options=options, n_jobs=n_jobs)
     if selection.first_order:
         return chain, certificate, ensemble, selection
     compiled = selection.compiled

@@ -264,7 +264,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
             intervals: Literal["bootstrap", "posterior"] = "bootstrap", confidence: float = 0.95, seed: int = 0,
             level: float = 0.05, min_row_count: int = 5, top: int = 5, min_traces: int = MIN_TRACES_PER_SIDE,
             partition_options: dict[str, Any] | None = None, model: str = "markov",
-            model_options: dict[str, Any] | None = None) -> Comparison:
+            model_options: dict[str, Any] | None = None, n_jobs: int | None = None) -> Comparison:
     """Compare B with A (module docstring): ΔR∞ and ΔR(d) with intervals, per-state homogeneity, biggest moves.
 
     ``a`` and ``b`` are TraceTables or paths (any reader; canonical Parquet/JSONL corpora partition by partition with
@@ -274,7 +274,9 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
     ``model`` other than ``"markov"`` (``"auto"`` or a family, as :func:`~tracetochain.analysis.analyze`): one model
     family and size, chosen on A ∪ B by held-out log-likelihood (or asked for), is fitted on each set; R∞, ΔR∞ and
     ΔR(d) are then that model's, with intervals from ``samples`` refits over each set's units
-    (:func:`~tracetochain.analysis._models.compare_models`). Needs both sets in memory.
+    (:func:`~tracetochain.analysis._models.compare_models`). Needs both sets in memory. ``n_jobs``: processes for
+    that model's candidates and refits (as :func:`~tracetochain.analysis.analyze`'s; the result does not depend on
+    it).
     """
     from tracetochain.families import is_first_order, model_choices
 
@@ -348,7 +350,7 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
     chosen = None
     if not is_first_order(model):
         chosen = _compare_models(model, parts_a, parts_b, state_model=state_model, union=union, seed=seed,
-                                 samples=samples, horizon=horizon, options=model_options)
+                                 samples=samples, horizon=horizon, options=model_options, n_jobs=n_jobs)
         (ra, rb), (ca, cb) = chosen.r_inf_draws, chosen.reliability_draws
     r_lo, r_hi = difference_interval(ra, rb, confidence)
     c_lo, c_hi = difference_interval(ca, cb, confidence)
@@ -378,7 +380,8 @@ def compare(a: Any, b: Any, *, names: tuple[str, str] = ("A", "B"), reader: str 
 
 
 def _compare_models(model: str, parts_a: list[Any], parts_b: list[Any], *, state_model: Any, union: tuple[str, ...],
-                    seed: int, samples: int, horizon: int, options: dict[str, Any] | None) -> Any:
+                    seed: int, samples: int, horizon: int, options: dict[str, Any] | None,
+                    n_jobs: int | None = None) -> Any:
     """The model side of a comparison (both sets in memory, labelled with the comparison's states)."""
     from tracetochain.analysis._analyze import label_steps
     from tracetochain.analysis._models import compare_models
@@ -392,4 +395,4 @@ def _compare_models(model: str, parts_a: list[Any], parts_b: list[Any], *, state
         codes, names = label_steps(traces, state_model)
         labelled.append(traces.with_states(codes, list(names)))
     return compare_models((labelled[0], labelled[1]), union, requested=model, seed=seed, samples=samples,
-                          horizon=horizon, options=options)
+                          horizon=horizon, options=options, n_jobs=n_jobs)

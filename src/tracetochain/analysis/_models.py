@@ -176,6 +176,8 @@ class ModelSelection(ResultDisplay):
     would_certify: tuple[dict[str, Any], ...] = ()
     #: (3, L + 1) modelled traces by outcome (success, failure, censored) and length.
     length_histogram: NDArray[np.int64] | None = field(default=None, repr=False)
+    #: Processes for the refits' metrics when their intervals are first asked for (``analyze``'s ``n_jobs``).
+    n_jobs: int | None = field(default=None, repr=False, compare=False)
     _interval_cache: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -217,7 +219,7 @@ class ModelSelection(ResultDisplay):
             outcomes = None if hist is None else (int(hist[_SUCCESS].sum()), int(hist[_FAILURE].sum()))
             self._interval_cache[key] = model_intervals(self.compiled, self.draws, horizon=horizon, ks=ks,
                                                         delta=delta, settings=self.interval_settings,
-                                                        outcomes=outcomes, progress=progress)
+                                                        outcomes=outcomes, progress=progress, n_jobs=self.n_jobs)
         return copy.deepcopy(self._interval_cache[key])
 
     # ------------------------------------------------------------------ io
@@ -372,9 +374,15 @@ def _exact_step_budget(chain: AbsorbingChain, delta: float, max_horizon: int = 1
     return None if d is None else float(d)
 
 
+def _draw_quantities(draw: Any, *, horizon: int, ks: list[int], delta: float) -> dict[str, Any]:
+    """The quantities of one refit: a fitted model, compiled here and not kept (so that a few hundred dense refits
+    never sit in memory together), or an already compiled one."""
+    return _quantities(draw if hasattr(draw, "chain") else draw.to_chain(keep=False), horizon, ks, delta)
+
+
 def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Sequence[int], delta: float,
                     settings: dict[str, Any], outcomes: tuple[int, int] | None = None,
-                    progress: Callable[..., Any] | None = None) -> dict[str, Any]:
+                    progress: Callable[..., Any] | None = None, n_jobs: int | None = None) -> dict[str, Any]:
     """Percentile intervals of a compiled model's metrics over its refits (the structure of
     :func:`~tracetochain.uncertainty.interval_summary`; per-state entries are unavailable and say why).
 
@@ -382,18 +390,20 @@ def model_intervals(compiled: Any, draws: Sequence[Any], *, horizon: int, ks: Se
     ended), the refits cannot see the other one and the expanded families' smoothing vanishes: 40 all-success traces
     gave R∞ [0.99998, 0.999995]. The intervals of the proportions are then widened to contain the Jeffreys interval
     of the observed outcomes (:func:`_binomial_floor`). ``progress``: told of every draw done (a compiled chain of
-    thousands of expanded states takes a tenth of a second or more per draw)."""
-    from tracetochain._progress import counted, phase_reporter
+    thousands of expanded states takes a tenth of a second or more per draw). ``n_jobs``: processes for the draws
+    (:mod:`tracetochain._parallel`; the result does not depend on it)."""
+    from tracetochain._parallel import parallel_map
+    from tracetochain._progress import phase_reporter
     from tracetochain._version import __version__
     from tracetochain.uncertainty import INTERVALS_SCHEMA_VERSION
 
     ks_list = [int(k) for k in ks]
     confidence = float(settings.get("confidence", 0.95))
     point = _quantities(compiled, horizon, ks_list, delta)
-    # A draw is a compiled refit, or a fitted one compiled here, one at a time, when the ensemble exceeds memory.
     phase = f"metrics of {len(draws)} refits"
-    per_draw = [_quantities(d if hasattr(d, "chain") else d.to_chain(), horizon, ks_list, delta)
-                for d in counted(phase_reporter(progress), phase, list(draws))]
+    report = phase_reporter(progress)
+    per_draw = parallel_map(functools.partial(_draw_quantities, horizon=horizon, ks=ks_list, delta=delta),
+                            list(draws), n_jobs=n_jobs, done=lambda i, n: report(phase, i, n))
     n = int(settings.get("n_refits", len(draws)))
 
     def entry(key: str, index: int | None = None) -> dict[str, Any]:
@@ -517,73 +527,131 @@ class _Checks:
     note: str = ""
 
 
-def heldout_checks(name: str, make: Callable[[], Any], enc: Any, held_out: list[NDArray[np.bool_]],
-                   settings: AuditSettings, *, seed: int, horizon: int, test_fraction: float,
-                   n_timing: int | None = None, stop_after: int | None = None) -> _Checks:
-    """The certificate's held-out layers for one candidate (module docstring, step 3), before Holm.
+@dataclass(frozen=True)
+class _SplitJob:
+    """One candidate's held-out checks on one split: all a worker process needs (:mod:`tracetochain._parallel`)."""
+
+    name: str
+    make: Callable[[], Any]
+    enc: Any
+    mask: NDArray[np.bool_]
+    settings: AuditSettings
+    horizon: int
+    base: int
+    stop_after: int | None
+    tasks: bool
+    timing_seed: int
+    trials_seed: int
+    index: int
+
+
+@dataclass(frozen=True)
+class _SplitCheck:
+    """What :func:`_check_split` found on one split (``error`` set when the candidate could not be fitted there)."""
+
+    n_test: int
+    n_times: int
+    error: str | None = None
+    r_check: Any = None
+    l_inf: float | None = None
+    timing: Any = None
+    trials: Any = None
+    null: str | None = None
+    replicates: int = 0
+
+
+def split_jobs(name: str, make: Callable[[], Any], enc: Any, held_out: list[NDArray[np.bool_]],
+               settings: AuditSettings, *, seed: int, horizon: int, n_timing: int | None = None,
+               stop_after: int | None = None) -> list[_SplitJob]:
+    """The jobs of :func:`heldout_checks` for one candidate, one per split (seeded per candidate, check and split, so
+    a job's result does not depend on where or when it runs).
 
     ``held_out[s]`` marks the traces of ``enc`` held out in split s; the candidate (``make()``) is fitted on the rest.
     ``n_timing``: Monte Carlo replicates of the timing null (default: the audit's ``n_bootstrap``; twice as many,
     plus one, when the model is held fixed, as :func:`~tracetochain.models.choose_model` does). ``stop_after``: the
     sequential stop of a screen (:func:`~tracetochain.models.evaluation.timing_check`).
     """
+    S = len(held_out)
+    base = n_timing if n_timing is not None else settings.n_bootstrap
+    tasks = enc.grouped_by == "task" and bool(np.any(np.bincount(enc.unit) >= 2))
+    t_seed, k_seed = (_seed(seed, name, w).spawn(S) for w in ("timing", "trials"))
+    return [_SplitJob(name, make, enc, mask, settings, horizon, base, stop_after, tasks, _int_seed(t_seed[s]),
+                      _int_seed(k_seed[s]), s) for s, mask in enumerate(held_out)]
+
+
+def _check_split(job: _SplitJob) -> _SplitCheck:
+    """One split's held-out layers for one candidate: fit on the split's fit half, then the R∞ check, the L∞ distance,
+    the timing null and the trials test on its held-out half."""
     from tracetochain.models.evaluation import timing_check
     from tracetochain.models.passk import pass_k_test
     from tracetochain.models.selection import _cheap_to_refit
 
-    S = len(held_out)
-    base = n_timing if n_timing is not None else settings.n_bootstrap
+    enc, settings = job.enc, job.settings
+    fit = enc.select(np.flatnonzero(~job.mask))
+    test = enc.select(np.flatnonzero(job.mask))
+    hist = _length_histogram(test)
+    n_times = int(hist[_SUCCESS].sum())
+    try:
+        model = job.make().fit(fit)
+        compiled = model.to_chain()
+    except _FIT_ERRORS as exc:
+        return _SplitCheck(test.n_traces, n_times, f"split {job.index + 1}: {type(exc).__name__}: {exc}")
+    chain = compiled.chain
+    surv = _survival(hist, settings.max_steps)
+    r_c = _observable_success(chain, surv)
+    check = r_inf_check_counts(chain.r_inf, n_times, test.n_traces, method=settings.interval,
+                               confidence=settings.confidence, n_fit=fit.n_traces,
+                               r_observable=None if surv is None else r_c)
+    l_inf = l_inf_distance(chain.reliability(job.horizon), _empirical_rdc(hist, job.horizon))
+    refit = _cheap_to_refit(model)
+    replicates = job.base if refit else 2 * job.base + 1
+    tm = timing_check(compiled, test, n_bootstrap=replicates, seed=job.timing_seed, max_steps=settings.max_steps,
+                      refit=model.like if refit else None, fit_shape=fit if refit else None,
+                      stop_after=job.stop_after)
+    pk = None
+    if job.tasks:
+        pk = pass_k_test(test, compiled, n_simulations=settings.trials_permutations,
+                         min_traces=MIN_REPEATED_TRACES, seed=job.trials_seed)
+    return _SplitCheck(test.n_traces, n_times, None, check, l_inf, tm, pk, "refit" if refit else "fixed model",
+                       replicates)
+
+
+def heldout_checks(name: str, make: Callable[[], Any], enc: Any, held_out: list[NDArray[np.bool_]],
+                   settings: AuditSettings, *, seed: int, horizon: int, test_fraction: float,
+                   n_timing: int | None = None, stop_after: int | None = None, n_jobs: int | None = None) -> _Checks:
+    """The certificate's held-out layers for one candidate (module docstring, step 3), before Holm: the jobs of
+    :func:`split_jobs`, run over ``n_jobs`` processes (:func:`~tracetochain._parallel.parallel_map`), combined by
+    :func:`combine_splits`."""
+    from tracetochain._parallel import parallel_map
+
+    jobs = split_jobs(name, make, enc, held_out, settings, seed=seed, horizon=horizon, n_timing=n_timing,
+                      stop_after=stop_after)
+    return combine_splits(name, enc, parallel_map(_check_split, jobs, n_jobs=n_jobs), settings,
+                          test_fraction=test_fraction, n_timing=n_timing)
+
+
+def combine_splits(name: str, enc: Any, results: list[_SplitCheck], settings: AuditSettings, *,
+                   test_fraction: float, n_timing: int | None = None) -> _Checks:
+    """One candidate's layers from its splits' checks (:func:`_check_split`, in split order): the Cauchy combination
+    of every layer's split p-values (``_combine``), or why a layer is insufficient or not applicable."""
+    S = len(results)
     tasks = enc.grouped_by == "task" and bool(np.any(np.bincount(enc.unit) >= 2))
-    r_checks: list[Any] = []
-    r_ps: list[float | None] = []
-    t_results: list[Any] = []
-    t_ps: list[float | None] = []
-    k_results: list[Any] = []
-    k_ps: list[float | None] = []
-    l_infs: list[float] = []
-    n_test = np.array([int(m.sum()) for m in held_out])
+    ok = [r for r in results if r.error is None]
+    errors = [r.error for r in results if r.error is not None]
+    r_checks = [r.r_check for r in ok]
+    r_ps: list[float | None] = [None if r.error else r.r_check.p_value for r in results]
+    t_results = [r.timing for r in ok]
+    t_ps: list[float | None] = [None if r.error else r.timing.p_value for r in results]
+    k_results = [r.trials for r in ok if r.trials is not None]
+    k_ps: list[float | None] = [None if r.error or r.trials is None else
+                                (r.trials.p_value if r.trials.applicable else None) for r in results]
+    l_infs = [r.l_inf for r in ok if r.l_inf is not None]
+    n_test = np.array([r.n_test for r in results])
     n_fit = enc.n_traces - n_test
-    times = []
-    null: str | None = None
-    replicates = base
-    errors: list[str] = []
-    t_seed, k_seed = (_seed(seed, name, w).spawn(S) for w in ("timing", "trials"))
-    for s, mask in enumerate(held_out):
-        fit = enc.select(np.flatnonzero(~mask))
-        test = enc.select(np.flatnonzero(mask))
-        hist = _length_histogram(test)
-        times.append(int(hist[_SUCCESS].sum()))
-        try:
-            model = make().fit(fit)
-            compiled = model.to_chain()
-        except _FIT_ERRORS as exc:
-            errors.append(f"split {s + 1}: {type(exc).__name__}: {exc}")
-            r_ps.append(None)
-            t_ps.append(None)
-            k_ps.append(None)
-            continue
-        chain = compiled.chain
-        surv = _survival(hist, settings.max_steps)
-        r_c = _observable_success(chain, surv)
-        check = r_inf_check_counts(chain.r_inf, int(hist[_SUCCESS].sum()), test.n_traces, method=settings.interval,
-                                   confidence=settings.confidence, n_fit=fit.n_traces,
-                                   r_observable=None if surv is None else r_c)
-        r_checks.append(check)
-        r_ps.append(check.p_value)
-        l_infs.append(l_inf_distance(chain.reliability(horizon), _empirical_rdc(hist, horizon)))
-        refit = _cheap_to_refit(model)
-        null = "refit" if refit else "fixed model"
-        replicates = base if refit else 2 * base + 1
-        tm = timing_check(compiled, test, n_bootstrap=replicates, seed=_int_seed(t_seed[s]),
-                          max_steps=settings.max_steps, refit=model.like if refit else None,
-                          fit_shape=fit if refit else None, stop_after=stop_after)
-        t_results.append(tm)
-        t_ps.append(tm.p_value)
-        if tasks:
-            pk = pass_k_test(test, compiled, n_simulations=settings.trials_permutations,
-                             min_traces=MIN_REPEATED_TRACES, seed=_int_seed(k_seed[s]))
-            k_results.append(pk)
-            k_ps.append(pk.p_value if pk.applicable else None)
+    times = [r.n_times for r in results]
+    null = ok[-1].null if ok else None
+    base = n_timing if n_timing is not None else settings.n_bootstrap
+    replicates = ok[-1].replicates if ok else base
     level = settings.level
     what = f"the {name} model"
     # R∞ layer.
@@ -694,26 +762,27 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
                  requested: str, split_by: str, test_fraction: float, n_splits: int, seed: int,
                  audit: AuditSettings | None, first_order: Certificate | None,
                  first_order_split_chain: Callable[[int], AbsorbingChain | None] | None, horizon: int,
-                 n_refits: int, confidence: float, progress: Callable[[str], None] | None = None,
-                 options: dict[str, Any] | None = None) -> tuple[ModelSelection, dict[str, LayerResult] | None]:
+                 n_refits: int, confidence: float, progress: Callable[..., Any] | None = None,
+                 options: dict[str, Any] | None = None, n_jobs: int | None = None
+                 ) -> tuple[ModelSelection, dict[str, LayerResult] | None]:
     """Choose (or fit) the model, check the candidates and refit the choice for its intervals (module docstring).
 
     ``codes``/``names``: the analysis's state of every step of ``traces`` (the traces in memory); ``alphabet`` the
     chain's observed states. ``first_order``: the analysis's certificate of the first-order chain (the baseline
     row's layers); ``first_order_split_chain(s)``: that chain fitted on the fit half of split s (its held-out L∞).
     ``audit`` None: no checks (``fit``). ``options`` go to :func:`~tracetochain.models.choose_model` (``sizes``,
-    ``candidates`` with ``"auto"``, ``z_threshold``, ``with_task_classes``). Returns the selection and, for a chosen
-    family other than the first-order chain, the raw layers of its certificate (before Holm;
-    :func:`model_certificate` finishes it).
+    ``candidates`` with ``"auto"``, ``z_threshold``, ``with_task_classes``). ``n_jobs``: processes for the
+    candidates' scores, their checks and the refits (:mod:`tracetochain._parallel`; the output does not depend on
+    it). Returns the selection and, for a chosen family other than the first-order chain, the raw layers of its
+    certificate (before Holm; :func:`model_certificate` finishes it).
     """
-    from tracetochain._limits import check_ensemble_size
-    from tracetochain.exceptions import ResourceLimitError
+    from tracetochain._parallel import parallel_map
+    from tracetochain._progress import phase_reporter
     from tracetochain.models import choose_model, fit_model, make_candidate
-    from tracetochain.models.passk import resample_units
     from tracetochain.models.selection import MIN_UNITS
     from tracetochain.models.shared import encode_traces
 
-    step = progress or (lambda stage: None)
+    step = phase_reporter(progress)
     if requested not in model_choices() or is_first_order(requested):
         raise ValueError(f"model must be one of {', '.join(model_choices())}, got {requested!r}")
     if n_splits < 1:
@@ -742,7 +811,7 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
     if "candidates" in extra and requested != "auto":
         raise TypeError(f"candidates are chosen among with model='auto' only (model={requested!r} is one family)")
     common: dict[str, Any] = {"seed": seed, "splits": held_units, "test_fraction": test_fraction,
-                              "checks": False, "group": group, **extra}
+                              "checks": False, "group": group, "n_jobs": n_jobs, **extra}
     if requested == "auto":
         choice = choose_model(enc, **common)
     else:
@@ -763,14 +832,20 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
     to_check = {first_order_family().name, chosen, *(nm for _, nm in best_of.values())}
     checks: dict[str, _Checks] = {}
     if audit is not None:
-        for c in table:
-            if c.verdict != "failed" and c.name in to_check and not is_first_order(c.name):
-                step(f"checking {c.name}")
-                checks[c.name] = heldout_checks(
-                    c.name, make_candidate(c.name, seed=seed, group=group).make, enc, held_traces, audit, seed=seed,
-                    horizon=horizon, test_fraction=test_fraction,
-                    n_timing=None if c.name == chosen else screen_replicates(audit.level),
-                    stop_after=None if c.name == chosen else SCREEN_STOP_AFTER)
+        # Every (candidate, split) pair is one job, all run together, so that the processes stay busy across
+        # candidates of unequal cost (tracetochain/_parallel.py); each is seeded by its candidate and split.
+        checked = [c.name for c in table if c.verdict != "failed" and c.name in to_check
+                   and not is_first_order(c.name)]
+        n_timing = {nm: None if nm == chosen else screen_replicates(audit.level) for nm in checked}
+        jobs = {nm: split_jobs(nm, make_candidate(nm, seed=seed, group=group).make, enc, held_traces, audit,
+                               seed=seed, horizon=horizon, n_timing=n_timing[nm],
+                               stop_after=None if nm == chosen else SCREEN_STOP_AFTER) for nm in checked}
+        phase = f"checking {len(checked)} candidate{'s' if len(checked) != 1 else ''} on {n_splits} splits"
+        found = iter(parallel_map(_check_split, [j for nm in checked for j in jobs[nm]], n_jobs=n_jobs,
+                                  done=lambda i, n: step(phase, i, n)))
+        for nm in checked:
+            checks[nm] = combine_splits(nm, enc, [next(found) for _ in jobs[nm]], audit, test_fraction=test_fraction,
+                                        n_timing=n_timing[nm])
     evaluated = np.unique(np.concatenate(held_units)) if held_units else np.zeros(0, np.int64)
     n_eval = int(np.bincount(enc.unit, minlength=enc.n_units)[evaluated].sum())
 
@@ -817,7 +892,8 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
         if alt is not None and not is_first_order(alt):
             step(f"re-checking {alt} with the certificate's replicates")
             checks[alt] = heldout_checks(alt, make_candidate(alt, seed=seed, group=group).make, enc, held_traces,
-                                         audit, seed=seed, horizon=horizon, test_fraction=test_fraction)
+                                         audit, seed=seed, horizon=horizon, test_fraction=test_fraction,
+                                         n_jobs=n_jobs)
             full_checks.add(alt)
             again = weigh_certificate(build_rows(chosen), chosen, choice.unit_loglik, better)
             if again == alt:
@@ -868,29 +944,19 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
     unavailable: str | None = None
     interval_settings: dict[str, Any] = {}
     if n_refits > 0:
-        # Every refit compiled at once is n_refits dense m × m chains; when that exceeds the memory budget the fitted
-        # refits are kept instead and compiled one at a time when their quantities are computed (never a bare point).
-        try:
-            check_ensemble_size(n_refits, compiled.n_states)
-            one_at_a_time: str | None = None
-        except ResourceLimitError as exc:
-            one_at_a_time = (f"the {n_refits} compiled refits would not fit the memory budget together ({exc}); "
-                             "each refit is compiled on its own when its quantities are computed")
-        step(f"intervals ({n_refits} refits of {chosen})")
+        # The refits are kept fitted, not compiled: each is compiled when its quantities are computed and dropped
+        # after (model_intervals), so n_refits dense m × m chains never sit in memory together.
         first = np.unique(enc.unit, return_index=True)[1]
         weights = replicate_weights(hashes[first], seed, range(n_refits), "poisson").astype(np.int64)
-        failed = 0
-        for b in range(n_refits):
-            units = np.repeat(np.arange(enc.n_units, dtype=np.int64), weights[:, b])
-            try:
-                refit = model.like().fit(resample_units(enc, units))
-                draws.append(refit if one_at_a_time else refit.to_chain())
-            except _FIT_ERRORS:
-                failed += 1
+        proto = model.like()
+        refits = [_RefitJob(proto, enc, weights[:, b]) for b in range(n_refits)]
+        phase = f"intervals ({n_refits} refits of {chosen})"
+        draws = [d for d in parallel_map(_refit, refits, n_jobs=n_jobs, done=lambda i, n: step(phase, i, n))
+                 if d is not None]
+        failed = n_refits - len(draws)
         interval_settings = {"n_refits": n_refits, "n_failed": failed, "seed": seed, "confidence": confidence,
                              "resample_by": enc.grouped_by, "weights": "Poisson(1) of the unit's id hash",
-                             "refit": f"{chosen} (family and size fixed)",
-                             **({"memory": one_at_a_time} if one_at_a_time else {})}
+                             "refit": f"{chosen} (family and size fixed)"}
         if not draws:
             unavailable = f"none of the {n_refits} refits of {chosen} could be fitted"
     else:
@@ -899,7 +965,39 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
         notes.append(f"trials of one task share a class of {chosen}: pass^k = Σ_c w_c R_c^k, not R∞^k")
     return replace(selection, model=model, compiled=compiled, draws=tuple(draws),
                    interval_settings=interval_settings, intervals_unavailable=unavailable,
-                   notes=tuple(notes)), raw
+                   notes=tuple(notes), n_jobs=n_jobs), raw
+
+
+@dataclass(frozen=True)
+class _RefitJob:
+    """One refit behind a chosen model's intervals: the family at its fitted size, on units resampled by weight."""
+
+    proto: Any
+    enc: Any
+    weights: NDArray[np.int64]
+
+
+def _refit(job: _RefitJob) -> Any:
+    """The refit of ``job`` (None when the family cannot be fitted on that resample)."""
+    from tracetochain.models.passk import resample_units
+
+    units = np.repeat(np.arange(job.enc.n_units, dtype=np.int64), job.weights)
+    try:
+        return copy.deepcopy(job.proto).fit(resample_units(job.enc, units))
+    except _FIT_ERRORS:
+        return None
+
+
+def _refit_law(job: _RefitJob, *, horizon: int) -> tuple[float, NDArray[np.float64]] | None:
+    """R∞ and R(0..horizon) of the refit of ``job`` (None when it cannot be fitted or compiled)."""
+    refit = _refit(job)
+    if refit is None:
+        return None
+    try:
+        chain = refit.to_chain(keep=False).chain
+        return float(chain.r_inf), chain.reliability(horizon)
+    except _FIT_ERRORS:
+        return None
 
 
 def _forecast_hint(rows: list[CandidateResult], chosen: str) -> list[str]:
@@ -1004,15 +1102,16 @@ class ModelComparison:
 @_quiet
 def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str, ...], *, requested: str,
                    seed: int, samples: int, horizon: int, test_fraction: float = 0.5, n_splits: int = 5,
-                   options: dict[str, Any] | None = None) -> ModelComparison:
+                   options: dict[str, Any] | None = None, n_jobs: int | None = None) -> ModelComparison:
     """The model of :class:`ModelComparison`: the candidates are scored on A ∪ B (every trace and task id prefixed by
     its set, so units never straddle the sets) over held-out splits by id hash; the chosen family and size are fitted
     on A and on B; each side is refitted ``samples`` times on its units resampled with Poisson(1) weights of their id
-    hash (seed for A, seed + 1 for B, as the first-order comparison)."""
+    hash (seed for A, seed + 1 for B, as the first-order comparison). ``n_jobs``: processes for the candidates and
+    the refits (:mod:`tracetochain._parallel`; the result does not depend on it)."""
     import pyarrow as pa
 
+    from tracetochain._parallel import parallel_map
     from tracetochain.models import choose_model, fit_model, make_candidate
-    from tracetochain.models.passk import resample_units
     from tracetochain.models.selection import MIN_UNITS
     from tracetochain.models.shared import encode_traces
 
@@ -1037,7 +1136,7 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
     hashes = split_hashes(usable, group)
     held = [np.unique(enc.unit[holdout_mask(hashes, test_fraction, seed, s)]) for s in range(n_splits)]
     common: dict[str, Any] = {"seed": seed, "splits": held, "test_fraction": test_fraction, "checks": False,
-                              "group": group, "refit": False, **dict(options or {})}
+                              "group": group, "refit": False, "n_jobs": n_jobs, **dict(options or {})}
     if requested == "auto":
         choice = choose_model(enc, **common)
     else:
@@ -1062,16 +1161,12 @@ def compare_models(labelled: tuple[TraceTable, TraceTable], alphabet: tuple[str,
         h = split_hashes(side_usable, group)
         first = np.unique(side_enc.unit, return_index=True)[1]
         w = replicate_weights(h[first], seed + k, range(samples), "poisson").astype(np.int64)
-        r, rel, bad = [], [], 0
-        for b in range(samples):
-            units = np.repeat(np.arange(side_enc.n_units, dtype=np.int64), w[:, b])
-            try:
-                c = model.like().fit(resample_units(side_enc, units)).to_chain().chain
-            except _FIT_ERRORS:
-                bad += 1
-                continue
-            r.append(c.r_inf)
-            rel.append(c.reliability(horizon))
+        proto = model.like()
+        laws = parallel_map(functools.partial(_refit_law, horizon=horizon),
+                            [_RefitJob(proto, side_enc, w[:, b]) for b in range(samples)], n_jobs=n_jobs)
+        r = [law[0] for law in laws if law is not None]
+        rel = [law[1] for law in laws if law is not None]
+        bad = samples - len(r)
         if not r:
             raise ValueError(f"none of the {samples} refits of {chosen} on set {'AB'[k]} could be fitted")
         r_draws.append(np.asarray(r))

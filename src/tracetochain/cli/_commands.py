@@ -115,6 +115,17 @@ CiOpt = Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval
 UncertaintyOpt = Annotated[str, typer.Option(
     help="Intervals: posterior (Dirichlet), bootstrap (traces resampled, states fixed), bootstrap-full "
          "(states re-discovered per replicate) or none.")]
+def jobs_option(value: int) -> int:
+    """``--jobs``: a positive number of processes, or -1 for every CPU (checked while parsing)."""
+    if value == 0 or value < -1:
+        raise typer.BadParameter(f"expected a positive number of processes, or -1 for every CPU; got {value}")
+    return value
+
+
+JobsOpt = Annotated[int, typer.Option(
+    "--jobs", "-j", envvar="TRACETOCHAIN_JOBS", callback=jobs_option,
+    help="Processes for --model's candidates, held-out checks and refits: -1 (default) is every CPU, 1 keeps the "
+         "work in this process. The output is the same for any value; a small corpus never starts a process.")]
 SamplesOpt = Annotated[int, typer.Option(min=50, callback=samples_option,
                                          help="Posterior draws or bootstrap replicates.")]
 ForceOpt = Annotated[bool, typer.Option(
@@ -240,6 +251,7 @@ def fit(
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
     model: ModelOpt = ModelChoice.markov,
+    jobs: JobsOpt = -1,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     legacy_format: LegacyFormatOpt = None,
@@ -279,7 +291,7 @@ def fit(
                               options=state_options(states, features, vocabulary, k_min, k_max, seed),
                               pseudocount=pseudocount, unvisited=unvisited.value, initial=initial.value, audit=False,
                               intervals=method, samples=samples, confidence=ci, seed=seed, progress=progress,
-                              **model_arguments(model))
+                              **model_arguments(model, jobs))
         chain = result.chain
         if output is not None:
             _write_chain(chain, output, result.ingest.to_dict(), force, inputs)
@@ -349,11 +361,11 @@ def _fit_board(traces: list[Path], by: str, where: list[str] | None, reader: str
         echo_text(str(result))
 
 
-def model_arguments(model: Any) -> dict[str, Any]:
-    """``--model`` as :func:`~tracetochain.analysis.analyze` arguments (nothing for the default, so that a plain run
-    is the call it always was)."""
+def model_arguments(model: Any, jobs: int = -1) -> dict[str, Any]:
+    """``--model`` and ``--jobs`` as :func:`~tracetochain.analysis.analyze` arguments (nothing for the default
+    model, so that a plain run is the call it always was: only the model path runs jobs in processes)."""
     value = str(getattr(model, "value", model))
-    return {} if is_first_order(value) else {"model": value}
+    return {} if is_first_order(value) else {"model": value, "n_jobs": jobs}
 
 
 def _model_costs(result: Any) -> dict[str, Any]:

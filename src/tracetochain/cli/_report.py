@@ -18,6 +18,7 @@ from tracetochain.cli._commands import (
     EngineOpt,
     FeaturesOpt,
     ForceOpt,
+    JobsOpt,
     KMaxOpt,
     KMinOpt,
     ModelChoice,
@@ -114,6 +115,7 @@ def report(
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
     model: ModelOpt = ModelChoice.markov,
+    jobs: JobsOpt = -1,
     cap_field: Annotated[str | None, typer.Option(
         "--cap-field", help="Field holding each run's step cap, when runs were made at several caps: R(d) "
                             "thresholded from the largest cap is checked against the runs at each smaller one.")
@@ -164,7 +166,7 @@ def report(
                               options=state_options(states, features, vocabulary, k_min, k_max, seed),
                               pseudocount=pseudocount, audit=not no_audit, holdout=not in_sample, n_splits=splits,
                               level=level, intervals=method, samples=samples, confidence=ci, seed=seed,
-                              progress=progress, **model_arguments(model))
+                              progress=progress, **model_arguments(model, jobs))
         progress("paths")
         from tracetochain.cli._paths import report_paths
 
@@ -258,6 +260,7 @@ def audit(
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
     model: ModelOpt = ModelChoice.markov,
+    jobs: JobsOpt = -1,
     uncertainty: Annotated[Uncertainty, typer.Option(
         help="How the R∞ interval printed with the certificate is made (the same default as `fit` and `report`, so "
              "the three print one interval).")] = Uncertainty.posterior,
@@ -312,7 +315,7 @@ def audit(
                               pseudocount=pseudocount, holdout=not in_sample, n_splits=splits, level=level,
                               n_bootstrap=bootstrap, order_criterion=order_criterion,
                               intervals=method if resamples else None, samples=max(resamples, 1), seed=seed,
-                              progress=progress, **model_arguments(model))
+                              progress=progress, **model_arguments(model, jobs))
         if not as_json and result.model_choice is not None and not result.model_choice.first_order:
             result.intervals(progress=progress)  # the chosen model's refits, summarised here in view, once
     cert = result.certificate

@@ -12,6 +12,7 @@ import typer
 from tracetochain.cli._commands import (
     EngineOpt,
     ForceOpt,
+    JobsOpt,
     ModelChoice,
     ModelOpt,
     SchedulerOpt,
@@ -149,6 +150,7 @@ def compare(
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
     model: ModelOpt = ModelChoice.markov,
+    jobs: JobsOpt = -1,
     paths: Annotated[bool, typer.Option(
         "--paths", help="Also list the path patterns that changed between A and B (prevalence and success with "
                         "them, Benjamini–Yekutieli q-values; JSON key `paths`).")] = False,
@@ -198,7 +200,7 @@ def compare(
         src_b = analysis_input(b, reader, option, "raise", engine, where=where)
         common: dict[str, Any] = {"names": (a.name, b.name), "states": spec, "state_options": options,
                                   "pseudocount": pseudocount, "horizon": horizon, "samples": samples,
-                                  "confidence": ci, "seed": seed, **model_arguments(model)}
+                                  "confidence": ci, "seed": seed, **model_arguments(model, jobs)}
         progress("comparing (both analyses)")
         try:
             if engine is not None:

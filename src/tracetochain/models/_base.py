@@ -405,12 +405,16 @@ class TraceModel(EstimatorDisplay, ABC):
         """Total log-likelihood of the traces."""
         return float(self.trace_loglik(traces).sum())
 
-    def to_chain(self) -> CompiledModel:
-        """The fitted model as one absorbing chain on its expanded states (cached)."""
+    def to_chain(self, *, keep: bool = True) -> CompiledModel:
+        """The fitted model as one absorbing chain on its expanded states (cached; with ``keep=False`` compiled
+        without keeping it, for ensembles of refits whose dense chains would not fit in memory together)."""
         self._check_fitted()
-        if self._compiled is None:
-            self._compiled = self._compile()
-        return self._compiled
+        if self._compiled is not None:
+            return self._compiled
+        compiled = self._compile()
+        if keep:
+            self._compiled = compiled
+        return compiled
 
     def success_law_chain(self) -> AbsorbingChain | SparseChain:
         """The chain behind the model's success-time law, R(d) and R∞ (what the timing null asks of a refit): the

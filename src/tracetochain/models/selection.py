@@ -22,6 +22,7 @@ The chosen model is then refitted on all traces.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -474,7 +475,7 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
                  z_threshold: float | None = None, group: Grouping = "auto", seed: int = 0, refit: bool = True,
                  state_names: Sequence[str] | None = None, with_task_classes: bool = True, checks: bool = True,
                  n_timing_bootstrap: int = 49, splits: Sequence[NDArray[np.int64]] | None = None,
-                 stability: bool = True) -> ModelChoice:
+                 stability: bool = True, n_jobs: int | None = None) -> ModelChoice:
     """Pick a model family (and its size) by held-out log-likelihood over repeated splits (module docstring).
 
     Parameters
@@ -517,7 +518,12 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     stability : bool
         Resample the held-out units and report how often the rule makes each choice
         (:attr:`ModelChoice.stability`, :func:`choice_stability`), with a note when the choice is not settled.
+    n_jobs : int, optional
+        Processes over which the candidates are scored (:mod:`tracetochain._parallel`: default 1, or the value of
+        an enclosing ``using_jobs``; -1 every CPU). The choice does not depend on it.
     """
+    from tracetochain._parallel import parallel_map
+
     if splits is not None:
         n_splits = len(splits)
     if n_splits < 1:
@@ -550,7 +556,11 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     evaluated = held > 0
     unit_traces = np.bincount(enc.unit, minlength=enc.n_units)
     n_eval_traces = int(unit_traces[evaluated].sum())
-    scores: dict[str, _Scores] = {c.name: _evaluate(c, enc, held_out, seed=seed) for c in cands}
+    def evaluate(batch: list[Candidate], **options: Any) -> list[_Scores]:
+        return parallel_map(functools.partial(_evaluate, enc=enc, splits=held_out, seed=seed, **options), batch,
+                            n_jobs=n_jobs)
+
+    scores: dict[str, _Scores] = {c.name: sc for c, sc in zip(cands, evaluate(cands), strict=True)}
     by_name = {c.name: c for c in cands}
 
     def mean_units(name: str) -> NDArray[np.float64]:
@@ -570,8 +580,8 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
     task_sizes = tuple(size_map.get("tasks", default_sizes()["tasks"]))
     if enc.grouped_by == "task" and task_sizes and _takes_task_classes(by_name[winner]) and with_task_classes:
         extra = [_with_task_classes(by_name[winner], int(k), seed, group) for k in task_sizes]
-        for c in extra:
-            scores[c.name] = _evaluate(c, enc, held_out, seed=seed)
+        for c, sc in zip(extra, evaluate(extra), strict=True):
+            scores[c.name] = sc
             by_name[c.name] = c
             cands.append(c)
             params[c.name] = int(np.median(scores[c.name].params)) if scores[c.name].params else None
@@ -594,13 +604,12 @@ def choose_model(traces: TraceTable | EncodedTraces, candidates: Iterable[str | 
             if c.family not in best_of or mean > best_of[c.family][0]:
                 best_of[c.family] = (mean, c.name)
         checked = {"markov", chosen, *(nm for _, nm in best_of.values())}
-        for c in fine:
-            if c.name in checked:
-                again = _evaluate(c, enc, held_out, checks=True, n_timing=n_timing_bootstrap, seed=seed)
-                if again.error is None:
-                    sc = scores[c.name]
-                    sc.timing_p, sc.r_inf_holds = again.timing_p, again.r_inf_holds
-                    sc.pass_k_agrees, sc.timing_null = again.pass_k_agrees, again.timing_null
+        to_check = [c for c in fine if c.name in checked]
+        for c, again in zip(to_check, evaluate(to_check, checks=True, n_timing=n_timing_bootstrap), strict=True):
+            if again.error is None:
+                sc = scores[c.name]
+                sc.timing_p, sc.r_inf_holds = again.timing_p, again.r_inf_holds
+                sc.pass_k_agrees, sc.timing_null = again.pass_k_agrees, again.timing_null
 
     def gain(a: str, b: str) -> tuple[float, float]:
         return paired_gain(mean_units(a), mean_units(b))
