@@ -183,10 +183,9 @@ class LiveService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        # Import the analysis' heavy modules now, not in the middle of the first burst of spans: the drift test's
-        # scipy.stats is imported lazily by audit._homogeneity (fit's start-up), and importing it inside the first
-        # drift test cost ~1 s of CPU while the live lock was held (ingest waited for it).
-        import scipy.stats  # noqa: F401
+        # Import the analysis' heavy modules now, not in the middle of the first burst of spans: importing the drift
+        # test's modules inside the first drift test cost ~1 s of CPU while the live lock was held (ingest waited).
+        import scipy.special  # noqa: F401
 
         import tracetochain.uncertainty  # noqa: F401
         from tracetochain.audit.shared import homogeneity_from_counts  # noqa: F401
