@@ -131,3 +131,23 @@ def test_the_commands_with_a_model_take_jobs_and_refuse_a_bad_count(command: str
         r = run_cli(command, *args, "--model", "auto", "--jobs", bad)
         assert r.returncode == 2 and "expected a positive number of processes, or -1" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_a_board_in_worker_processes_is_the_same_board(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each group's row is ``analyze()`` of that group alone, with the board's seed: the rows computed in worker
+    processes are the rows computed here."""
+    import json
+
+    from board_data import configs
+
+    from tracetochain.analysis.shared import board
+
+    table = configs(4)
+    fast = {"samples": 200, "n_bootstrap": 99, "n_permutations": 49}
+    serial = board(table, by="config", ks=(1, 2), n_jobs=1, **fast)
+    monkeypatch.setattr(_parallel, "MIN_PARALLEL_SECONDS", 0.0)
+    lines: list[str] = []
+    parallel = board(table, by="config", ks=(1, 2), n_jobs=2, progress=lines.append, **fast)
+    assert json.dumps(parallel.to_dict(), sort_keys=True) == json.dumps(serial.to_dict(), sort_keys=True)
+    assert lines[0] == "analysing 4 groups by config" and lines[-1] == "group 4 of 4 done"

@@ -37,6 +37,7 @@ all-equal false-difference rate.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Sequence
@@ -273,6 +274,10 @@ def _task_counts(table: TraceTable) -> tuple[np.ndarray[Any, Any], np.ndarray[An
     return task_trials(table)
 
 
+def _group_row_of(group: tuple[str, TraceTable], **kwargs: Any) -> BoardRow:
+    return _group_row(group[0], group[1], **kwargs)
+
+
 def _group_row(name: str, table: TraceTable, *, analyze_kwargs: dict[str, Any], ks: tuple[int, ...],
                horizon: int, width: float, confidence: float, n_bootstrap: int, seed: int) -> BoardRow:
     from tracetochain.analysis._analyze import analyze
@@ -341,7 +346,7 @@ def board(source: Any, *, by: str, where: Sequence[str] = (), reader: str | None
           states: Any = "label", state_options: dict[str, Any] | None = None, audit: bool = True,
           intervals: str = "posterior", samples: int = 1000, confidence: float = 0.95, level: float = 0.05,
           ks: Sequence[int] = (1, 3), horizon: int = 10, width: float = 0.1, n_bootstrap: int = 1000, seed: int = 0,
-          progress: Callable[[str], None] | None = None, **audit_options: Any) -> Board:
+          progress: Callable[[str], None] | None = None, n_jobs: int | None = None, **audit_options: Any) -> Board:
     """The reliability board of ``source`` grouped by the field ``by`` (module docstring).
 
     ``source`` is a :class:`TraceTable` or what :func:`~tracetochain.readers._many.read_corpus` reads (a file, a
@@ -349,8 +354,11 @@ def board(source: Any, *, by: str, where: Sequence[str] = (), reader: str | None
     ``engine``, ``states``, ``audit``, ``intervals``, ``samples`` and ``audit_options`` are passed to
     :func:`~tracetochain.analysis.analyze` for each group; ``level`` is the family-wise level of the pairwise
     differences and rank intervals; ``width`` the target interval width of the planner; ``n_bootstrap`` the task
-    bootstrap of pass^k and the ICC.
+    bootstrap of pass^k and the ICC. ``n_jobs``: processes over which the groups are analysed (without an
+    ``engine``; :mod:`tracetochain._parallel`: default 1, -1 every CPU) — each group's row is the same for any number.
     """
+    from tracetochain._parallel import parallel_map
+
     if intervals not in ("posterior", "bootstrap"):
         raise ValueError("a board needs intervals: 'posterior' or 'bootstrap'")
     if not 0 < level < 1:
@@ -370,11 +378,13 @@ def board(source: Any, *, by: str, where: Sequence[str] = (), reader: str | None
     ks_t = tuple(sorted({int(k) for k in ks}))
     kwargs: dict[str, Any] = {"engine": engine, "states": states, "state_options": state_options, "audit": audit,
                               "intervals": intervals, "samples": samples, "on_error": on_error, **audit_options}
-    rows: list[BoardRow] = []
-    for i, (name, sub) in enumerate(groups.items()):
-        step(f"group {i + 1} of {len(groups)}: {by}={name}")
-        rows.append(_group_row(name, sub, analyze_kwargs=kwargs, ks=ks_t, horizon=horizon, width=width,
-                               confidence=confidence, n_bootstrap=n_bootstrap, seed=seed))
+    row_of = functools.partial(_group_row_of, analyze_kwargs=kwargs, ks=ks_t, horizon=horizon, width=width,
+                               confidence=confidence, n_bootstrap=n_bootstrap, seed=seed)
+    G = len(groups)
+    step(f"analysing {G} group{'s' if G != 1 else ''} by {by}")
+    # An engine (a Dask cluster, the local engine's processes) is not sent to worker processes: it is parallel itself.
+    rows: list[BoardRow] = parallel_map(row_of, list(groups.items()), n_jobs=1 if engine is not None else n_jobs,
+                                        done=lambda i, n: step(f"group {i} of {n} done") if i else None)
     order = sorted(range(len(rows)), key=lambda i: (-rows[i].r_inf, rows[i].group))
     rows = [rows[i] for i in order]
     diffs, rank_iv = pairwise_and_ranks([r.group for r in rows], [r.r_inf for r in rows],

@@ -18,6 +18,7 @@ import typer
 from tracetochain.cli._commands import (
     EngineOpt,
     ForceOpt,
+    JobsOpt,
     OnErrorChoice,
     SchedulerOpt,
     StatesOpt,
@@ -43,7 +44,7 @@ class BoardFormat(StrEnum):
 def run_board(traces: list[Path], *, by: str, where: list[str] | None, reader: str | None,
               option: list[str] | None, on_error: str, engine: str | None, scheduler: str | None, states: str,
               vocabulary: str | None, audit: bool, samples: int, ci: float, level: float, k: str, width: float,
-              seed: int, quiet: bool, audit_options: dict[str, Any] | None = None) -> Any:
+              seed: int, quiet: bool, audit_options: dict[str, Any] | None = None, jobs: int = -1) -> Any:
     """Read, select and group the traces, and build the board (library call; usage errors as such)."""
     from tracetochain.analysis.shared import board
     from tracetochain.exceptions import TraceToChainError
@@ -59,7 +60,8 @@ def run_board(traces: list[Path], *, by: str, where: list[str] | None, reader: s
 
     kwargs: dict[str, Any] = {"by": by, "states": spec or "label", "state_options": opts, "audit": audit,
                               "samples": samples, "confidence": ci, "level": level, "ks": ks, "width": width,
-                              "seed": seed, "on_error": on_error, "progress": progress, **(audit_options or {})}
+                              "seed": seed, "on_error": on_error, "progress": progress, "n_jobs": jobs,
+                              **(audit_options or {})}
     try:
         if engine is None:
             return board(table, **kwargs)
@@ -128,6 +130,7 @@ def board_command(
         OnErrorChoice.raise_),
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
+    jobs: JobsOpt = -1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
     force: ForceOpt = False,
 ) -> None:
@@ -142,7 +145,7 @@ def board_command(
         check_output(output, force, inputs, "board")
     result = run_board(traces, by=by, where=where, reader=reader, option=option, on_error=on_error.value,
                        engine=engine, scheduler=scheduler, states=states, vocabulary=vocabulary, audit=not no_audit,
-                       samples=samples, ci=ci, level=level, k=k, width=width, seed=seed, quiet=quiet)
+                       samples=samples, ci=ci, level=level, k=k, width=width, seed=seed, quiet=quiet, jobs=jobs)
     text = render_board(result.to_dict(), fmt)
     if output is None:
         sys.stdout.write(text)

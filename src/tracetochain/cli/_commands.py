@@ -124,8 +124,9 @@ def jobs_option(value: int) -> int:
 
 JobsOpt = Annotated[int, typer.Option(
     "--jobs", "-j", envvar="TRACETOCHAIN_JOBS", callback=jobs_option,
-    help="Processes for --model's candidates, held-out checks and refits: -1 (default) is every CPU, 1 keeps the "
-         "work in this process. The output is the same for any value; a small corpus never starts a process.")]
+    help="Processes for independent analyses — --model's candidates, held-out checks and refits; --by's groups: -1 "
+         "(default) is every CPU, 1 keeps the work in this process. The output is the same for any value; small "
+         "work never starts a process.")]
 SamplesOpt = Annotated[int, typer.Option(min=50, callback=samples_option,
                                          help="Posterior draws or bootstrap replicates.")]
 ForceOpt = Annotated[bool, typer.Option(
@@ -276,7 +277,7 @@ def fit(
         if output is not None:
             raise typer.BadParameter("--by fits one chain per group: -o takes one chain; use `tracetochain board`")
         _fit_board(traces, by, where, reader, option, on_error.value, engine, scheduler, states, vocabulary, samples,
-                   ci, k, seed, as_json, quiet)
+                   ci, k, seed, as_json, quiet, jobs)
         return
     if output is not None:
         check_output(output, force, inputs, "chain")
@@ -348,13 +349,13 @@ def fit(
 
 def _fit_board(traces: list[Path], by: str, where: list[str] | None, reader: str | None, option: list[str] | None,
                on_error: str, engine: str | None, scheduler: str | None, states: str, vocabulary: str | None,
-               samples: int, ci: float, k: str, seed: int, as_json: bool, quiet: bool) -> None:
+               samples: int, ci: float, k: str, seed: int, as_json: bool, quiet: bool, jobs: int = -1) -> None:
     """`fit --by`: the board without the certificate (fit does not audit), as text or JSON."""
     from tracetochain.cli._board import run_board
 
     result = run_board(traces, by=by, where=where, reader=reader, option=option, on_error=on_error, engine=engine,
                        scheduler=scheduler, states=states, vocabulary=vocabulary, audit=False, samples=samples,
-                       ci=ci, level=0.05, k=k, width=0.1, seed=seed, quiet=quiet or as_json)
+                       ci=ci, level=0.05, k=k, width=0.1, seed=seed, quiet=quiet or as_json, jobs=jobs)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     elif not quiet:

@@ -148,7 +148,7 @@ def report(
             raise typer.BadParameter("--fail-under gates one corpus; with --by use `tracetochain board --format json`")
         _report_board(traces, by, where, reader, option, on_error.value, engine, scheduler, states, vocabulary,
                       not no_audit, samples, ci, level, k, seed, quiet, fmt.value, out, force, inputs,
-                      {"holdout": not in_sample, "n_splits": splits})
+                      {"holdout": not in_sample, "n_splits": splits}, jobs)
         return
     console = Console(stderr=True, quiet=quiet)
     if uncertainty == Uncertainty.bootstrap_full:
@@ -218,14 +218,14 @@ def _report_board(traces: list[Path], by: str, where: list[str] | None, reader: 
                   option: list[str] | None, on_error: str, engine: str | None, scheduler: str | None, states: str,
                   vocabulary: str | None, audit: bool, samples: int, ci: float, level: float, k: str, seed: int,
                   quiet: bool, fmt: str, out: Path, force: bool, inputs: list[Path],
-                  audit_options: dict[str, object]) -> None:
+                  audit_options: dict[str, object], jobs: int = -1) -> None:
     """`report --by`: the reliability board (``tracetochain board``) written as the report."""
     from tracetochain._files import write_output
     from tracetochain.cli._board import render_board, run_board
 
     board = run_board(traces, by=by, where=where, reader=reader, option=option, on_error=on_error, engine=engine,
                       scheduler=scheduler, states=states, vocabulary=vocabulary, audit=audit, samples=samples, ci=ci,
-                      level=level, k=k, width=0.1, seed=seed, quiet=quiet, audit_options=audit_options)
+                      level=level, k=k, width=0.1, seed=seed, quiet=quiet, audit_options=audit_options, jobs=jobs)
     write_output(out, render_board(board.to_dict(), fmt), overwrite=force, inputs=inputs, what="report")
     if not quiet:
         typer.echo(f"{len(board.rows)} groups by {by}; wrote {out}")
@@ -295,7 +295,7 @@ def audit(
         board = run_board(traces, by=by, where=where, reader=reader, option=option, on_error=on_error.value,
                           engine=engine, scheduler=scheduler, states=states, vocabulary=vocabulary, audit=True,
                           samples=max(resamples, 50), ci=0.95, level=level, k="1,3", width=0.1, seed=seed,
-                          quiet=as_json, audit_options={"holdout": not in_sample, "n_splits": splits,
+                          quiet=as_json, jobs=jobs, audit_options={"holdout": not in_sample, "n_splits": splits,
                                                         "n_bootstrap": bootstrap, "order_criterion": order_criterion})
         if as_json:
             typer.echo(json.dumps(board.to_dict(), indent=2, allow_nan=False, ensure_ascii=False))
