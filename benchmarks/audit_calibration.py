@@ -27,14 +27,16 @@ import argparse
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 from _common import machine_info, markdown_table, write_results
+
+from tracetochain._parallel import parallel_map
 
 LEVEL = 0.05
 DEFAULT_MAX_SIMULATED_TRACES = 10_000  # tracetochain.audit's default (recorded here so jobs stay picklable)
@@ -71,7 +73,8 @@ def run_corpus(job: dict[str, Any]) -> dict[str, Any]:
         refit = "train"
     model = tt.ChainEstimator(pseudocount=1.0, states=chain.state_names).fit(fit_set).fetch_model()
     t0 = time.perf_counter()
-    ks = ks_calibrated(model, test_set, refit=refit, n_fit_traces=fit_set.n_traces, n_bootstrap=job["B"],
+    ks = ks_calibrated(model, test_set, refit=refit, fit_traces=fit_set if refit == "train" else None,
+                       n_bootstrap=job["B"],
                        seed=ks_seed, max_steps=job["max_steps"],
                        max_simulated_traces=job.get("max_simulated", DEFAULT_MAX_SIMULATED_TRACES))
     if job.get("ks_only"):
@@ -156,17 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     ]
     results: dict[str, Any] = {}
     t_all = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for k, (name, spec, n) in enumerate(studies):
-            t0 = time.perf_counter()
-            jobs = [dict(spec, B=args.bootstrap, entropy=[args.seed, k], index=i) for i in range(n)]
-            rows = list(pool.map(run_corpus, jobs, chunksize=4))
-            results[name] = {"spec": spec, "summary": summarize(rows), "wall_s": time.perf_counter() - t0,
-                             "p_values": {"ks": [r["p_ks"] for r in rows], "permutation": [r["p_perm"] for r in rows]}}
-            s = results[name]["summary"]
-            print(f"# {name}: {n} corpora in {results[name]['wall_s']:.0f} s — "
-                  f"KS {s['ks_calibrated@0.05']['rate']:.3f}, "
-                  f"permutation {s['order_permutation@0.05']['rate']:.3f}", file=sys.stderr, flush=True)
+    for k, (name, spec, n) in enumerate(studies):
+        t0 = time.perf_counter()
+        jobs = [dict(spec, B=args.bootstrap, entropy=[args.seed, k], index=i) for i in range(n)]
+        rows = parallel_map(run_corpus, jobs, n_jobs=args.workers)
+        results[name] = {"spec": spec, "summary": summarize(rows), "wall_s": time.perf_counter() - t0,
+                         "p_values": {"ks": [r["p_ks"] for r in rows], "permutation": [r["p_perm"] for r in rows]}}
+        s = results[name]["summary"]
+        print(f"# {name}: {n} corpora in {results[name]['wall_s']:.0f} s — "
+              f"KS {s['ks_calibrated@0.05']['rate']:.3f}, "
+              f"permutation {s['order_permutation@0.05']['rate']:.3f}", file=sys.stderr, flush=True)
 
     header = ["study", "corpora", "KS calibrated", "order perm.", "order χ²", "ΔAIC>0", "ΔBIC>0", "KS paper (succ)",
               "KS paper (any, NR)", "accept (KS∧AIC)"]

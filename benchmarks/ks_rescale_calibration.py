@@ -20,15 +20,17 @@ import argparse
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 from _common import machine_info, markdown_table, write_results
 from audit_calibration import LEVEL, run_corpus, wilson
+
+from tracetochain._parallel import parallel_map
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,24 +49,23 @@ def main(argv: list[str] | None = None) -> int:
                 B=args.bootstrap, entropy=[args.seed, 0])
     results: dict[str, Any] = {}
     t_all = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for name, cap in variants:
-            t0 = time.perf_counter()
-            # The same corpora and seeds for every variant (same entropy and index): only the replicate size differs.
-            jobs = [dict(spec, index=i, max_simulated=cap) for i in range(args.corpora)]
-            rows = list(pool.map(run_corpus, jobs, chunksize=4))
-            p = np.array([r["p_ks"] for r in rows], dtype=float)
-            k5, k10 = int(np.sum(p <= LEVEL)), int(np.sum(p <= 0.10))
-            results[name] = {
-                "max_simulated_traces": cap, "scale": rows[0]["scale"], "n_corpora": len(rows),
-                "reject@0.05": {"count": k5, "rate": k5 / len(rows), "wilson95": list(wilson(k5, len(rows)))},
-                "reject@0.10": {"count": k10, "rate": k10 / len(rows), "wilson95": list(wilson(k10, len(rows)))},
-                "p_value_deciles": np.quantile(p, np.linspace(0.1, 0.9, 9)).round(3).tolist(),
-                "median_ks_seconds": float(np.median([r["ks_s"] for r in rows])),
-                "wall_s": time.perf_counter() - t0, "p_values": p.tolist(),
-            }
-            print(f"# {name}: {results[name]['reject@0.05']['rate']:.3f} rejected at 5% "
-                  f"({results[name]['wall_s']:.0f} s)", file=sys.stderr, flush=True)
+    for name, cap in variants:
+        t0 = time.perf_counter()
+        # The same corpora and seeds for every variant (same entropy and index): only the replicate size differs.
+        jobs = [dict(spec, index=i, max_simulated=cap) for i in range(args.corpora)]
+        rows = parallel_map(run_corpus, jobs, n_jobs=args.workers)
+        p = np.array([r["p_ks"] for r in rows], dtype=float)
+        k5, k10 = int(np.sum(p <= LEVEL)), int(np.sum(p <= 0.10))
+        results[name] = {
+            "max_simulated_traces": cap, "scale": rows[0]["scale"], "n_corpora": len(rows),
+            "reject@0.05": {"count": k5, "rate": k5 / len(rows), "wilson95": list(wilson(k5, len(rows)))},
+            "reject@0.10": {"count": k10, "rate": k10 / len(rows), "wilson95": list(wilson(k10, len(rows)))},
+            "p_value_deciles": np.quantile(p, np.linspace(0.1, 0.9, 9)).round(3).tolist(),
+            "median_ks_seconds": float(np.median([r["ks_s"] for r in rows])),
+            "wall_s": time.perf_counter() - t0, "p_values": p.tolist(),
+        }
+        print(f"# {name}: {results[name]['reject@0.05']['rate']:.3f} rejected at 5% "
+              f"({results[name]['wall_s']:.0f} s)", file=sys.stderr, flush=True)
     full = np.array(results[variants[0][0]]["p_values"])
     rows_md = []
     for name, res in results.items():

@@ -130,6 +130,8 @@ def run(quick: bool = False, seed: int = 20261203, jobs: int = 2, reps: dict[str
     cov: list[dict[str, Any]] = []
     cmp_rows: list[dict[str, Any]] = []
     stopped = False
+    # Its own pool, not tracetochain._parallel.parallel_map: --deadline cancels the corpora not yet run and keeps
+    # the ones done, which needs futures.
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(_job, w) for w in work]
         for w, f in zip(work, futures, strict=True):

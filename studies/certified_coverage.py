@@ -28,7 +28,6 @@ import argparse
 import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ import pyarrow as pa
 
 from studies.rn_statistics import _rate, rare_failure_chain, table_from, two_starts_chain
 from tracetochain import AbsorbingChain, TraceTable
+from tracetochain._parallel import parallel_map
 from tracetochain.analysis import analyze
 from tracetochain.datasets import ss7_chain
 
@@ -128,8 +128,7 @@ def run(quick: bool = False, seed: int = 20261202, jobs: int = 2, reps: int | No
     per_size = {100: base, 500: max(2, base // 2), 1000: max(2, base // 4)}
     t0 = time.perf_counter()
     work = [(cell, n, r, seed) for cell in only for n in SIZES for r in range(per_size[n])]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        rows = list(pool.map(_job, work, chunksize=1))
+    rows = parallel_map(_job, work, n_jobs=jobs)
     cells: dict[str, Any] = {}
     for cell in only:
         for n in SIZES:

@@ -31,7 +31,6 @@ import json
 import math
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ import numpy as np
 
 import tracetochain as tt
 from tracetochain._outcome import OutcomeCode
+from tracetochain._parallel import parallel_map
 from tracetochain.audit._holdout import label_traces
 from tracetochain.datasets import planted_history_traces
 from tracetochain.pipeline import fit_chain_over_states
@@ -171,13 +171,8 @@ def run(quick: bool = False, seed: int = 20261202, jobs: int = 1) -> dict[str, A
     t0 = time.perf_counter()
     planted_jobs = [(n, r, seed) for n in SIZES for r in range(reps)]
     null_jobs = [(s, r, seed) for s in ("first-order", "planted-null") for r in range(reps)]
-    if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            planted = list(pool.map(_planted_job, planted_jobs, chunksize=4))
-            null = list(pool.map(_null_job, null_jobs, chunksize=4))
-    else:
-        planted = [_planted_job(j) for j in planted_jobs]
-        null = [_null_job(j) for j in null_jobs]
+    planted = parallel_map(_planted_job, planted_jobs, n_jobs=jobs)
+    null = parallel_map(_null_job, null_jobs, n_jobs=jobs)
     planted_doc = {}
     for n in SIZES:
         rows = [r for r in planted if r["n"] == n]

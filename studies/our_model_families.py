@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ import pyarrow as pa
 import tracetochain as tt
 from studies import _swe
 from studies._common import REPO, Figure, StudyResult
+from tracetochain._parallel import parallel_map
 from tracetochain.audit._holdout import split_indices
 from tracetochain.models import (
     CompiledModel,
@@ -223,10 +223,7 @@ def _any_job(job: tuple[str, Any]) -> Any:
 
 
 def _pool_map(fn: Callable[[Any], Any], jobs: list[Any], workers: int) -> list[Any]:
-    if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(fn, jobs))
-    return [fn(j) for j in jobs]
+    return parallel_map(fn, jobs, n_jobs=workers)
 
 
 # ------------------------------------------------------------------------------------------------ study

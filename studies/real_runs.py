@@ -27,11 +27,11 @@ import argparse
 import json
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from studies._common import REPO
+from tracetochain._parallel import parallel_map
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHARED = REPO.parent / "shared" / "data"
@@ -128,8 +128,7 @@ def _pass_k_inside(row: dict[str, Any], per_task: dict[str, Any]) -> dict[str, A
 def run(quick: bool = False, jobs: int = 2) -> dict[str, Any]:
     t0 = time.perf_counter()
     work = _jobs(quick)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        rows = list(pool.map(_job, work))
+    rows = parallel_map(_job, work, n_jobs=jobs)
     corpora: dict[str, Any] = {}
     for name, (path, options, what) in CORPORA.items():
         mine = [r for r in rows if r["corpus"] == name]

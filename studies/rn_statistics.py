@@ -30,7 +30,6 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracetochain import AbsorbingChain, TraceTable
+from tracetochain._parallel import parallel_map
 from tracetochain.analysis import analyze
 from tracetochain.datasets import simulate_memory_traces, ss7_chain
 from tracetochain.numerics import simulate_traces
@@ -290,9 +290,8 @@ def run(quick: bool = False, seed: int = 20261201, jobs: int = 2, cells: tuple[s
     t0 = time.perf_counter()
     cov_jobs = [(cell, n, r, seed) for cell in cells for n in SIZES for r in range(reps)]
     aud_jobs = [(s, r, seed) for s in scenarios for r in range(audit_reps)]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        cov = list(pool.map(_coverage_job, cov_jobs, chunksize=4))
-        aud = list(pool.map(_audit_job, aud_jobs, chunksize=2))
+    cov = parallel_map(_coverage_job, cov_jobs, n_jobs=jobs)
+    aud = parallel_map(_audit_job, aud_jobs, n_jobs=jobs)
     coverage: dict[str, Any] = {}
     for cell in cells:
         for n in SIZES:

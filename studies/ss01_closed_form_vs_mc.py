@@ -18,7 +18,6 @@ Q, and run the same comparison.
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from scipy.stats import norm
 import tracetochain as tt
 from studies._common import Figure, StudyResult, artifact_json, chain_seeds
 from tracetochain._outcome import CENSORED, SUCCESS
+from tracetochain._parallel import parallel_map
 
 SIZES = (5, 10, 50, 100, 500)
 FULL_CHAINS = {5: 500, 10: 500, 50: 500, 100: 500, 500: 250}
@@ -104,13 +104,8 @@ def run(quick: bool, seed: int, *, jobs: int = 1) -> dict[str, Any]:
     # Largest chains first so the pool's tail is short.
     order = sorted(range(len(tasks)), key=lambda i: -tasks[i][1])
     results: list[dict[str, float]] = [{} for _ in tasks]
-    if jobs > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for i, res in zip(order, pool.map(simulate_one, [tasks[i] for i in order], chunksize=4), strict=True):
-                results[i] = res
-    else:
-        for i in order:
-            results[i] = simulate_one(tasks[i])
+    for i, res in zip(order, parallel_map(simulate_one, [tasks[i] for i in order], n_jobs=jobs), strict=True):
+        results[i] = res
 
     per: dict[str, dict[int, dict[str, Any]]] = {"artifact": {}, "hetero": {}}
     for kind in per:

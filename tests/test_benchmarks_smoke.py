@@ -67,3 +67,13 @@ def test_bench_costs_runs() -> None:
 def test_bench_paths_runs() -> None:
     out = run("bench_paths.py", "--synthetic", "200", "--rounds", "1")
     assert "paths / fit" in out
+
+
+@pytest.mark.slow
+def test_the_calibration_benchmarks_run_in_worker_processes() -> None:
+    """audit_calibration and ks_rescale_calibration (run by hand, before a change to the audit's layers) had rotted
+    on a renamed keyword of ks_calibrated; their corpora now go through parallel_map, here on two processes."""
+    out = run("ks_rescale_calibration.py", "--corpora", "4", "--traces", "400", "--bootstrap", "19", "--workers", "2")
+    assert "1/40" in out and "size in [0.02, 0.09], full size:" in out
+    out = run("audit_calibration.py", "--quick", "--workers", "2")
+    assert "power_memory0.6_>=0.95:" in out
