@@ -15,7 +15,7 @@ from tracetochain.chain.shared import METRICS, CostModel
 from tracetochain.costs._analysis import (
     COST_LAYERS,
     cost_budget_curve,
-    observed_costs,
+    observed_costs_of,
     per_visit_for,
     step_cap_costs,
     summarize_costs,
@@ -206,6 +206,8 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
     goal = float(target) if target is not None else 0.95 * chain.r_inf
     no_success = (chain.metadata.get("n_traces") or {}).get("success") == 0
     banded = False
+    observed = None if labelled is None else observed_costs_of(labelled, costs, list(present), confidence=confidence,
+                                                                seed=seed)
     for metric in present:
         summary = summarize_costs(chain, costs, metric)
         entry: dict[str, Any] = {"summary": summary.to_dict()}
@@ -230,8 +232,8 @@ def cost_report(source: Any, *, traces: Any = None, costs: CostModel | None = No
                 entry["budget_band"] = budget_band(ensemble, c_draws, pv.variance, max_budget=budget.budgets[-1],
                                                    confidence=confidence)
                 banded = True
-        if labelled is not None:
-            obs = observed_costs(labelled, costs, metric, confidence=confidence, seed=seed)
+        if observed is not None:
+            obs = observed[metric]
             entry["observed"] = obs.to_dict()
             if budget is not None:
                 entry["observed"]["reliability_at_budgets"] = obs.reliability_at(budget.budgets)
