@@ -329,3 +329,27 @@ def test_report_cap_field_checks_the_thresholded_curve(tmp_path: Path) -> None:
     bad = run_cli("report", str(path), "--format", "md", "-o", str(tmp_path / "x.md"), "--cap-field", "turns",
                   "--no-audit", "--samples", "50", "-q")
     assert bad.returncode != 0 and "turns" in bad.stderr
+
+
+def test_weights_are_drawn_per_unit_in_blocks_of_bounded_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replicate tables are summed by unit (task) before the weights are applied, and the weights come in
+    blocks of at most _BLOCK_CELLS units × replicates: a corpus under the cap keeps its stream (250 replicates a
+    block); over it, smaller blocks draw the same law (intervals within their Monte Carlo error)."""
+    from tracetochain.audit import _discrimination as disc
+
+    arrow = tt.datasets.simulate_traces(separating_chain(), 600, seed=11).to_arrow()
+    ids = arrow.column("trace_id").to_pylist()
+    number = {t: k for k, t in enumerate(dict.fromkeys(ids))}
+    task = [f"task{number[t] % 40}" for t in ids]
+    traces = tt.TraceTable.from_arrow(arrow.append_column("task_id", pa.array(task)))
+    kw = {"n_permutations": 19, "trials_permutations": 49, "samples": 50}
+    base = analyze(traces, **kw).discrimination
+    monkeypatch.setattr(disc, "_BLOCK_CELLS", 1 << 40)
+    assert analyze(traces, **kw).discrimination.to_dict() == base.to_dict()
+    monkeypatch.setattr(disc, "_BLOCK_CELLS", 7 * base.n_clusters)  # 7 replicates a block
+    small = analyze(traces, **kw).discrimination
+    assert small.to_dict() != base.to_dict()
+    for a, b in ((base.last.auc, small.last.auc), (base.last.log_loss_gain, small.last.log_loss_gain)):
+        half = (a["upper"] - a["lower"]) / 2
+        assert b["lower"] == pytest.approx(a["lower"], abs=0.15 * half)
+        assert b["upper"] == pytest.approx(a["upper"], abs=0.15 * half)

@@ -84,7 +84,11 @@ DEFAULT_DISCRIMINATION_BOOTSTRAP = 1000
 TIE_DECIMALS = 12
 #: Offset of the replicate indices, so these weights are not the analysis's interval replicates.
 _STREAM = 7_000_000
+#: Replicates whose weights are drawn together (the weights' stream depends on it, so it is fixed while memory allows)
 _BLOCK = 250
+#: At most this many units × replicates of weights at once (128 MB): above 67,108 held-out units (tasks or traces),
+#: fewer replicates a block (another stream, the same law), so a million traces do not hold 2 GB of weights.
+_BLOCK_CELLS = 1 << 24
 RULE = ("informative iff the lower bound of the held-out AUC interval at the last transient step is above 0.5; "
         "otherwise attribution, bottleneck, what-if gains and sensitivities are uninformative")
 
@@ -404,11 +408,16 @@ def score_discrimination(pred: NDArray[np.float64], test: NDArray[np.bool_], out
     # Poisson(1) weights per unit, drawn in the order of the units' sorted id hashes: the set of held-out units is the
     # same however the corpus was partitioned, so the replicates are too.
     units, unit_of = np.unique(unit[members], return_inverse=True)
+    # The tables summed by unit first (R × units): a replicate's weights then need no copy per trace, and sums of
+    # integer weights are exact either way, so the tables are the same.
+    by_unit = (M @ sparse.csr_array((np.ones(members.size), (np.arange(members.size), unit_of)),
+                                    shape=(members.size, units.size))).tocsr()
     rng = np.random.default_rng([int(seed), _STREAM])
-    for start in range(0, B, _BLOCK):
-        stop = min(B, start + _BLOCK)
-        W = rng.poisson(1.0, size=(units.size, stop - start)).astype(np.float64)[unit_of]
-        T = np.asarray(M @ W)
+    block = max(1, min(_BLOCK, _BLOCK_CELLS // max(1, units.size)))
+    for start in range(0, B, block):
+        stop = min(B, start + block)
+        W = rng.poisson(1.0, size=(units.size, stop - start)).astype(np.float64)
+        T = np.asarray(by_unit @ W)
         for s, j, vals, r0 in cells:
             t = T[r0: r0 + 2 * vals.size]
             eps = 0.5 / max(1, int(n_fit[s]))
