@@ -85,3 +85,11 @@ def test_weights_never_hold_every_replicate_at_once(monkeypatch: pytest.MonkeyPa
     ratio = spend / wins
     point = totals.sum() / success.sum()
     assert abs(np.median(ratio) - point) < 0.02 * point
+
+
+def test_no_resamples_gives_the_point_without_an_interval() -> None:
+    """What compare asks for (it shows the observed figure as a point): the same point, no bootstrap drawn."""
+    labelled, model = fitted(300, seed=3)
+    full, bare = observed_costs(labelled, model, "cost_usd"), observed_costs(labelled, model, "cost_usd", n_boot=0)
+    assert bare.per_success == full.per_success and bare.mean_per_trace == full.mean_per_trace
+    assert bare.per_success_interval is None and full.per_success_interval is not None

@@ -242,8 +242,9 @@ def cost_deltas(sides: tuple[tuple[AbsorbingChain, Any], tuple[AbsorbingChain, A
         if da.size and db.size:
             lo, hi = difference_interval(da, db, confidence)
             interval = [float(lo), float(hi)]
-        oa = observed_costs(traces[0], ma, metric).per_success if traces[0] is not None else None
-        ob = observed_costs(traces[1], mb, metric).per_success if traces[1] is not None else None
+        # The observed figures are shown as points: no bootstrap (2,000 resamples a metric and side) for them.
+        oa = observed_costs(traces[0], ma, metric, n_boot=0).per_success if traces[0] is not None else None
+        ob = observed_costs(traces[1], mb, metric, n_boot=0).per_success if traces[1] is not None else None
         out.append({"metric": metric, "unit": METRICS[metric][0], "a": sa.per_success, "b": sb.per_success,
                     "delta": delta, "delta_interval": interval, "confidence": confidence,
                     "n_draws": int(min(da.size, db.size)), "observed_a": oa, "observed_b": ob,

@@ -391,8 +391,9 @@ def observed_costs(traces: Any, costs: CostModel, metric: str, *, confidence: fl
                    seed: int = 0) -> ObservedCosts:
     """Per-episode totals of ``metric`` in the (non-invalid) traces, the observed spend per success Σ totals /
     #successes (censored and failed episodes count as spend without success), and its percentile interval from
-    a bootstrap over episodes (seeded). Episodes with no value for the metric are left out; episodes that ended
-    before any agent step (``traces.report.zero_step``) count as trials that spent nothing on steps."""
+    a bootstrap over episodes (seeded; ``n_boot=0``: no interval). Episodes with no value for the metric are left
+    out; episodes that ended before any agent step (``traces.report.zero_step``) count as trials that spent nothing
+    on steps."""
     return observed_costs_of(traces, costs, [metric], confidence=confidence, n_boot=n_boot, seed=seed)[metric]
 
 
@@ -437,7 +438,8 @@ def observed_costs_of(traces: Any, costs: CostModel, metrics: list[str], *, conf
             totals = np.r_[totals, spent]
             success = np.r_[success, [r.get("outcome") == "success" for r in zero]].astype(bool)
         columns[metric] = (totals, success)
-    sums = _bootstrap_sums({m: c for m, c in columns.items() if c[1].any() and c[0].size > 1}, n_boot, seed)
+    sums = _bootstrap_sums({m: c for m, c in columns.items() if c[1].any() and c[0].size > 1}, n_boot, seed) \
+        if n_boot > 0 else {}
     out: dict[str, ObservedCosts] = {}
     for metric, (totals, success) in columns.items():
         n_t, n_s = int(totals.size), int(success.sum())
