@@ -335,7 +335,7 @@ def test_weights_are_drawn_per_unit_in_blocks_of_bounded_memory(monkeypatch: pyt
     """The replicate tables are summed by unit (task) before the weights are applied, and the weights come in
     blocks of at most _BLOCK_CELLS units × replicates: a corpus under the cap keeps its stream (250 replicates a
     block); over it, smaller blocks draw the same law (intervals within their Monte Carlo error)."""
-    from tracetochain.audit import _discrimination as disc
+    import tracetochain.audit._discrimination as disc
 
     arrow = tt.datasets.simulate_traces(separating_chain(), 600, seed=11).to_arrow()
     ids = arrow.column("trace_id").to_pylist()

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import tracetochain as tt
-from tracetochain.costs import CostModel, _analysis, observed_costs
+import tracetochain.costs._analysis as _analysis
+from tracetochain.costs import CostModel, observed_costs
 from tracetochain.costs._analysis import observed_costs_of
 
 CHAIN = tt.AbsorbingChain(Q=[[0.2, 0.5, 0.1], [0.1, 0.3, 0.4], [0.2, 0.1, 0.2]], R_success=[0.0, 0.0, 0.35],
