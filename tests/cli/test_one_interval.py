@@ -113,3 +113,26 @@ def test_fit_prints_the_step_budgets_interval(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     want = f"steps to within 0.01 of R∞  {q['point']:.0f} [{q['lower']:.0f}, {q['upper']:.0f}]"
     assert want in shown.stdout + shown.stderr, (want, shown.stdout)
+
+
+def test_the_printed_fit_leaves_out_the_bound_it_does_not_show(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prop. 8's bound over the draws (an eigendecomposition of each) is computed for `--json`, which carries it, and
+    not for the printed summary, which shows the bound's point only; the printed figures are the same either way."""
+    from tracetochain.numerics.batched import ChainBatch
+
+    calls: list[int] = []
+    real = ChainBatch._eigenvector_condition
+
+    def counted(self: ChainBatch) -> object:
+        calls.append(self.size)
+        return real(self)
+
+    monkeypatch.setattr(ChainBatch, "_eigenvector_condition", counted)
+    shown = run_cli("fit", str(DEMO))
+    assert shown.returncode == 0, shown.stderr
+    assert calls == [], "the printed summary drew the bound's interval"
+    assert "steps to within" in shown.stdout
+    r = run_cli("fit", str(DEMO), "--json")
+    assert r.returncode == 0, r.stderr
+    budget = json.loads(r.stdout)["intervals"]["metrics"]["step_budget"]
+    assert set(budget) == {"exact", "prop8_bound", "kappa"} and calls

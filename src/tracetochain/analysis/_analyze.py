@@ -356,10 +356,11 @@ class AnalysisResult(ResultDisplay):
                 "settings": {"n_steps": total}, "silhouette_by_k": {}}
 
     def intervals(self, *, horizon: int = 50, ks: Sequence[int] = (1, 2, 3, 4, 5), delta: float = 0.01,
-                  progress: Callable[..., Any] | None = None) -> dict[str, Any] | None:
+                  progress: Callable[..., Any] | None = None, budget_bound: bool = True) -> dict[str, Any] | None:
         """An interval for every reported metric (:func:`~tracetochain.uncertainty.interval_summary`; for a chosen
         model other than the first-order chain, from its refits over units, without per-state intervals — summarised
-        once per setting, with ``progress`` told of every refit, as ``analyze``'s ``progress``)."""
+        once per setting, with ``progress`` told of every refit, as ``analyze``'s ``progress``). ``budget_bound``: as
+        :func:`~tracetochain.uncertainty.interval_summary`."""
         if self.model_choice is not None and not self.model_choice.first_order:
             doc = self.model_choice.intervals(horizon=horizon, ks=ks, delta=delta, progress=progress)
         elif self.ensemble is None:
@@ -367,7 +368,7 @@ class AnalysisResult(ResultDisplay):
         else:
             from tracetochain.uncertainty import interval_summary
 
-            doc = interval_summary(self.ensemble, horizon=horizon, ks=ks, delta=delta)
+            doc = interval_summary(self.ensemble, horizon=horizon, ks=ks, delta=delta, budget_bound=budget_bound)
         tasks = self.summary.tasks
         if doc is not None and tasks is not None and tasks.repeated and tasks.n_tasks < FEW_TASKS:
             # The design effect is itself estimated from the tasks; with few of them it is noisy and the intervals

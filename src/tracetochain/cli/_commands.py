@@ -300,7 +300,8 @@ def fit(
             return
         progress("metrics")
         summary = result.metrics(horizon=horizon, ks=ks)
-        intervals = result.intervals(horizon=horizon, ks=ks, progress=progress)
+        # The printed summary shows the step budget's interval, not its Prop. 8 bound's (--json keeps both).
+        intervals = result.intervals(horizon=horizon, ks=ks, progress=progress, budget_bound=as_json)
         trials = _trials_label(result)
         expanded = result.model_choice is not None and not result.model_choice.first_order
         progress("cost section")
