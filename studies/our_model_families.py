@@ -222,10 +222,6 @@ def _any_job(job: tuple[str, Any]) -> Any:
     return heldout_split(args) if kind == "h" else recovery_run(args)
 
 
-def _pool_map(fn: Callable[[Any], Any], jobs: list[Any], workers: int) -> list[Any]:
-    return parallel_map(fn, jobs, n_jobs=workers)
-
-
 # ------------------------------------------------------------------------------------------------ study
 def run(quick: bool, seed: int, *, jobs: int = 1) -> dict[str, Any]:
     data = corpora(quick)
@@ -246,7 +242,7 @@ def run(quick: bool, seed: int, *, jobs: int = 1) -> dict[str, Any]:
     held_jobs = [(c, sp, families, not quick, n_ks, seed) for c in order for sp in splits]
     rec_jobs = [] if quick else [(scenario, r, 1000, seed % 2**31 + 1000 * i + r)
                                  for i, scenario in enumerate(EXPECTED) for r in range(20)]
-    results = _pool_map(_any_job, [("h", j) for j in held_jobs] + [("r", j) for j in rec_jobs], jobs)
+    results = parallel_map(_any_job, [("h", j) for j in held_jobs] + [("r", j) for j in rec_jobs], n_jobs=jobs)
     held_results, rec_results = results[:len(held_jobs)], results[len(held_jobs):]
     for c in data:
         heldout[c] = merge_splits([res for j, res in zip(held_jobs, held_results, strict=True) if j[0] == c])

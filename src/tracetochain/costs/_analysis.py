@@ -411,18 +411,20 @@ def observed_costs_of(traces: Any, costs: CostModel, metrics: list[str], *, conf
     outcomes = usable.outcomes()
     zero = [r for r in getattr(traces.report, "zero_step", []) if r.get("outcome") != "invalid"]
     step_values: dict[str, FloatArray] | None = None
+    step_rows: NDArray[np.int64] | None = None  # the episode of each step
     episode_totals: dict[str, FloatArray] | None = None
     columns: dict[str, tuple[FloatArray, NDArray[np.bool_]]] = {}
     for metric in metrics:
         st = costs.metrics.get(metric)
         totals: FloatArray
         if st is not None and st.source == STEPS:
-            if step_values is None:
+            if step_values is None or step_rows is None:
                 step_values = usage_arrays(table, offsets)[0]
+                step_rows = np.repeat(np.arange(n), np.diff(offsets))
             x = step_values[metric]
-            rows = np.repeat(np.arange(n), np.diff(offsets))
-            known = np.bincount(rows[np.isfinite(x)], minlength=n) > 0
-            totals = np.bincount(rows[np.isfinite(x)], weights=x[np.isfinite(x)], minlength=n).astype(np.float64)
+            ok = np.isfinite(x)
+            known = np.bincount(step_rows[ok], minlength=n) > 0
+            totals = np.bincount(step_rows[ok], weights=x[ok], minlength=n).astype(np.float64)
         else:
             if episode_totals is None:
                 episode_totals = trace_totals(table, offsets)
