@@ -189,40 +189,74 @@ class TaskClassModel(TraceModel):
 
     def _tilt_loglik(self, ev: Events, base_ll: NDArray[np.float64], beta: NDArray[np.float64]
                      ) -> NDArray[np.float64]:
-        """Per-trace log-likelihood under a tilt: base + Σ_events (β[x] − log Z(ctx))."""
-        logz = np.log(self._base_rows() @ np.exp(beta))
-        out: NDArray[np.float64] = base_ll + np.bincount(ev.trace, weights=beta[ev.col] - logz[ev.node],
-                                                          minlength=ev.n_traces)
-        return out
+        """Per-trace log-likelihood under a tilt: base + Σ_events (β[x] − log Z(ctx)); ``beta`` is one tilt (J,) or
+        one per class (C × J, giving traces × C)."""
+        b = np.atleast_2d(beta)
+        logz = np.log(np.exp(b) @ self._base_rows().T)  # C × nodes
+        C, T = b.shape[0], ev.n_traces
+        # One bincount for every class: class j's events are counted at trace + j·T.
+        terms = (b[:, ev.col] - logz[:, ev.node]).ravel()
+        per = np.bincount((ev.trace[None, :] + T * np.arange(C)[:, None]).ravel(), weights=terms,
+                          minlength=C * T).reshape(C, T)
+        out: NDArray[np.float64] = base_ll[:, None] + per.T
+        return out[:, 0] if beta.ndim == 1 else out
+
+    def _tilt_objective(self, n: NDArray[np.float64], col: NDArray[np.float64], beta: NDArray[np.float64]
+                        ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Σ_x col[x] β[x] − Σ_node n[node] log Z_β(node) − ½ λ|β|², one value per row of ``beta`` (a × J), and
+        the normalisers Z_β(node) = Σ_x P[node, x] e^{β[x]} (a × nodes) it computed."""
+        z = np.exp(beta) @ self._base_rows().T
+        out: NDArray[np.float64] = (np.einsum("aj,aj->a", col, beta) - np.einsum("an,an->a", n, np.log(z))
+                                    - 0.5 * TILT_RIDGE * np.einsum("aj,aj->a", beta, beta))
+        return out, z
 
     def _newton_tilt(self, counts: NDArray[np.float64], beta: NDArray[np.float64]) -> NDArray[np.float64]:
-        """argmax_β Σ_{node,x} A[node,x] (β[x] − log Z_β(node)) − ½ λ|β|² (concave; Newton with a line search)."""
+        """argmax_β Σ_{node,x} A[node,x] (β[x] − log Z_β(node)) − ½ λ|β|² for one class (:meth:`_newton_tilts`)."""
+        out: NDArray[np.float64] = self._newton_tilts(counts[None], beta[None])[0]
+        return out
+
+    def _newton_tilts(self, counts: NDArray[np.float64], beta: NDArray[np.float64]) -> NDArray[np.float64]:
+        """argmax_β_j Σ_{node,x} A_j[node,x] (β_j[x] − log Z_β_j(node)) − ½ λ|β_j|² for every class j at once
+        (``counts`` C × nodes × J, ``beta`` C × J starts): concave, so Newton's method with a halving line search,
+        each class stopping on its own. The classes' problems are independent; solving them together is one set of
+        array operations per Newton step instead of C — the M-step is most of a task-class fit, and the timing
+        null refits it hundreds of times."""
         P = self._base_rows()
-        n = counts.sum(axis=1)
-        col = counts.sum(axis=0)
-
-        def objective(b: NDArray[np.float64]) -> float:
-            return float(col @ b - n @ np.log(P @ np.exp(b)) - 0.5 * TILT_RIDGE * b @ b)
-
-        value = objective(beta)
+        n = counts.sum(axis=2)
+        col = counts.sum(axis=1)
+        beta = np.array(beta, dtype=np.float64)
+        value, z = self._tilt_objective(n, col, beta)
+        J = beta.shape[1]
+        ridge = TILT_RIDGE * np.eye(J)
+        diagonal = np.arange(J)
+        active = np.arange(beta.shape[0])
         for _ in range(50):
-            w = P * np.exp(beta)[None, :]
-            pt = w / w.sum(axis=1, keepdims=True)
-            grad = col - n @ pt - TILT_RIDGE * beta
-            hess = -(pt.T * n) @ pt * -1.0  # Σ n p pᵀ
-            hess = np.diag(n @ pt) - hess + TILT_RIDGE * np.eye(beta.size)  # −Hessian (positive definite)
-            step = np.linalg.solve(hess, grad)
-            t = 1.0
-            while t > 1e-6:
-                cand = beta + t * step
-                new = objective(cand)
-                if new >= value - 1e-12:
-                    break
-                t *= 0.5
-            beta, old = cand, value
-            value = new
-            if abs(value - old) < 1e-10 * max(1.0, abs(value)):
+            if not active.size:
                 break
+            b, na = beta[active], n[active]
+            # The tilted rows p = P e^β / Z, with Z kept from the objective at β.
+            pt = P[None, :, :] * np.exp(b)[:, None, :]
+            pt /= z[active][:, :, None]
+            npt = na[:, :, None] * pt
+            mean = npt.sum(axis=1)  # n @ pt
+            grad = col[active] - mean - TILT_RIDGE * b
+            # −Hessian: diag(n @ pt) − Σ_node n p pᵀ + λI (positive definite).
+            hess = ridge - np.matmul(npt.transpose(0, 2, 1), pt)
+            hess[:, diagonal, diagonal] += mean
+            step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
+            # Halve each class's step until its objective does not fall (at most down to t = 2^-19).
+            cand, new, z_new = b + step, np.empty(active.size), np.empty((active.size, P.shape[0]))
+            pending = np.arange(active.size)
+            t = 1.0
+            while t > 1e-6 and pending.size:
+                cand[pending] = b[pending] + t * step[pending]
+                new[pending], z_new[pending] = self._tilt_objective(na[pending], col[active[pending]],
+                                                                    cand[pending])
+                pending = pending[new[pending] < value[active[pending]] - 1e-12]
+                t *= 0.5
+            old = value[active]
+            beta[active], value[active], z[active] = cand, new, z_new
+            active = active[np.abs(new - old) >= 1e-10 * np.maximum(1.0, np.abs(new))]
         return beta
 
     def _fit_tilts(self, enc: EncodedTraces) -> None:
@@ -247,8 +281,9 @@ class TaskClassModel(TraceModel):
         def run(w: NDArray[np.float64], beta: NDArray[np.float64], n_iter: int
                 ) -> tuple[float, NDArray[np.float64], NDArray[np.float64], bool]:
             prev, total = -math.inf, -math.inf
+            cell = (ev.node * J + ev.col)[None, :] + (n_nodes * J) * np.arange(C)[:, None]  # class j's (node, x)
             for _ in range(n_iter):
-                ll = np.column_stack([self._tilt_loglik(ev, base_ll, beta[j]) for j in range(C)])
+                ll = self._tilt_loglik(ev, base_ll, beta)
                 unit = np.column_stack([enc.units_of(ll[:, j]) for j in range(C)]) + np.log(w)[None, :]
                 norm = logsumexp_rows(unit)
                 total = float(norm.sum())
@@ -259,11 +294,9 @@ class TaskClassModel(TraceModel):
                 w = np.maximum(resp.mean(axis=0), 1e-12)
                 w = w / w.sum()
                 r_ev = resp[enc.unit][ev.trace]
-                beta = beta.copy()
-                for j in range(C):
-                    A = np.bincount(ev.node * J + ev.col, weights=r_ev[:, j], minlength=n_nodes * J
-                                    ).reshape(n_nodes, J).astype(np.float64)
-                    beta[j] = self._newton_tilt(A, beta[j])
+                A = np.bincount(cell.ravel(), weights=r_ev.T.ravel(), minlength=C * n_nodes * J
+                                ).reshape(C, n_nodes, J).astype(np.float64)
+                beta = self._newton_tilts(A, beta)
             return total, w, beta, False
 
         # Every start runs a short while; the best one runs on to convergence.
@@ -289,7 +322,7 @@ class TaskClassModel(TraceModel):
             assert self.tilts_ is not None
             ev = events(enc, self.base.scheme_)
             base_ll = self.base._trace_loglik(enc)
-            ll_all = np.column_stack([self._tilt_loglik(ev, base_ll, b) for b in self.tilts_])
+            ll_all = self._tilt_loglik(ev, base_ll, self.tilts_)
             if enc.grouped_by == "trace" or self.n_classes == 1:
                 res: NDArray[np.float64] = logsumexp_rows(ll_all + np.log(self.weights_)[None, :])
                 return res
