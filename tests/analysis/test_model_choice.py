@@ -17,6 +17,7 @@ import pytest
 
 import tracetochain as tt
 from tracetochain.analysis import AnalysisResult, analyze
+from tracetochain.analysis._models import SCREEN_STOP_AFTER, certificate_stop_after
 from tracetochain.audit._timing import TimingResult
 from tracetochain.models.passk import PassKTest
 from tracetochain.report import build_report, render_html
@@ -162,6 +163,14 @@ def test_auto_finds_the_mixture_and_certifies_it_with_its_own_checks(
     # trials layer rejects (tasks differ), so the choice matters.
     assert cert.status("R(d)") == "certified" and cert.status("pass^k") == "certified"
     assert mc.candidate("markov").layers["trials"].status == "reject"
+    # The choice's timing null stops sequentially (certificate_stop_after): each split drew at most its replicates
+    # and every split that stopped early has the Besag–Clifford p = h / l.
+    h = timing.statistics["stop_after"]
+    assert h == certificate_stop_after(49) == 10
+    assert all(n <= timing.statistics["n_replicates"] for n in timing.statistics["replicates_drawn"])
+    for t in timing.detail:
+        if "sequential" in t.settings:
+            assert t.p_value == h / t.settings["sequential"]["replicates_drawn"]
 
 
 @pytest.mark.slow
@@ -343,6 +352,16 @@ def test_a_choice_that_fails_timing_names_the_candidate_to_forecast_with() -> No
     assert "--model duration" in _forecast_hint(rows[:3], "lifted(k=3)")[0]
     assert _forecast_hint(rows, "duration") == []
     assert "stay withheld" in _forecast_hint([rows[0], rows[2]], "lifted(k=3)")[0]
+
+
+def test_the_chosen_models_sequential_stop_leaves_every_actionable_p_value_exact() -> None:
+    """Besag & Clifford's p equals the full test's whenever fewer than h of the B replicates reach D, and a stopped
+    test has p = h / l ≥ h / B: with h ≥ B / 10 that is above every level a certificate acts on, so stopping changes
+    no decision the full test would make at 5 % — it only spares the replicates of a model that fits."""
+    for n in (19, 49, 99, 199, 499, 999, 1999):
+        h = certificate_stop_after(n)
+        assert h >= SCREEN_STOP_AFTER and h / n >= 0.1 - 1e-12
+    assert certificate_stop_after(199) == 20
 
 
 def test_the_timing_screen_can_reject_at_the_family_threshold() -> None:

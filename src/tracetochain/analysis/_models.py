@@ -91,6 +91,21 @@ SCREEN_BOOTSTRAP = 49
 SCREEN_STOP_AFTER = 10
 
 
+def certificate_stop_after(n_replicates: int) -> int:
+    """Exceedances after which the *chosen* model's timing replicates stop: a tenth of the replicates, at least
+    :data:`SCREEN_STOP_AFTER` (20 of the default 199).
+
+    The sequential p-value (Besag & Clifford 1991) is valid at every level, and it equals the full test's
+    (1 + g)/(B + 1) whenever fewer than h of all B replicates reach the observed statistic — so every p below
+    h / B ≈ 0.1, which is every p the certificate's thresholds (level / L after the Cauchy combination) can act on,
+    is computed exactly as before; a model that fits stops after about h / p replicates. Each replicate refits the
+    family on a redrawn fit half, and a chosen model usually fits: on the bundled τ-bench corpus the chosen
+    lifted(k=3)+tasks(C=3) drew 995 refits across its five splits and now draws about a fifth of them. More
+    replicates (``audit --ks-samples``) raise h with them, so the p-value of a model that fits keeps its relative
+    precision (about 1/√h)."""
+    return max(SCREEN_STOP_AFTER, math.ceil(n_replicates / 10))
+
+
 def screen_replicates(level: float, n_layers: int = 3) -> int:
     """Timing replicates of the screen of a non-chosen candidate: enough that the smallest attainable p-value,
     1/(B + 1), lies below the family threshold level / L by half again (B + 1 ≥ 1.5 L / level; 89 at the 5 % level
@@ -569,7 +584,8 @@ def split_jobs(name: str, make: Callable[[], Any], enc: Any, held_out: list[NDAr
     ``held_out[s]`` marks the traces of ``enc`` held out in split s; the candidate (``make()``) is fitted on the rest.
     ``n_timing``: Monte Carlo replicates of the timing null (default: the audit's ``n_bootstrap``; twice as many,
     plus one, when the model is held fixed, as :func:`~tracetochain.models.choose_model` does). ``stop_after``: the
-    sequential stop of a screen (:func:`~tracetochain.models.evaluation.timing_check`).
+    sequential stop (:func:`~tracetochain.models.evaluation.timing_check`): :data:`SCREEN_STOP_AFTER` for a screen,
+    :func:`certificate_stop_after` for the chosen model.
     """
     S = len(held_out)
     base = n_timing if n_timing is not None else settings.n_bootstrap
@@ -676,9 +692,16 @@ def combine_splits(name: str, enc: Any, results: list[_SplitCheck], settings: Au
             else ""
         how = ("the null refits the family on redrawn fit halves" if null == "refit" else
                "the null holds the fitted model fixed, which rejects more easily")
+        drawn = [int(r.timing.bootstrap["n_replicates"]) for r in ok if r.timing.bootstrap is not None]
+        stops = [r.timing.settings["sequential"]["stop_after"] for r in ok if "sequential" in r.timing.settings]
+        if stops:
+            lo, hi = min(drawn), max(drawn)
+            how += (f" ({lo if lo == hi else f'{lo}–{hi}'} of {replicates} replicates per split: they stop once "
+                    f"{stops[0]} reach the observed D, Besag & Clifford's sequential p-value)")
         t_layer = _combine("timing", t_ps, level, f"the success-time law of {what} fits the held-out success times"
                            f"{d}; {how}", f"the held-out success times do not follow the law of {what}{d}; {how}",
-                           t_results, {"model": name, "null": null, "n_replicates": replicates})
+                           t_results, {"model": name, "null": null, "n_replicates": replicates,
+                                       "replicates_drawn": drawn, "stop_after": stops[0] if stops else None})
     # Trials layer.
     if not tasks:
         k_layer = LayerResult("trials", "not_applicable", None, "no_repeated_tasks",
@@ -839,7 +862,8 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
         n_timing = {nm: None if nm == chosen else screen_replicates(audit.level) for nm in checked}
         jobs = {nm: split_jobs(nm, make_candidate(nm, seed=seed, group=group).make, enc, held_traces, audit,
                                seed=seed, horizon=horizon, n_timing=n_timing[nm],
-                               stop_after=None if nm == chosen else SCREEN_STOP_AFTER) for nm in checked}
+                               stop_after=certificate_stop_after(audit.n_bootstrap) if nm == chosen
+                               else SCREEN_STOP_AFTER) for nm in checked}
         phase = f"checking {len(checked)} candidate{'s' if len(checked) != 1 else ''} on {n_splits} splits"
         found = iter(parallel_map(_check_split, [j for nm in checked for j in jobs[nm]], n_jobs=n_jobs,
                                   done=lambda i, n: step(phase, i, n)))
@@ -893,7 +917,7 @@ def select_model(traces: TraceTable, codes: NDArray[np.int64], names: tuple[str,
             step(f"re-checking {alt} with the certificate's replicates")
             checks[alt] = heldout_checks(alt, make_candidate(alt, seed=seed, group=group).make, enc, held_traces,
                                          audit, seed=seed, horizon=horizon, test_fraction=test_fraction,
-                                         n_jobs=n_jobs)
+                                         stop_after=certificate_stop_after(audit.n_bootstrap), n_jobs=n_jobs)
             full_checks.add(alt)
             again = weigh_certificate(build_rows(chosen), chosen, choice.unit_loglik, better)
             if again == alt:
