@@ -96,9 +96,10 @@ def certificate_stop_after(n_replicates: int) -> int:
     :data:`SCREEN_STOP_AFTER` (20 of the default 199).
 
     The sequential p-value (Besag & Clifford 1991) is valid at every level, and it equals the full test's
-    (1 + g)/(B + 1) whenever fewer than h of all B replicates reach the observed statistic — so every p below
-    h / B ≈ 0.1, which is every p the certificate's thresholds (level / L after the Cauchy combination) can act on,
-    is computed exactly as before; a model that fits stops after about h / p replicates. Each replicate refits the
+    (1 + g)/(B + 1) whenever fewer than h of all B replicates reach the observed statistic, and a stopped test has
+    p = h / l ≥ h / B ≈ 0.1 — so every split p-value below 0.1 is exactly the full test's, one above it carries a
+    Monte Carlo error of about 1/√h of itself (where the Cauchy combination gives it little weight), and a model
+    that fits stops after about h / p replicates. Each replicate refits the
     family on a redrawn fit half, and a chosen model usually fits: on the bundled τ-bench corpus the chosen
     lifted(k=3)+tasks(C=3) drew 995 refits across its five splits and now draws about a fifth of them. More
     replicates (``audit --ks-samples``) raise h with them, so the p-value of a model that fits keeps its relative
