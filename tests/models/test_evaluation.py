@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 import tracetochain as tt
 from tests.models.conftest import concat
@@ -82,3 +83,32 @@ def test_a_sequential_screen_stops_early_when_the_model_fits_and_runs_out_when_i
     rej = timing_check(compiled, bad, n_bootstrap=199, seed=0, stop_after=10)
     assert "sequential" not in rej.settings and rej.p_value == timing_check(compiled, bad, n_bootstrap=199,
                                                                              seed=0).p_value == 1 / 200
+
+
+@pytest.mark.slow
+def test_the_sequential_p_value_is_the_full_one_below_h_over_b_and_keeps_its_size() -> None:
+    """The chosen model's timing null stops at h = B / 10 exceedances (analysis._models.certificate_stop_after).
+    Corpus by corpus, the sequential p equals the full test's whenever the full run has fewer than h exceedances,
+    and is at least h / B otherwise; over 300 corpora drawn from the model its size stays within the level."""
+    truth = tt.datasets.notation_chain()
+    model = MarkovModel().fit(tt.datasets.simulate_traces(truth, 20_000, seed=1))
+    compiled = model.to_chain()
+    B, h = 99, 10
+    seq_p, full_p = [], []
+    for i in range(300):
+        test = encode_traces(tt.datasets.simulate_traces(truth, 60, seed=100 + i), model.state_names_)
+        full = timing_check(compiled, test, n_bootstrap=B, seed=i)
+        seq = timing_check(compiled, test, n_bootstrap=B, seed=i, stop_after=h)
+        assert seq.statistic == full.statistic
+        g = round(full.p_value * (B + 1)) - 1  # exceedances of the full run
+        if g < h:
+            assert seq.p_value == full.p_value and "sequential" not in seq.settings, (i, g)
+        else:
+            assert seq.p_value >= h / B - 1e-12, (i, g, seq.p_value)
+        seq_p.append(seq.p_value)
+        full_p.append(full.p_value)
+    seq_a, full_a = np.array(seq_p), np.array(full_p)
+    assert np.array_equal(seq_a <= 0.05, full_a <= 0.05)  # every decision at 5 % is the full test's
+    for t in (0.05, 0.1, 0.25, 0.5):
+        # super-uniform up to Monte Carlo error (3 binomial standard errors of 300 corpora)
+        assert np.mean(seq_a <= t) <= t + 3 * np.sqrt(t * (1 - t) / 300), (t, np.mean(seq_a <= t))
