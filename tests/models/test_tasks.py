@@ -74,7 +74,7 @@ def test_row_tilts_are_the_weighted_maximum_likelihood() -> None:
     ev = events(enc, model.base.scheme_)
     J = enc.n_symbols + 2
     A = np.bincount(ev.node * J + ev.col, minlength=model.base.scheme_.n_nodes * J).reshape(-1, J).astype(float)
-    beta = model._newton_tilt(A, np.zeros(J))
+    beta = model._newton_tilts(A[None], np.zeros((1, J)))[0]
     P = model._base_rows()
     w = P * np.exp(beta)
     pt = w / w.sum(axis=1, keepdims=True)

@@ -210,11 +210,6 @@ class TaskClassModel(TraceModel):
                                     - 0.5 * TILT_RIDGE * np.einsum("aj,aj->a", beta, beta))
         return out, z
 
-    def _newton_tilt(self, counts: NDArray[np.float64], beta: NDArray[np.float64]) -> NDArray[np.float64]:
-        """argmax_β Σ_{node,x} A[node,x] (β[x] − log Z_β(node)) − ½ λ|β|² for one class (:meth:`_newton_tilts`)."""
-        out: NDArray[np.float64] = self._newton_tilts(counts[None], beta[None])[0]
-        return out
-
     def _newton_tilts(self, counts: NDArray[np.float64], beta: NDArray[np.float64]) -> NDArray[np.float64]:
         """argmax_β_j Σ_{node,x} A_j[node,x] (β_j[x] − log Z_β_j(node)) − ½ λ|β_j|² for every class j at once
         (``counts`` C × nodes × J, ``beta`` C × J starts): concave, so Newton's method with a halving line search,

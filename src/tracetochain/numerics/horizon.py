@@ -159,7 +159,7 @@ def spectral_radius(Q: NDArray[np.float64], edges: tuple[NDArray[np.intp], NDArr
     call, so the result does not depend on what ran before); the dense solve is the fallback. ARPACK fails on exactly
     the matrices the components remove ("starting vector is zero", no convergence). A model with task classes
     compiles to C disjoint copies of its chain: the refits behind its intervals spent most of their metrics here (a
-    1,008-state demo model: 56 ms dense on its three 328-state components, 6 ms by ARPACK, agreeing to 5e-15).
+    1,008-state demo model: 56 ms dense on its three 328-state components, 9 ms by ARPACK, agreeing to 2e-16).
     ``edges``: Q's positive entries when the caller has them (:func:`~tracetochain.numerics.absorbing.chain_edges`;
     the graph and the blocks are then built from them).
     """
