@@ -44,7 +44,7 @@ from tracetochain.chain import (
 from tracetochain.partitioned.shared import _merge, _pad_counts, _Partial, partition_costs
 from tracetochain.traces import Problem, TraceTable
 from tracetochain.traces.shared import fnv1a_hashes, holdout_mask, replicate_weights, unit_hashes
-from tracetochain.uncertainty.shared import UnitCounts
+from tracetochain.uncertainty.shared import TraceVectors, UnitCounts, layout_columns
 
 FIT, TEST = 0, 1
 _WEIGHT_BLOCK = 32  # replicates per weight block (bounds the n_traces × block weight matrix)
@@ -71,6 +71,7 @@ class SummarySpec:
     resample_by: Unit = "task"
     include_outcomes: bool = True
     states_on_fit_half: bool = False
+    keep_trace_vectors: bool = False
 
     def __post_init__(self) -> None:
         if self.n_splits < 0:
@@ -104,6 +105,8 @@ class CorpusSummary:
     #: Per unit (task, else trace) with a task somewhere in the corpus: summed count vectors (the per-quantity design
     #: effect, ``uncertainty._design``).
     units: UnitCounts | None = None
+    #: With ``spec.keep_trace_vectors``: every usable trace's count vector (``compare``'s permutation test).
+    vectors: TraceVectors | None = None
 
     @property
     def state_names(self) -> tuple[str, ...]:
@@ -272,8 +275,24 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
     unit_of_trace = unit_hashes(ids, task_col)[usable]
     points = TracePoints.build(trace_hash[usable], unit_of_trace, outcomes[usable], test, c_u, o_u)
     units = UnitCounts.build(unit_of_trace, P, len_u) if has_tasks else None
+    vectors = None
+    if spec.keep_trace_vectors:
+        import scipy.sparse
+
+        z_has = (np.asarray(zero_task.is_valid().to_numpy(zero_copy_only=False), dtype=bool) if zero_u.size
+                 else np.zeros(0, bool))
+        t_has = (np.asarray(task_col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)[usable]
+                 if task_col is not None else np.zeros(int(usable.sum()), bool))
+        rows = scipy.sparse.vstack([scipy.sparse.hstack([P, scipy.sparse.csr_matrix((P.shape[0], 2))]),
+                                    scipy.sparse.hstack([scipy.sparse.csr_matrix((zero_u.size, K)),
+                                                         zero_step_counts(zero_u)])])
+        built = TraceVectors.build(np.concatenate([trace_hash[usable], fnv1a_hashes(zero_ids)]),
+                                   np.concatenate([unit_hashes(ids, task_col)[usable],
+                                                   unit_hashes(zero_ids, zero_task_col)]),
+                                   np.concatenate([t_has, z_has]), rows)
+        vectors = _merge_vectors(built.empty(), built)  # None beyond the memory budget
     return CorpusSummary(base, spec, visits, split_counts, split_initial, split_lengths, all_lengths, triplets,
-                         tasks, boot, split_exits, points, units)
+                         tasks, boot, split_exits, points, units, vectors)
 
 
 # ---------------------------------------------------------------------------------------------------- merging
@@ -310,9 +329,7 @@ def _remap_layout(x: NDArray[np.float64], idx: NDArray[np.int64], M: int) -> NDA
     m = idx.size
     extra = x.shape[1] - (m * m + 3 * m)
     out = np.zeros((x.shape[0], M * M + 3 * M + extra))
-    out[:, (idx[:, None] * M + idx[None, :]).ravel()] = x[:, : m * m]
-    for k in range(3):
-        out[:, M * M + k * M + idx] = x[:, m * m + k * m: m * m + (k + 1) * m]
+    out[:, layout_columns(idx, M)] = x[:, : m * m + 3 * m]
     if extra:
         out[:, M * M + 3 * M:] = x[:, m * m + 3 * m:]
     return out
@@ -332,7 +349,8 @@ def reindex_summary(a: CorpusSummary, names: tuple[str, ...]) -> CorpusSummary:
                    split_counts=_remap_rows(a.split_counts, idx, M), split_initial=init,
                    triplets=_remap_triplets(a.triplets, idx, M, a.spec.include_outcomes),
                    boot=_remap_layout(a.boot, idx, M), points=None if a.points is None else a.points.reindexed(idx),
-                   units=None if a.units is None else a.units.reindexed(idx, M))
+                   units=None if a.units is None else a.units.reindexed(idx, M),
+                   vectors=None if a.vectors is None else a.vectors.reindexed(idx, M))
 
 
 def _pad_last(x: NDArray[np.int64], n: int) -> NDArray[np.int64]:
@@ -356,13 +374,24 @@ def merge_summaries(a: CorpusSummary, b: CorpusSummary) -> CorpusSummary:
                          _pad_last(a.all_lengths, L) + _pad_last(b.all_lengths, L), a.triplets + b.triplets, tasks,
                          _pad_boot(a.boot, b.boot.shape[1]) + _pad_boot(b.boot, a.boot.shape[1]),
                          _split_exits(a) + _split_exits(b), _merge_points(a.points, b.points),
-                         _merge_units(a.units, b.units))
+                         _merge_units(a.units, b.units),
+                         _merge_vectors(a.vectors, b.vectors))
 
 
 def _merge_units(a: UnitCounts | None, b: UnitCounts | None) -> UnitCounts | None:
     # A partition without task ids keeps no units (each trace its own): the merged units would miss its traces, so
     # the per-quantity design effect is then left out (the pass rate's d still applies).
     if a is None or b is None:
+        return None
+    return a.merge(b)
+
+
+def _merge_vectors(a: TraceVectors | None, b: TraceVectors | None) -> TraceVectors | None:
+    """Both sets' count vectors — or none, once they would outgrow the memory budget (``TRACETOCHAIN_MAX_MEMORY_MB``,
+    at 16 bytes a stored count; ``compare`` then says its permutation test was not run, and why)."""
+    from tracetochain._limits import memory_budget
+
+    if a is None or b is None or 16 * (a.counts.nnz + b.counts.nnz) > memory_budget():
         return None
     return a.merge(b)
 

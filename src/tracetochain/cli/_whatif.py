@@ -141,12 +141,17 @@ def compare(
                        ] = 200,
     ci: Annotated[float, typer.Option("--ci", min=0.5, max=0.999, help="Interval level.")] = 0.95,
     seed: Annotated[int, typer.Option(
-        help="Seed for the bootstrap replicates (intervals and the homogeneity test's Rao–Scott correction).")] = 0,
+        help="Seed for the bootstrap replicates (intervals and the homogeneity test's Rao–Scott correction) and the "
+             "permutation test's relabellings.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown pull-request comment.")] = False,
     fail_if_worse: Annotated[bool, typer.Option(
-        "--fail-if-worse", help="Exit 3 when B is significantly less reliable than A (never on insufficient "
-                                "evidence).")] = False,
+        "--fail-if-worse", help="Exit 3 when B is significantly less reliable than A: ΔR∞'s interval below 0 and "
+                                "the permutation test of no difference rejecting at 1 − --ci (never on "
+                                "insufficient evidence).")] = False,
+    permutations: Annotated[int, typer.Option(
+        min=19, help="Relabellings of the traces between A and B for the permutation test of ΔR∞ = 0 (its "
+                     "smallest p-value is 1/(N + 1)).")] = 199,
     engine: EngineOpt = None,
     scheduler: SchedulerOpt = None,
     model: ModelOpt = ModelChoice.markov,
@@ -157,9 +162,11 @@ def compare(
 ) -> None:
     """Compare two trace sets: is B more or less reliable than A, and where do they differ?
 
-    The same comparison in memory and, with --engine, partition by partition. With --model other than markov, one
-    model (chosen on A ∪ B, or the family asked for) is fitted on each set, and R∞, ΔR∞ and ΔR(d) are its own
-    (intervals from refits over each set's units)."""
+    A difference in R∞ is called when ΔR∞'s interval excludes 0 and a permutation test of no difference (the traces
+    relabelled between A and B, a task's trials within the task) rejects too; its p-value is printed with the
+    verdict. The same comparison in memory and, with --engine, partition by partition. With --model other than
+    markov, one model (chosen on A ∪ B, or the family asked for) is fitted on each set, and R∞, ΔR∞ and ΔR(d) are
+    its own (intervals from refits over each set's units; the permutation test stays the first-order chains')."""
     import sys
 
     from tracetochain.cli._commands import analysis_input, model_arguments
@@ -200,7 +207,8 @@ def compare(
         src_b = analysis_input(b, reader, option, "raise", engine, where=where)
         common: dict[str, Any] = {"names": (a.name, b.name), "states": spec, "state_options": options,
                                   "pseudocount": pseudocount, "horizon": horizon, "samples": samples,
-                                  "confidence": ci, "seed": seed, **model_arguments(model, jobs)}
+                                  "confidence": ci, "seed": seed, "permutations": permutations,
+                                  **model_arguments(model, jobs)}
         progress("comparing (both analyses)")
         try:
             if engine is not None:

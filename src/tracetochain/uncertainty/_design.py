@@ -92,14 +92,20 @@ class UnitCounts:
         import scipy.sparse
 
         m = idx.size
-        col_map = np.concatenate([(idx[:, None] * M + idx[None, :]).ravel()]
-                                 + [M * M + k * M + idx for k in range(3)])
         coo = self.counts.tocoo()
-        cols = col_map[coo.col] if m else coo.col
+        cols = layout_columns(idx, M)[coo.col] if m else coo.col
         return UnitCounts(self.keys, _canonical(scipy.sparse.csr_matrix((coo.data, (coo.row, cols)),
                                                                         shape=(self.keys.size, M * M + 3 * M))),
                           self.n_traces,
                           self.trace_unit, self.trace_length)
+
+
+def layout_columns(idx: NDArray[np.int64], M: int) -> NDArray[np.int64]:
+    """Where each column of the per-trace count layout m² + 3m (``chain.per_trace_counts``) goes in the vocabulary
+    of M states (``idx[old] = new``)."""
+    out: NDArray[np.int64] = np.concatenate([(idx[:, None] * M + idx[None, :]).ravel()]
+                                            + [M * M + k * M + idx for k in range(3)]).astype(np.int64)
+    return out
 
 
 def _canonical(matrix: Any) -> scipy.sparse.csr_matrix:

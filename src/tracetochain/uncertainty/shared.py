@@ -16,16 +16,26 @@ if TYPE_CHECKING:
     from tracetochain.uncertainty._bootstrap import prior_draws_for as prior_draws_for
     from tracetochain.uncertainty._bootstrap import tasks_repeat as tasks_repeat
     from tracetochain.uncertainty._design import UnitCounts as UnitCounts
+    from tracetochain.uncertainty._design import layout_columns as layout_columns
     from tracetochain.uncertainty._design import quantity_design as quantity_design
+    from tracetochain.uncertainty._permutation import PERMUTATIONS as PERMUTATIONS
+    from tracetochain.uncertainty._permutation import PermutationTest as PermutationTest
+    from tracetochain.uncertainty._permutation import TraceVectors as TraceVectors
+    from tracetochain.uncertainty._permutation import permutation_delta_r_inf as permutation_delta_r_inf
     from tracetochain.uncertainty._stats import difference_interval as difference_interval
     from tracetochain.uncertainty._stats import equal_tailed as equal_tailed
 
 #: shared name → the private module that defines it.
 _MODULES: dict[str, str] = {
+    "PERMUTATIONS": "tracetochain.uncertainty._permutation",
+    "PermutationTest": "tracetochain.uncertainty._permutation",
+    "TraceVectors": "tracetochain.uncertainty._permutation",
     "UnitCounts": "tracetochain.uncertainty._design",
     "difference_interval": "tracetochain.uncertainty._stats",
     "equal_tailed": "tracetochain.uncertainty._stats",
     "estimate_batch": "tracetochain.uncertainty._bootstrap",
+    "layout_columns": "tracetochain.uncertainty._design",
+    "permutation_delta_r_inf": "tracetochain.uncertainty._permutation",
     "prior_draws_for": "tracetochain.uncertainty._bootstrap",
     "quantity_design": "tracetochain.uncertainty._design",
     "tasks_repeat": "tracetochain.uncertainty._bootstrap",
