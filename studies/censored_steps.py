@@ -22,8 +22,9 @@ fewer corpora, from the bootstrap (100 replicates); bias of the new and the old 
 
 **Compare size.** ``pairs`` pairs of independent corpora of 500 traces from the same chain and censoring, compared
 with ``method="posterior"`` and ``method="bootstrap"``: the rate at which ΔR∞'s interval excludes 0 ("better" or
-"worse"), at which some state is called changed, and at which either happens (acceptance: ≤ 5 % up to Monte Carlo
-error, for every method).
+"worse": the interval excludes 0 and the permutation test of ΔR∞ = 0 rejects; each of the two is recorded alone too),
+at which some state is called changed, and at which either happens (acceptance: ≤ 5 % up to Monte Carlo error, for
+every method).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ N_COMPARE = 500
 #: Per cell: the probability a trace gets a cap, and the cap's Geometric parameter (≈ 30 % of traces end censored).
 CENSORING = {"ss7": (0.9, 0.15), "ping-pong": (0.85, 0.5)}
 METHODS = ("posterior", "bootstrap")
+#: What each compare pair records: ΔR∞ called (interval excludes 0 and the permutation test rejects), each of those
+#: two alone, a state called changed, either claim.
+COMPARE_CLAIMS = ("delta", "interval", "permutation", "state", "any")
 
 
 def ping_pong_chain() -> AbsorbingChain:
@@ -101,7 +105,9 @@ def _compare_job(job: tuple[str, int, int]) -> dict[str, Any]:
         c = compare(a, b, intervals=method, samples=200, seed=rep)
         moved = c.direction in ("better", "worse")
         changed = bool(c.homogeneity.differing)
-        out[method] = {"delta": moved, "state": changed, "any": moved or changed}
+        assert c.delta_r_inf_test is not None
+        out[method] = {"delta": moved, "interval": c.interval_direction != "same",
+                       "permutation": c.delta_r_inf_test.p_value <= 0.05, "state": changed, "any": moved or changed}
     return out
 
 
@@ -166,8 +172,7 @@ def run(quick: bool = False, seed: int = 20261203, jobs: int = 2, reps: dict[str
                         "median_width": float(np.median([r["width"] for r in rows])) if rows else None,
                         "censored_share": float(np.mean([r["censored"] for r in rows])) if rows else None}
         rows_c = [r for r in cmp_rows if r["cell"] == cell]
-        entry["compare"] = {m: {k: _rate([r[m][k] for r in rows_c]) for k in ("delta", "state", "any")}
-                            for m in METHODS}
+        entry["compare"] = {m: {k: _rate([r[m][k] for r in rows_c]) for k in COMPARE_CLAIMS} for m in METHODS}
         cells[cell] = entry
     return {"kind": "tracetochain.study", "study": "CS", "title": "Censoring between steps", "quick": quick,
             "stopped_at_deadline": stopped, "deadline_s": deadline_s,
@@ -206,12 +211,14 @@ def render(doc: dict[str, Any]) -> str:
                          f"{num(x['bias_se'], '.4f')} | {num(x['old_rule_bias'], '+.4f')} ± "
                          f"{num(x['old_rule_bias_se'], '.4f')} | {num(x['median_width'], '.4f')} |")
     lines += ["", "## compare: size on two samples of one agent", "",
-              "| cell | method | ΔR∞ excludes 0 | a state called changed | either (verdict not 'same') |",
-              "|---|---|---:|---:|---:|"]
+              "| cell | method | ΔR∞ called different | its interval excludes 0 | permutation p ≤ 0.05 "
+              "| a state called changed | either (verdict not 'same') |",
+              "|---|---|---:|---:|---:|---:|---:|"]
     for cell, e in doc["cells"].items():
         for m in METHODS:
             c = e["compare"][m]
-            lines.append(f"| {cell} | {m} | {pct(c['delta'])} | {pct(c['state'])} | {pct(c['any'])} |")
+            lines.append(f"| {cell} | {m} | {pct(c['delta'])} | {pct(c['interval'])} | {pct(c['permutation'])} "
+                         f"| {pct(c['state'])} | {pct(c['any'])} |")
     lines += ["", "The old rule's bias is that of the same corpora's R∞ with each censored trace's last move dropped "
               "(the counting before this study); acceptance: coverage ≥ 90 % and compare's size ≤ 5 % (up to "
               "Monte Carlo error) for every method."]
