@@ -72,6 +72,9 @@ class AbsorbingChain(ResultDisplay):
     start_exits : (s, f), optional
         Probabilities that an episode ends in success (s) or failure (f) before any step. Default (0, 0). π0 then
         holds the rest: π0·1 + s + f = 1.
+    copy : bool, default True
+        False hands float64 arrays over instead of copying them: the chain keeps them and makes them read-only (for
+        code that builds a large Q only to make a chain of it, such as a compiled model's thousands of states).
 
     Raises
     ------
@@ -105,6 +108,8 @@ class AbsorbingChain(ResultDisplay):
         state_names: tuple[str, ...] | list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         start_exits: ArrayLike | None = None,
+        *,
+        copy: bool = True,
     ) -> None:
         if np.ndim(Q) != 2 or np.shape(Q)[0] != np.shape(Q)[1]:
             raise ChainValidationError(f"Q must be a square matrix, got shape {np.shape(Q)}")
@@ -114,7 +119,7 @@ class AbsorbingChain(ResultDisplay):
             raise ChainValidationError(f"{len(names)} state names given for {m} states")
         if len(set(names)) != len(names):
             raise ChainValidationError("state names must be unique")
-        Qa, rs, rf = ensure_chain_arrays(Q, R_success, R_failure, names)
+        Qa, rs, rf = ensure_chain_arrays(Q, R_success, R_failure, names, copy=copy)
         exits = as_start_exits(start_exits)
         p0 = as_initial_distribution(pi0, Qa.shape[0], exits)
         edges = chain_edges(Qa)
@@ -129,8 +134,9 @@ class AbsorbingChain(ResultDisplay):
                 "> 0) or remove them.",
                 stuck,
             )
-        # ensure_chain_arrays returned private copies: frozen in place (a chain of 2,187 expanded states has a
-        # 38 MB Q, and compiled refits are built by the thousand)
+        # ensure_chain_arrays returned private copies (or, with copy=False, the caller's own arrays, handed
+        # over): frozen in place (a chain of 2,187 expanded states has a 38 MB Q, and compiled refits are built by
+        # the thousand)
         for arr in (Qa, rs, rf):
             arr.setflags(write=False)
         object.__setattr__(self, "Q", Qa)

@@ -12,15 +12,19 @@ ROW_SUM_ATOL = 1e-9
 
 
 def ensure_chain_arrays(
-    Q: ArrayLike, r_success: ArrayLike, r_failure: ArrayLike, names: tuple[str, ...] | None = None
+    Q: ArrayLike, r_success: ArrayLike, r_failure: ArrayLike, names: tuple[str, ...] | None = None, *,
+    copy: bool = True,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Return float64 copies of (Q, r⊕, r⊖) after checking shapes, finiteness, signs and row sums.
+    """Return float64 copies of (Q, r⊕, r⊖) after checking shapes, finiteness, signs and row sums — or, with
+    ``copy=False``, the arrays themselves when they are float64 already (a tiny negative entry is then clipped in
+    place: for arrays the caller owns and hands over).
 
     Raises :class:`ChainValidationError` naming the first offending state (by name when ``names`` is given).
     """
-    Qa = np.array(Q, dtype=np.float64)
-    rs = np.array(r_success, dtype=np.float64).reshape(-1)
-    rf = np.array(r_failure, dtype=np.float64).reshape(-1)
+    as_float = np.array if copy else np.asarray
+    Qa = as_float(Q, dtype=np.float64)
+    rs = as_float(r_success, dtype=np.float64).reshape(-1)
+    rf = as_float(r_failure, dtype=np.float64).reshape(-1)
     if Qa.ndim != 2 or Qa.shape[0] != Qa.shape[1]:
         raise ChainValidationError(f"Q must be a square matrix, got shape {Qa.shape}")
     m = Qa.shape[0]
