@@ -319,7 +319,8 @@ def compiled_model(arrays: CompiledArrays, observed_names: tuple[str, ...], fami
     # built here from the triples and normalised in place, then handed to the chain without a copy: one m × m array
     # per compile, not three (38 MB each at 2,187 states; the refits behind the intervals compile one apiece).
     n = arrays.n_states
-    Q = np.bincount(arrays.source * n + arrays.target, arrays.weight, minlength=n * n).reshape(n, n)
+    Q = np.bincount(arrays.source * n + arrays.target, arrays.weight, minlength=n * n).reshape(n, n).astype(
+        np.float64, copy=False)  # float64 already (weighted counts): no copy
     total = Q.sum(axis=1) + arrays.R_success + arrays.R_failure
     Q /= total[:, None]
     chain = AbsorbingChain(Q, arrays.R_success / total, arrays.R_failure / total, arrays.pi0 / arrays.pi0.sum(),
