@@ -77,8 +77,11 @@ def test_relabellings_keep_each_shared_task_and_move_one_sided_tasks_whole() -> 
     t = t.set_column(t.schema.get_field_index("task_id"), "task_id",
                      pa.array([f"b-{x}" for x in t.column("task_id").to_pylist()], pa.string()))
     b = _vectors(tt.TraceTable.from_arrow(pa.concat_tables([b_tasks.to_arrow(), t]), source="b"), names).ordered()
-    labels, shared, whole = _labellings(a, b, 50, seed=3)
+    blocks, shared, whole = _labellings(a, b, 50, seed=3)
+    labels = np.concatenate(list(blocks), axis=1).astype(bool)
     assert (shared, whole) == (6, 4)
+    # the same draws whatever the block size
+    assert (np.concatenate(list(_labellings(a, b, 50, seed=3, block=7)[0]), axis=1).astype(bool) == labels).all()
     task = np.concatenate([a.task_hash, b.task_hash])
     assert labels.sum(axis=0).tolist() == [a.n] * 50  # A keeps its size
     moved = False

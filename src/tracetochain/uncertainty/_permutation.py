@@ -28,6 +28,7 @@ the same p-value.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -118,16 +119,17 @@ class PermutationTest:
                 "shared_tasks": self.shared_tasks, "whole_units": self.whole_units}
 
 
-def _labellings(a: TraceVectors, b: TraceVectors, B: int, seed: int) -> tuple[NDArray[np.bool_], int, int]:
-    """(n_a + n_b) × B: True where a trace goes to A in relabelling b (module docstring), the traces of ``a`` then
-    ``b`` in their :meth:`TraceVectors.ordered` order; with the number of shared tasks and of whole units."""
+def _labellings(a: TraceVectors, b: TraceVectors, B: int, seed: int, block: int = _BLOCK
+                ) -> tuple[Iterator[NDArray[np.float64]], int, int]:
+    """The relabellings in blocks of ``block``: (n_a + n_b) × (≤ block) arrays, 1 where a trace goes to A (module
+    docstring), the traces of ``a`` then ``b`` in their :meth:`TraceVectors.ordered` order; with the number of
+    shared tasks and of whole units. Drawn lazily, block by block (the same draws whatever the block size)."""
     side = np.concatenate([np.ones(a.n, bool), np.zeros(b.n, bool)])
     task = np.concatenate([a.task_hash, b.task_hash])
     has = np.concatenate([a.has_task, b.has_task])
     shared_keys = np.intersect1d(a.task_hash[a.has_task], b.task_hash[b.has_task])
     in_shared = has & np.isin(task, shared_keys)
     rng = np.random.default_rng(np.random.SeedSequence([_STREAM, int(seed)]))
-    out = np.empty((side.size, B), bool)
     # Tasks on both sides: a random order within each task, its A labels to the first n_A(task) of it.
     s_idx = np.flatnonzero(in_shared)
     s_task = task[s_idx]
@@ -142,13 +144,19 @@ def _labellings(a: TraceVectors, b: TraceVectors, B: int, seed: int) -> tuple[ND
     unit_side = np.zeros(units.shape[0], bool)
     unit_side[w_inv] = side[w_idx]
     dealt = side[s_idx[np.argsort(s_task, kind="stable")]]  # each task's labels, grouped by task
-    for k in range(B):
-        if s_idx.size:
-            # grouped by task again, in a random order within each task: the task's labels dealt to its traces
-            out[s_idx[np.lexsort((rng.random(s_idx.size), s_task))], k] = dealt
-        if units.shape[0]:
-            out[w_idx, k] = rng.permutation(unit_side)[w_inv]
-    return out, int(shared_keys.size), int(units.shape[0])
+
+    def blocks() -> Iterator[NDArray[np.float64]]:
+        for start in range(0, B, block):
+            out = np.empty((side.size, min(block, B - start)))
+            for k in range(out.shape[1]):
+                if s_idx.size:
+                    # grouped by task again, in a random order within each task: its labels dealt to its traces
+                    out[s_idx[np.lexsort((rng.random(s_idx.size), s_task))], k] = dealt
+                if units.shape[0]:
+                    out[w_idx, k] = rng.permutation(unit_side)[w_inv]
+            yield out
+
+    return blocks(), int(shared_keys.size), int(units.shape[0])
 
 
 def permutation_delta_r_inf(a: TraceVectors, b: TraceVectors, *, n_states: int, prior: ChainPrior, unvisited: str,
@@ -179,11 +187,10 @@ def permutation_delta_r_inf(a: TraceVectors, b: TraceVectors, *, n_states: int, 
         return r[1] - r[0]
 
     observed = float(delta(np.asarray(a.counts.sum(axis=0)).reshape(1, -1))[0])
-    labels, shared, whole = _labellings(a, b, permutations, seed)
-    stats = np.empty(permutations)
-    for start in range(0, permutations, _BLOCK):
-        stop = min(permutations, start + _BLOCK)
-        stats[start:stop] = delta(np.asarray(XT @ labels[:, start:stop].astype(np.float64)).T)
+    # ≤ 32 relabellings a block, fewer for large sets: a block's labels are n × block float64 (≤ 64 MB)
+    block = int(min(_BLOCK, max(1, 8_000_000 // max(1, X.shape[0]))))
+    labels, shared, whole = _labellings(a, b, permutations, seed, block)
+    stats = np.concatenate([delta(np.asarray(XT @ lab).T) for lab in labels])
     ok = np.isfinite(stats)
     # A relabelling ties the observed one only up to rounding (the same traces summed in another order).
     tol = 1e-12 * max(1.0, abs(observed))
