@@ -147,14 +147,15 @@ def _labellings(a: TraceVectors, b: TraceVectors, B: int, seed: int, block: int 
 
     def blocks() -> Iterator[NDArray[np.float64]]:
         for start in range(0, B, block):
-            out = np.empty((side.size, min(block, B - start)))
-            for k in range(out.shape[1]):
+            out = np.empty((min(block, B - start), side.size))  # a relabelling per row: contiguous writes
+            for k in range(out.shape[0]):
+                row = out[k]
                 if s_idx.size:
                     # grouped by task again, in a random order within each task: its labels dealt to its traces
-                    out[s_idx[np.lexsort((rng.random(s_idx.size), s_task))], k] = dealt
+                    row[s_idx[np.lexsort((rng.random(s_idx.size), s_task))]] = dealt
                 if units.shape[0]:
-                    out[w_idx, k] = rng.permutation(unit_side)[w_inv]
-            yield out
+                    row[w_idx] = rng.permutation(unit_side)[w_inv]
+            yield out.T
 
     return blocks(), int(shared_keys.size), int(units.shape[0])
 
@@ -190,7 +191,7 @@ def permutation_delta_r_inf(a: TraceVectors, b: TraceVectors, *, n_states: int, 
     # ≤ 32 relabellings a block, fewer for large sets: a block's labels are n × block float64 (≤ 64 MB)
     block = int(min(_BLOCK, max(1, 8_000_000 // max(1, X.shape[0]))))
     labels, shared, whole = _labellings(a, b, permutations, seed, block)
-    stats = np.concatenate([delta(np.asarray(XT @ lab).T) for lab in labels])
+    stats = np.concatenate([delta(np.asarray(XT @ np.ascontiguousarray(lab)).T) for lab in labels])
     ok = np.isfinite(stats)
     # A relabelling ties the observed one only up to rounding (the same traces summed in another order).
     tol = 1e-12 * max(1.0, abs(observed))
