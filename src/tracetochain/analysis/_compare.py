@@ -166,8 +166,8 @@ class Comparison(ResultDisplay):
                                f"usable traces {self.n_usable[0]} / {self.n_usable[1]})",
                  "  " + str(self.homogeneity)]
         if self.model is not None:
-            lines.insert(1, f"  model: {self.model.chosen} — {self.model.reason}; the state test and the "
-                            "transitions below are the first-order chains'")
+            lines.insert(1, f"  model: {self.model.chosen} — {self.model.reason}; the permutation test, the "
+                            "state test and the transitions below are the first-order chains'")
         lines += [f"  {_cost_line(c, self.names)}" for c in self.costs]
         if self.changed_transitions:
             lines.append("  transitions that changed most:")
