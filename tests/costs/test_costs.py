@@ -486,6 +486,26 @@ def test_withheld_costs_are_not_shown_as_numbers() -> None:
     assert "withheld" in doc.to_markdown().split("| cost |")[1]
 
 
+def test_a_withheld_cost_section_skips_the_band_and_says_so() -> None:
+    """The R(B) band is an interval of a curve no report shows when the costs are withheld: it is not drawn, the
+    document says why, and every other figure is the certified run's."""
+    from tracetochain.audit import LayerResult
+    from tracetochain.audit._certificate import build_certificate
+
+    fit = tt.fit_chain(simulated(300, seed=21))
+    layers = {name: LayerResult(name, "pass", 0.5, "consistent", "fits") for name in ("r_inf", "order", "trials")}
+    ok = build_certificate({**layers, "timing": LayerResult("timing", "pass", 0.5, "consistent", "fits")})
+    bad = build_certificate({**layers, "timing": LayerResult("timing", "reject", 0.001, "rejected", "no")})
+    kw = {"intervals": "posterior", "samples": 60, "seed": 3}
+    full, held = cost_report(fit, certificate=ok, **kw), cost_report(fit, certificate=bad, **kw)
+    primary = full["primary"]
+    assert full["metrics"][primary]["budget_band"] is not None and held["metrics"][primary]["budget_band"] is None
+    assert any("R(B) band" in n and "withheld" in n for n in held["notes"])
+    for metric, entry in full["metrics"].items():
+        assert {k: v for k, v in held["metrics"][metric].items() if k != "budget_band"} == \
+            {k: v for k, v in entry.items() if k != "budget_band"}
+
+
 @pytest.mark.slow
 def test_cost_gate() -> None:
     from tracetochain.analysis import analyze
