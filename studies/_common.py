@@ -286,6 +286,27 @@ def write_outputs(doc: dict[str, Any], out_dir: Path) -> tuple[Path, Path]:
     return jpath, mpath
 
 
+def write_archive(out: Path, name: str, doc: dict[str, Any], markdown: str) -> None:
+    """Write one of our own studies' archive: ``name``.json (the truth) and ``name``.md (rendered from it)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    (out / f"{name}.md").write_text(markdown, encoding="utf-8")
+
+
+def rate_text(e: dict[str, Any], *, digits: int = 1, interval_digits: int = 0, count: str | None = None) -> str:
+    """A rate of ``rn_statistics._rate`` in %, with its Wilson 95 % interval: ``5.1 [4, 6]``, then ``(n)`` with
+    ``count="n"`` or ``(k/n)`` with ``count="k/n"``; ``— (0)`` when nothing was counted."""
+    if e["rate"] is None:
+        return "— (0)"
+    lo, hi = e["wilson"]
+    text = f"{100 * e['rate']:.{digits}f} [{100 * lo:.{interval_digits}f}, {100 * hi:.{interval_digits}f}]"
+    if count == "n":
+        text += f" ({e['n']})"
+    elif count == "k/n":
+        text += f" ({e['k']}/{e['n']})"
+    return text
+
+
 def load_result(study: str, directory: Path = RESULTS_DIR) -> dict[str, Any] | None:
     path = directory / f"{study}.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None

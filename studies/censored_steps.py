@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from studies._common import rate_text
 from studies.rn_statistics import _rate, table_from
 from tracetochain import AbsorbingChain, TraceTable, count_transitions
 from tracetochain.analysis import analyze
@@ -185,10 +186,7 @@ def run(quick: bool = False, seed: int = 20261203, jobs: int = 2, reps: dict[str
 
 def render(doc: dict[str, Any]) -> str:
     def pct(e: dict[str, Any]) -> str:
-        if e["rate"] is None:
-            return "— (0)"
-        lo, hi = e["wilson"]
-        return f"{100 * e['rate']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}] ({e['n']})"
+        return rate_text(e, count="n")
 
     lines = [f"# {doc['title']}", "",
              f"{doc['n_traces']:,} traces per corpus; each trace cut, with a cell's probability, after a cap drawn "

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from studies._common import rate_text
 from studies.rn_statistics import _rate, rare_failure_chain, table_from, two_starts_chain
 from tracetochain import AbsorbingChain, TraceTable
 from tracetochain._parallel import parallel_map
@@ -160,10 +161,7 @@ def merge_archive(doc: dict[str, Any], archive: dict[str, Any]) -> dict[str, Any
 
 def render(doc: dict[str, Any]) -> str:
     def pct(e: dict[str, Any]) -> str:
-        if e["rate"] is None:
-            return "— (0)"
-        lo, hi = e["wilson"]
-        return f"{100 * e['rate']:.0f} [{100 * lo:.0f}, {100 * hi:.0f}] ({e['n']})"
+        return rate_text(e, digits=0, count="n")
 
     lines = [f"# {doc['title']}", "",
              f"Corpora per size: {doc['corpora_per_size']}; audit replicates {doc['audit']}. For each output: the "

@@ -22,7 +22,7 @@ and a τ²-bench airline run (50 tasks, one trial each).
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import sys
 import time
 from pathlib import Path
@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from studies._common import rate_text, write_archive
 from studies.rn_statistics import _rate
 from tracetochain import TraceTable, read_traces
 from tracetochain._parallel import parallel_map
@@ -100,10 +101,7 @@ def run(splits: int = 200, jobs: int = 2, seed: int = 20261207) -> dict[str, Any
 
 
 def render(doc: dict[str, Any]) -> str:
-    def pct(e: dict[str, Any]) -> str:
-        lo, hi = e["wilson"]
-        return f"{100 * e['rate']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] ({e['k']}/{e['n']})"
-
+    pct = functools.partial(rate_text, interval_digits=1, count="k/n")
     lines = [f"# Study CR: {doc['title']}", "",
              f"Each corpus split {doc['splits']} times at random into two halves (seed {doc['seed']}); each split "
              "compared with the default settings. Every call is false: the halves are one run. Rates in % with "
@@ -128,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     doc = run(args.splits, args.jobs)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "CR.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    (RESULTS / "CR.md").write_text(render(doc), encoding="utf-8")
+    write_archive(RESULTS, "CR", doc, render(doc))
     print(render(doc))
     return 0
 

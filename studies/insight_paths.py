@@ -32,7 +32,6 @@ ignored, for contrast).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from studies._common import write_archive
 from tracetochain import TraceTable
 from tracetochain.analysis import analyze_paths
 
@@ -249,9 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     doc = run(quick=args.quick, seed=args.seed)
     out = RESULTS / "quick" if args.quick else RESULTS
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "PATHS.json").write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    (out / "PATHS.md").write_text(render(doc), encoding="utf-8")
+    write_archive(out, "PATHS", doc, render(doc))
     print(render(doc))
     return 0
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 import tracetochain as tt
+from studies._common import rate_text
 from tracetochain._outcome import OutcomeCode
 from tracetochain._parallel import parallel_map
 from tracetochain.audit._holdout import label_traces
@@ -201,8 +202,7 @@ def run(quick: bool = False, seed: int = 20261202, jobs: int = 1) -> dict[str, A
 
 def render(doc: dict[str, Any]) -> str:
     def pct(e: dict[str, Any]) -> str:
-        lo, hi = e["wilson"]
-        return f"{100 * e['rate']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
+        return rate_text(e)
 
     def auc(e: dict[str, Any]) -> str:
         return f"{e['mean']:.3f} ± {e['se']:.3f}" if e.get("se") is not None else f"{e['mean']:.3f}"

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from studies._common import rate_text
 from tracetochain import AbsorbingChain, TraceTable
 from tracetochain._parallel import parallel_map
 from tracetochain.analysis import analyze
@@ -334,8 +335,7 @@ def merge_archive(doc: dict[str, Any], archive: dict[str, Any]) -> dict[str, Any
 
 def render(doc: dict[str, Any]) -> str:
     def pct(e: dict[str, Any]) -> str:
-        lo, hi = e["wilson"]
-        return f"{100 * e['rate']:.1f} [{100 * lo:.0f}, {100 * hi:.0f}]"
+        return rate_text(e)
 
     lines = [f"# {doc['title']}", "",
              f"{doc['reps']} corpora per cell and size; 95 % intervals; coverage in % with its Wilson 95 % "
