@@ -133,9 +133,9 @@ class Comparison(ResultDisplay):
             return f"{b} is more reliable than {a}: {d}{p}."
         if self.direction == "worse":
             return f"{b} is less reliable than {a}: {d}{p}."
-        if self.unconfirmed:
+        if self.unconfirmed and t is not None:
             d += (f"; the interval excludes 0 but the permutation test of no difference does not reject "
-                  f"(p = {t.p_value:.3g} > {1.0 - self.confidence:.3g}), so no difference is called" if t else "")
+                  f"(p = {t.p_value:.3g} > {1.0 - self.confidence:.3g}), so no difference is called")
         else:
             d += p
         shape = (" — but their transitions differ (states: " + ", ".join(self.homogeneity.differing) + ")"

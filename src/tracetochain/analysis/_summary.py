@@ -286,11 +286,10 @@ def summarize_traces(traces: TraceTable, codes: NDArray[np.int64], names: tuple[
         rows = scipy.sparse.vstack([scipy.sparse.hstack([P, scipy.sparse.csr_matrix((P.shape[0], 2))]),
                                     scipy.sparse.hstack([scipy.sparse.csr_matrix((zero_u.size, K)),
                                                          zero_step_counts(zero_u)])])
-        built = TraceVectors.build(np.concatenate([trace_hash[usable], fnv1a_hashes(zero_ids)]),
-                                   np.concatenate([unit_hashes(ids, task_col)[usable],
-                                                   unit_hashes(zero_ids, zero_task_col)]),
-                                   np.concatenate([t_has, z_has]), rows)
-        vectors = _merge_vectors(built.empty(), built)  # None beyond the memory budget
+        if _vectors_fit(rows.nnz):  # else None: compare says its permutation test was not run, and why
+            vectors = TraceVectors.build(np.concatenate([trace_hash[usable], fnv1a_hashes(zero_ids)]),
+                                         np.concatenate([unit_of_trace, unit_hashes(zero_ids, zero_task_col)]),
+                                         np.concatenate([t_has, z_has]), rows)
     return CorpusSummary(base, spec, visits, split_counts, split_initial, split_lengths, all_lengths, triplets,
                          tasks, boot, split_exits, points, units, vectors)
 
@@ -386,12 +385,17 @@ def _merge_units(a: UnitCounts | None, b: UnitCounts | None) -> UnitCounts | Non
     return a.merge(b)
 
 
-def _merge_vectors(a: TraceVectors | None, b: TraceVectors | None) -> TraceVectors | None:
-    """Both sets' count vectors — or none, once they would outgrow the memory budget (``TRACETOCHAIN_MAX_MEMORY_MB``,
-    at 16 bytes a stored count; ``compare`` then says its permutation test was not run, and why)."""
+def _vectors_fit(nnz: int) -> bool:
+    """Per-trace count vectors with ``nnz`` stored counts fit the memory budget (``TRACETOCHAIN_MAX_MEMORY_MB``, at
+    16 bytes a stored count)."""
     from tracetochain._limits import memory_budget
 
-    if a is None or b is None or 16 * (a.counts.nnz + b.counts.nnz) > memory_budget():
+    return 16 * nnz <= memory_budget()
+
+
+def _merge_vectors(a: TraceVectors | None, b: TraceVectors | None) -> TraceVectors | None:
+    """Both sets' count vectors — or none, once they would outgrow the memory budget (:func:`_vectors_fit`)."""
+    if a is None or b is None or not _vectors_fit(a.counts.nnz + b.counts.nnz):
         return None
     return a.merge(b)
 

@@ -66,10 +66,6 @@ class TraceVectors:
         return TraceVectors(np.asarray(trace_hash, np.uint64), np.asarray(task_hash, np.uint64),
                             np.asarray(has_task, bool), scipy.sparse.csr_matrix(counts, dtype=np.float64))
 
-    def empty(self) -> TraceVectors:
-        """No traces, in this layout."""
-        return TraceVectors(self.trace_hash[:0], self.task_hash[:0], self.has_task[:0], self.counts[:0])
-
     @property
     def n(self) -> int:
         return int(self.trace_hash.size)
