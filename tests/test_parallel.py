@@ -16,6 +16,13 @@ def _pid_and_square(x: int) -> tuple[int, int]:
     return os.getpid(), x * x
 
 
+def _pid_after_a_pause(x: int) -> tuple[int, int]:
+    import time
+
+    time.sleep(0.2)  # long enough that the thread handing out jobs runs before this process has taken them all
+    return os.getpid(), x * x
+
+
 def _fail_on_three(x: int) -> int:
     if x == 3:
         raise ArithmeticError(f"job {x} failed")
@@ -56,6 +63,21 @@ def test_work_worth_it_runs_in_worker_processes_in_order() -> None:
     assert out[0][0] == os.getpid()  # the first job runs here, timed
     assert {pid for pid, _ in out[1:]} - {os.getpid()}  # the rest in workers
     assert seen == list(range(10))
+
+
+def test_this_process_shares_the_work_with_the_workers() -> None:
+    """With n processes allowed, this process and n − 1 workers each take the next job when free: no core waits
+    while another works (two workers on two cores left this process idle)."""
+    seen: list[int] = []
+    out = parallel_map(_pid_after_a_pause, list(range(8)), n_jobs=2, min_seconds=0.0,
+                       done=lambda i, n: seen.append(i))
+    assert [sq for _, sq in out] == [x * x for x in range(8)]
+    pids = [pid for pid, _ in out]
+    workers = set(pids) - {os.getpid()}
+    assert len(workers) == 1  # n_jobs = 2: this process and one worker
+    assert pids[0] == os.getpid()  # the timed first job
+    assert pids[1:].count(os.getpid()) >= 2  # and a share of the rest: a worker starts in about a second
+    assert seen == list(range(9))  # progress counted in order, here
     # a closure travels to the workers (cloudpickle): a user's own candidate factory does
     offset = 7
     assert parallel_map(lambda x: x + offset, [1, 2, 3], n_jobs=2, min_seconds=0.0) == [8, 9, 10]
@@ -79,16 +101,16 @@ def test_auto_gives_the_same_analysis_in_worker_processes(monkeypatch: pytest.Mo
     traces = mixture_tasks(60, 4, seed=5)
     kwargs = {"model": "auto", "model_options": SIZES, "samples": 30, "intervals": "bootstrap", **QUICK}
     serial = tt.analyze(traces, n_jobs=1, **kwargs)
-    import joblib
+    from joblib.externals import loky
 
     pools: list[int] = []
+    executor = loky.get_reusable_executor
 
-    class Counted(joblib.Parallel):  # type: ignore[misc]
-        def __call__(self, iterable):  # type: ignore[no-untyped-def]
-            pools.append(self.n_jobs)
-            return super().__call__(iterable)
+    def counted(max_workers: int, **kwargs):  # type: ignore[no-untyped-def]
+        pools.append(max_workers)
+        return executor(max_workers=max_workers, **kwargs)
 
-    monkeypatch.setattr(joblib, "Parallel", Counted)
+    monkeypatch.setattr(loky, "get_reusable_executor", counted)
     monkeypatch.setattr(_parallel, "MIN_PARALLEL_SECONDS", 0.0)  # every map goes to the workers
     parallel = tt.analyze(traces, n_jobs=2, **kwargs)
 
@@ -99,22 +121,28 @@ def test_auto_gives_the_same_analysis_in_worker_processes(monkeypatch: pytest.Mo
                            "certificate": res.certificate.to_dict() if res.certificate else None,
                            "intervals": res.intervals(horizon=20, ks=(1, 2, 3))}, sort_keys=True, default=str)
 
-    assert pools and set(pools) == {2}  # scores, checks, refits and their metrics each went to the pool
+    assert pools and set(pools) == {1}  # scores, checks, refits and their metrics: this process and one worker
     assert doc(parallel) == doc(serial)
     assert parallel.model_choice is not None and parallel.model_choice.n_jobs == 2
 
 
-def _die(x: int) -> int:
-    if x == 2:
+def _die_in_a_worker(x: int, parent: int) -> int:
+    if os.getpid() != parent:
         os._exit(9)  # as the kernel's out-of-memory killer would end it
+    import time
+
+    time.sleep(0.2)  # this process's own share: slow enough that a worker is handed a job
     return x
 
 
 def test_a_worker_that_dies_is_a_clear_error_not_a_traceback() -> None:
+    import functools
+
     from tracetochain.exceptions import ResourceLimitError
 
     with pytest.raises(ResourceLimitError, match=r"worker process .* died .* --jobs 1"):
-        parallel_map(_die, list(range(5)), n_jobs=2, min_seconds=0.0)
+        parallel_map(functools.partial(_die_in_a_worker, parent=os.getpid()), list(range(5)), n_jobs=2,
+                     min_seconds=0.0)
 
 
 @pytest.mark.parametrize("command", ["fit", "audit", "report", "compare"])

@@ -10,9 +10,11 @@ How many processes:
   (the command line's ``--jobs``), else 1 — scikit-learn's convention: a library call stays in its process unless
   asked. ``-1`` means every CPU this process may use (cgroup quotas and affinity counted, through joblib).
 - Jobs run here, timed, until the work left, at their mean pace so far, is worth processes: at least
-  :data:`MIN_PARALLEL_SECONDS`. The rest then go to the workers. A worker pays an interpreter start and the
-  package's import (about a second, once per command: the pool is kept and reused), so a small corpus never starts
-  one, and a cheap first job (the first-order baseline before the hidden-Markov fits) does not decide for the rest.
+  :data:`MIN_PARALLEL_SECONDS`. This process and n − 1 workers then share the rest, each taking the next job when
+  it is free, so no core idles while another has work. A worker pays an interpreter start
+  and the package's import (about a second, once per command: the pool is kept and reused), so a small corpus never
+  starts one, and a cheap first job (the first-order baseline before the hidden-Markov fits) does not decide for the
+  rest.
 
 The workers are joblib's ``loky`` processes: started fresh (never forked from a process that may hold a progress
 bar's thread), callables sent with cloudpickle (a user's own candidate factory, a closure, travels), no
@@ -31,8 +33,10 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: Work left (seconds, at the first job's pace) below which the remaining jobs stay in this process.
-MIN_PARALLEL_SECONDS = 4.0
+#: Work left (seconds, at the jobs' pace so far) below which the remaining jobs stay in this process. A worker's
+#: start costs about a second of another core while this process keeps working, so two seconds of work left already
+#: finish sooner shared (it was four while this process sat idle during the workers' share).
+MIN_PARALLEL_SECONDS = 2.0
 
 _JOBS: ContextVar[int | None] = ContextVar("tracetochain_n_jobs", default=None)
 
@@ -98,29 +102,104 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, n_jobs: int | None
         report(i + 1, total)
         left = total - i - 1
         pace = (time.perf_counter() - start) / (i + 1)
-        workers = min(workers_allowed, left)
-        if workers > 1 and pace * left >= worth:
-            _map_in_workers(fn, items, range(i + 1, total), out, workers, lambda k: report(k, total))
+        processes = min(workers_allowed, left)
+        if processes > 1 and pace * left >= worth:
+            _map_in_workers(fn, items, range(i + 1, total), out, processes, lambda k: report(k, total))
             break
     return out
 
 
-def _map_in_workers(fn: Callable[[T], R], items: Sequence[T], indices: range, out: list[Any], workers: int,
+#: Thread-pool variables of the numerical libraries, set in every worker as joblib's ``loky`` backend sets them
+#: (a worker's share of the CPUs), unless this process's environment sets them.
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+                     "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def _worker_env(processes: int) -> dict[str, str]:
+    import os
+
+    share = str(max(available_cpus() // processes, 1))
+    env = {var: os.environ.get(var, share) for var in _THREAD_VARIABLES}
+    env.setdefault("ENABLE_IPC", os.environ.get("ENABLE_IPC", "1"))  # TBB schedulers coordinate across processes
+    return env
+
+
+def _map_in_workers(fn: Callable[[T], R], items: Sequence[T], indices: range, out: list[Any], processes: int,
                     report: Callable[[int], None]) -> None:
+    """Run the jobs ``indices`` over ``processes`` processes: this one and ``processes − 1`` workers.
+
+    Every process takes the next job in the list when it is free (list scheduling; a thread here hands the
+    workers theirs, one at a time), so no core waits while another has work left: a pool of two workers on two cores
+    left this process idle while they worked. Whoever runs a job, its result goes to its own slot, so the output
+    does not depend on who ran what.
+    """
+    import threading
+    from collections import deque
+    from concurrent.futures import FIRST_COMPLETED, Future, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    from joblib import Parallel, delayed
+    from joblib.externals.loky import get_reusable_executor
 
     from tracetochain.exceptions import ResourceLimitError
 
-    # max_nbytes=None: no memory-mapping of arguments (they are small; /dev/shm may be tiny in a container)
-    run = Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered", max_nbytes=None)
-    try:
-        for finished, (index, result) in enumerate(run(delayed(_indexed)(fn, i, items[i]) for i in indices),
-                                                    start=indices.start + 1):
+    executor = get_reusable_executor(max_workers=processes - 1, env=_worker_env(processes))
+    pending = deque(indices)
+    lock = threading.Lock()
+    finished = [indices.start]
+    failure: list[BaseException] = []
+
+    def record(index: int, result: Any) -> None:
+        with lock:  # the progress display is told in order, from one thread at a time
             out[index] = result
-            report(finished)
-    except BrokenProcessPool as exc:  # a worker killed (out of memory, a signal): say what to do, not a traceback
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ResourceLimitError(f"a worker process of the {workers} running this step died ({why}); run it in one "
-                                 "process with --jobs 1 (n_jobs=1), or free memory for the workers") from None
+            finished[0] += 1
+            report(finished[0])
+
+    def next_index() -> int | None:
+        with lock:
+            return None if failure or not pending else pending.popleft()
+
+    def feed() -> None:
+        # Keeps one job in flight per worker; runs in a thread of this process (it only waits on the workers).
+        running: dict[Future[Any], int] = {}
+        try:
+            while True:
+                while len(running) < processes - 1:
+                    i = next_index()
+                    if i is None:
+                        break
+                    running[executor.submit(_indexed, fn, i, items[i])] = i
+                if not running:
+                    return
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    del running[future]
+                    index, result = future.result()
+                    record(index, result)
+        except BaseException as exc:  # raised here, in this process, after this process's own job
+            with lock:
+                failure.append(exc)
+                pending.clear()
+            for future in running:
+                future.cancel()
+
+    feeder = threading.Thread(target=feed, name="tracetochain-workers", daemon=True)
+    feeder.start()
+    try:
+        while (i := next_index()) is not None:
+            record(i, fn(items[i]))
+    except BaseException as exc:
+        with lock:
+            pending.clear()
+        if isinstance(exc, KeyboardInterrupt):  # Ctrl-C: do not wait for the workers' jobs to finish
+            executor.shutdown(wait=False, kill_workers=True)
+        feeder.join()
+        raise
+    feeder.join()
+    if failure:
+        error = failure[0]
+        if isinstance(error, BrokenProcessPool):  # a worker killed (out of memory, a signal): say what to do
+            why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ResourceLimitError(f"a worker process of the {processes - 1} running this step died ({why}); run "
+                                     "it in one process with --jobs 1 (n_jobs=1), or free memory for the workers"
+                                     ) from None
+        raise error
