@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,7 @@ from tracetochain.audit._discrimination import (
     score_discrimination,
 )
 from tracetochain.chain import AbsorbingChain
+from tracetochain.models import DurationModel, HiddenMarkovModel, LiftedModel
 
 FAST = {"n_bootstrap": 19, "n_permutations": 19, "trials_permutations": 49, "samples": 50}
 
@@ -224,6 +226,42 @@ def test_model_other_than_markov_scores_its_own_prediction() -> None:
     assert d.model == res.model_name
     if res.model_name != "markov":
         assert d.available and d.auc["point"] is not None
+
+
+@pytest.mark.parametrize("make", [lambda: LiftedModel(2), lambda: LiftedModel(3), DurationModel,
+                                  lambda: HiddenMarkovModel(2)], ids=["lifted2", "lifted3", "duration", "hmm2"])
+def test_a_state_read_off_the_observations_filters_to_the_recursion_bit_for_bit(
+        make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain on contexts tracks its state by lookup (_read_off) instead of the α recursion: the same predictions,
+    bit for bit, and the same count of traces left at the fallback; a hidden-state model keeps the recursion."""
+    from tracetochain.audit import _discrimination as disc
+    from tracetochain.models.shared import encode_traces
+
+    enc = encode_traces(history_corpus(120, seed=4))
+    compiled = make().fit(enc).to_chain()
+    c = compiled.chain
+    steps = prefix_steps(enc.offsets)
+    # an observation the model gives probability 0 leaves a trace at the fallback: no context may step into the
+    # states that show the first trace's second state (the hidden-state model keeps its chain)
+    Q = c.Q.copy()
+    hidden = make().family == "hmm"
+    if not hidden:
+        Q[:, compiled.emission[:, enc.codes[1]] == 1.0] = 0.0
+    args = (Q, c.success_probabilities, c.pi0, compiled.emission, enc.codes, enc.offsets, steps, 0.37)
+    used: list[bool] = []
+    read_off = disc._read_off
+
+    def spy(*a: Any) -> bool:
+        used.append(read_off(*a))
+        return used[-1]
+
+    monkeypatch.setattr(disc, "_read_off", spy)
+    fast, fast_dead = disc.filtered_success(*args)
+    monkeypatch.setattr(disc, "_read_off", lambda *a: False)
+    slow, slow_dead = disc.filtered_success(*args)
+    assert used == [not hidden]  # contexts are read off; hidden states are filtered
+    assert fast.tobytes() == slow.tobytes() and fast_dead == slow_dead
+    assert hidden or (slow_dead > 0 and 0 < np.count_nonzero(slow == 0.37) < slow.size)
 
 
 # ---------------------------------------------------------------------------------------------------- budget cap

@@ -182,9 +182,11 @@ def filtered_success(Q: NDArray[np.float64], h: NDArray[np.float64], pi0: NDArra
     if n == 0:
         return out, 0
     E = np.asarray(emission, np.float64)
-    alpha = np.zeros((n, Q.shape[0]))
     dead = np.zeros(n, bool)
     local = np.where(steps >= 0, steps - offsets[:-1, None], -1)
+    if _read_off(Q, pi0, E, codes, offsets, L, h, local, out, dead):
+        return np.clip(out, 0.0, 1.0), int(dead.sum())
+    alpha = np.zeros((n, Q.shape[0]))
     for t in range(int(L.max()) if n else 0):
         live = np.flatnonzero(L > t)
         obs = codes[offsets[live] + t]
@@ -197,10 +199,52 @@ def filtered_success(Q: NDArray[np.float64], h: NDArray[np.float64], pi0: NDArra
         alpha[live] = a
         p = a @ h
         good = ~dead[live]
-        for j in range(steps.shape[1]):
+        for j in range(local.shape[1]):
             hit = (local[live, j] == t) & good
             out[live[hit], j] = p[hit]
     return np.clip(out, 0.0, 1.0), int(dead.sum())
+
+
+def _read_off(Q: NDArray[np.float64], pi0: NDArray[np.float64], E: NDArray[np.float64], codes: NDArray[np.int64],
+              offsets: NDArray[np.int64], L: NDArray[np.int64], h: NDArray[np.float64], local: NDArray[np.int64],
+              out: NDArray[np.float64], dead: NDArray[np.bool_]) -> bool:
+    """The filter of :func:`filtered_success` when the hidden state is read off the observations, filling ``out`` and
+    ``dead`` in place; False (nothing done) when it is not.
+
+    A chain on contexts (an order-k model's last k states) emits one observed state per expanded state, starts in
+    at most one state per first observation, and has at most one successor per (state, next observation): α is then
+    one-hot at every step (α_t Q masked by the observation keeps one entry, normalised to exactly 1), so
+    p = α_t · h is h at the tracked state, bit for bit, and an observation with no successor is the filter's z = 0.
+    Tracking the state costs a lookup per step, where the dense recursion cost traces × states² (2.3 s for an
+    order-3 model's 2,187 contexts on SWE-bench's held-out halves).
+    """
+    if not (np.all((E == 0.0) | (E == 1.0)) and np.all(E.sum(axis=1) == 1.0)):
+        return False
+    K = E.shape[1]
+    emit = np.argmax(E, axis=1)
+    rows, cols = np.nonzero(Q > 0)
+    key = rows * K + emit[cols]
+    starts = np.flatnonzero(pi0 > 0)
+    if np.unique(key).size != key.size or np.unique(emit[starts]).size != starts.size:
+        return False
+    successor = np.full(Q.shape[0] * K, -1, np.int64)
+    successor[key] = cols
+    first = np.full(K, -1, np.int64)
+    first[emit[starts]] = starts
+    state = np.full(L.size, -1, np.int64)
+    for t in range(int(L.max())):
+        live = np.flatnonzero((L > t) & ~dead)
+        obs = codes[offsets[live] + t]
+        nxt = first[obs] if t == 0 else successor[state[live] * K + obs]
+        lost = nxt < 0
+        dead[live[lost]] = True
+        live, nxt = live[~lost], nxt[~lost]
+        state[live] = nxt
+        p = h[nxt]
+        for j in range(local.shape[1]):
+            hit = local[live, j] == t
+            out[live[hit], j] = p[hit]
+    return True
 
 
 # ---------------------------------------------------------------------------------------------------- scores
