@@ -53,6 +53,28 @@ READ_CORPUS = "SWE mini-swe-agent (250)"
 COMPARE_PAIR = ("demo (200 τ-bench airline)", "τ-bench gpt-4o airline")
 
 
+#: The floors under `fit`: the modules it needs before reading a trace, and the command-line framework alone (a typer
+#: command with fit's kinds of options that imports numpy and pyarrow and does nothing; typer ≥ 0.26 coerces every
+#: option through a pydantic TypeAdapter).
+FIT_IMPORTS = "import numpy, pyarrow, scipy.sparse, scipy.linalg, typer, rich"
+EMPTY_COMMAND = """
+import numpy, pyarrow
+from pathlib import Path
+from typing import Annotated, Optional
+import typer
+app = typer.Typer()
+@app.command()
+def fit(source: Path, output: Annotated[Optional[Path], typer.Option("-o")] = None, force: bool = False,
+        quiet: Annotated[bool, typer.Option("-q")] = False, seed: int = 0, confidence: float = 0.95,
+        samples: Optional[int] = None, states: str = "label", reader: Optional[str] = None,
+        horizon: Optional[int] = None, jobs: Optional[int] = None, model: str = "markov") -> None:
+    pass
+app()
+"""
+FLOORS = {"floor: the modules fit imports": FIT_IMPORTS,
+          "floor: an empty typer command with fit's options": EMPTY_COMMAND}
+
+
 def commands(python: str, corpus: Path, out: Path, with_paths: bool) -> dict[str, list[str]]:
     py = [python, "-m", "tracetochain"]
     c = str(corpus)
@@ -205,7 +227,12 @@ def main(argv: list[str] | None = None) -> int:
     cases: dict[str, dict[str, Any]] = {}
     plan: dict[str, Any] = {"baseline: python -c 'import numpy, pyarrow'": (
         [args.python, "-c", "import numpy, pyarrow"], None)}
+    demo = CORPORA[next(iter(CORPORA))]
     with tempfile.TemporaryDirectory() as tmp:
+        if not args.command or "fit" in args.command:
+            for name, code in FLOORS.items():
+                extra = [str(demo), "-o", str(Path(tmp) / "floor.json"), "--force", "-q"] if "typer" in name else []
+                plan[name] = ([args.python, "-c", code, *extra], None)
         for name, path in CORPORA.items():
             if args.corpus and name not in args.corpus:
                 continue
@@ -244,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     if demo_fit and "median_wall_s" in demo_fit:
         ratios["demo fit / import numpy, pyarrow (wall)"] = demo_fit["median_wall_s"] / base["median_wall_s"]
         ratios["demo fit / import numpy, pyarrow (CPU)"] = demo_fit["median_cpu_s"] / base["median_cpu_s"]
+        for name in FLOORS:
+            floor = cases.get(name)
+            if floor and "median_wall_s" in floor:
+                ratios[f"{name.removeprefix('floor: ')} / import numpy, pyarrow (wall)"] = \
+                    floor["median_wall_s"] / base["median_wall_s"]
     for corpus in CORPORA:
         shown, quiet = cases.get(f"{corpus} | fit"), cases.get(f"{corpus} | fit -q")
         if shown and quiet and "median_cpu_s" in shown and "median_cpu_s" in quiet:
