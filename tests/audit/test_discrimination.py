@@ -234,7 +234,7 @@ def test_a_state_read_off_the_observations_filters_to_the_recursion_bit_for_bit(
         make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A chain on contexts tracks its state by lookup (_read_off) instead of the α recursion: the same predictions,
     bit for bit, and the same count of traces left at the fallback; a hidden-state model keeps the recursion."""
-    from tracetochain.audit import _discrimination as disc
+    import tracetochain.audit._discrimination as disc
     from tracetochain.models.shared import encode_traces
 
     enc = encode_traces(history_corpus(120, seed=4))
