@@ -11,10 +11,9 @@ How many processes:
   asked. ``-1`` means every CPU this process may use (cgroup quotas and affinity counted, through joblib).
 - Jobs run here, timed, until the work left, at their mean pace so far, is worth processes: at least
   :data:`MIN_PARALLEL_SECONDS`. This process and n − 1 workers then share the rest, each taking the next job when
-  it is free, so no core idles while another has work. A worker pays an interpreter start
-  and the package's import (about a second, once per command: the pool is kept and reused), so a small corpus never
-  starts one, and a cheap first job (the first-order baseline before the hidden-Markov fits) does not decide for the
-  rest.
+  it is free, so no core idles while another has work. A worker pays an interpreter start and the package's import
+  (about a second, once per command: the pool is kept and reused), so a small corpus never starts one, and a cheap
+  first job (the first-order baseline before the hidden-Markov fits) does not decide for the rest.
 
 The workers are joblib's ``loky`` processes: started fresh (never forked from a process that may hold a progress
 bar's thread), callables sent with cloudpickle (a user's own candidate factory, a closure, travels), no
@@ -142,7 +141,8 @@ def _map_in_workers(fn: Callable[[T], R], items: Sequence[T], indices: range, ou
 
     from tracetochain.exceptions import ResourceLimitError
 
-    executor = get_reusable_executor(max_workers=processes - 1, env=_worker_env(processes))
+    # Idle workers are kept five minutes, as joblib keeps its pool: the model path's steps reuse them.
+    executor = get_reusable_executor(max_workers=processes - 1, timeout=300, env=_worker_env(processes))
     pending = deque(indices)
     lock = threading.Lock()
     finished = [indices.start]
