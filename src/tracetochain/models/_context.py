@@ -58,8 +58,8 @@ class CompiledArrays:
 
     The transitions are kept as triples, ``weight[e]`` from ``source[e]`` to ``target[e]`` (duplicates add up): an
     order-3 chain on 43 observed states has 2,187 states but 43 successors each, and the timing null's refits need
-    only its success-time law (:meth:`sparse_chain`), so the m × m array ``Q`` and the state ``names`` are built on
-    first use."""
+    only its success-time law (:meth:`sparse_chain`), so the m × m array ``Q`` (:meth:`normalised`) and the state
+    ``names`` are built only when asked for."""
 
     source: NDArray[np.int64]
     target: NDArray[np.int64]
@@ -74,11 +74,16 @@ class CompiledArrays:
     def n_states(self) -> int:
         return int(self.R_success.size)
 
-    @cached_property
-    def Q(self) -> NDArray[np.float64]:
-        Q = np.zeros((self.n_states, self.n_states))
-        np.add.at(Q, (self.source, self.target), self.weight)
-        return Q
+    def normalised(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """(Q, R⊕, R⊖) with every row renormalised to sum to 1 (they do up to rounding; this keeps the chain's 1e-9
+        row check from tripping): Q as a fresh m × m array, built from the triples (duplicates add up, in order) and
+        divided in place — one array of 38 MB at 2,187 states, not three."""
+        n = self.n_states
+        Q = np.bincount(self.source * n + self.target, self.weight, minlength=n * n).reshape(n, n).astype(
+            np.float64, copy=False)  # float64 already (weighted counts): no copy
+        total = Q.sum(axis=1) + self.R_success + self.R_failure
+        Q /= total[:, None]
+        return Q, self.R_success / total, self.R_failure / total
 
     @cached_property
     def names(self) -> tuple[str, ...]:
@@ -315,16 +320,10 @@ class FirstOrderScheme(ContextScheme):
 def compiled_model(arrays: CompiledArrays, observed_names: tuple[str, ...], family: str,
                    metadata: dict[str, Any]) -> CompiledModel:
     """Validate compiled arrays as an :class:`AbsorbingChain` with a 0/1 emission map (one class)."""
-    # Rows are normalised already up to rounding; renormalise so the chain's 1e-9 row check never trips. Q is
-    # built here from the triples and normalised in place, then handed to the chain without a copy: one m × m array
-    # per compile, not three (38 MB each at 2,187 states; the refits behind the intervals compile one apiece).
-    n = arrays.n_states
-    Q = np.bincount(arrays.source * n + arrays.target, arrays.weight, minlength=n * n).reshape(n, n).astype(
-        np.float64, copy=False)  # float64 already (weighted counts): no copy
-    total = Q.sum(axis=1) + arrays.R_success + arrays.R_failure
-    Q /= total[:, None]
-    chain = AbsorbingChain(Q, arrays.R_success / total, arrays.R_failure / total, arrays.pi0 / arrays.pi0.sum(),
-                           arrays.names, metadata, copy=False)
+    # The normalised Q is fresh, so the chain takes it without a copy (the refits behind the intervals compile one
+    # apiece).
+    Q, rs, rf = arrays.normalised()
+    chain = AbsorbingChain(Q, rs, rf, arrays.pi0 / arrays.pi0.sum(), arrays.names, metadata, copy=False)
     n = len(arrays.names)
     emission = np.zeros((n, len(observed_names)))
     emission[np.arange(n), arrays.observed] = 1.0

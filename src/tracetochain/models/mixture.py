@@ -287,7 +287,7 @@ class MixtureModel(TraceModel):
     def _compile(self) -> CompiledModel:
         assert self.scheme_ is not None and self.weights_ is not None and self.state_names_ is not None
         blocks = [self.scheme_.compile(f.rows, f.pi0, self.state_names_) for f in self.fits_]
-        sizes = [b.Q.shape[0] for b in blocks]
+        sizes = [b.n_states for b in blocks]
         n = sum(sizes)
         Q = np.zeros((n, n))
         rs, rf, p0 = np.zeros(n), np.zeros(n), np.zeros(n)
@@ -297,9 +297,7 @@ class MixtureModel(TraceModel):
         at = 0
         for c, (b, size) in enumerate(zip(blocks, sizes, strict=True)):
             sl = slice(at, at + size)
-            total = b.Q.sum(axis=1) + b.R_success + b.R_failure
-            Q[sl, sl] = b.Q / total[:, None]
-            rs[sl], rf[sl] = b.R_success / total, b.R_failure / total
+            Q[sl, sl], rs[sl], rf[sl] = b.normalised()
             p0[sl] = self.weights_[c] * b.pi0 / b.pi0.sum()
             names += [f"c{c + 1}:{x}" for x in b.names]
             component[sl] = c

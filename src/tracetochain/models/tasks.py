@@ -370,9 +370,7 @@ class TaskClassModel(TraceModel):
                 assert self.base.fit_ is not None and self.tilts_ is not None
                 arr = self.base.scheme_.compile(self._tilted_rows(self.tilts_[j]), self.base.fit_.pi0,
                                                 self.state_names_)
-                tot = arr.Q.sum(axis=1) + arr.R_success + arr.R_failure
-                Q[sl, sl] = arr.Q / tot[:, None]
-                rs[sl], rf[sl] = arr.R_success / tot, arr.R_failure / tot
+                Q[sl, sl], rs[sl], rf[sl] = arr.normalised()
             else:
                 Q[sl, sl] = ch.Q
                 rs[sl], rf[sl] = self._class_exits(float(self.shifts_[j]))
