@@ -168,3 +168,13 @@ def test_over_the_memory_budget_the_test_is_skipped_and_says_why(monkeypatch: py
     assert c.delta_r_inf_test is None and "permutation" not in c.verdict
     doc = c.to_dict()["delta_r_inf_test"]
     assert doc["p_value"] is None and "TRACETOCHAIN_MAX_MEMORY_MB" in doc["skipped"]
+
+
+def test_the_command_line_default_is_the_library_default() -> None:
+    import inspect
+
+    from tracetochain.cli._whatif import compare as compare_command
+    from tracetochain.uncertainty._permutation import PERMUTATIONS
+
+    assert inspect.signature(compare_command).parameters["permutations"].default == PERMUTATIONS
+    assert inspect.signature(compare).parameters["permutations"].default == PERMUTATIONS
