@@ -178,3 +178,27 @@ def test_the_command_line_default_is_the_library_default() -> None:
 
     assert inspect.signature(compare_command).parameters["permutations"].default == PERMUTATIONS
     assert inspect.signature(compare).parameters["permutations"].default == PERMUTATIONS
+
+
+def test_a_relabelling_without_a_statistic_counts_as_reaching_the_observed_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leaving such relabellings out would condition on the labels; they count against the null's rejection."""
+    from tracetochain.numerics.batched import ChainBatch
+
+    names = CHAIN.state_names
+    a, b = _corpus(CHAIN, 15, 4, 4), _corpus(CHAIN, 15, 4, 5, prefix="s")
+    kw = {"n_states": len(names), "prior": ChainPrior.from_settings(None, None), "unvisited": "prior",
+          "initial": "empirical", "seed": 3, "permutations": 99}
+    full = permutation_delta_r_inf(_vectors(a, names), _vectors(b, names), **kw)
+    r_inf = ChainBatch.r_inf
+
+    def every_third_lost(self: ChainBatch) -> np.ndarray:
+        out = np.array(r_inf(self), dtype=np.float64)
+        if out.size > 1:  # the relabellings' blocks (the observed statistic is a batch of one)
+            out[::3] = np.nan
+        return out
+
+    monkeypatch.setattr(ChainBatch, "r_inf", every_third_lost)
+    lost = permutation_delta_r_inf(_vectors(a, names), _vectors(b, names), **kw)
+    assert lost.statistic == full.statistic and lost.permutations == 99 and lost.used < 99
+    assert lost.p_value >= (1 + (99 - lost.used)) / 100 and lost.p_value >= full.p_value

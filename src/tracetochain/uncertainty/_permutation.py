@@ -99,8 +99,8 @@ class TraceVectors:
 @dataclass(frozen=True)
 class PermutationTest:
     """The result of :func:`permutation_delta_r_inf`: the observed ΔR∞ (B − A), its two-sided p-value, the
-    relabellings drawn and used (a relabelling whose chain is not absorbing is left out, counted), and how the
-    traces were exchanged."""
+    relabellings drawn and those with a statistic (one whose chain is not absorbing counts as reaching the observed
+    statistic), and how the traces were exchanged."""
 
     statistic: float
     p_value: float
@@ -191,8 +191,10 @@ def permutation_delta_r_inf(a: TraceVectors, b: TraceVectors, *, n_states: int, 
     ok = np.isfinite(stats)
     # A relabelling ties the observed one only up to rounding (the same traces summed in another order).
     tol = 1e-12 * max(1.0, abs(observed))
-    g = int(np.sum(np.abs(stats[ok]) >= abs(observed) - tol))
-    p = (1 + g) / (int(ok.sum()) + 1) if np.isfinite(observed) else 1.0
+    # A relabelling without an absorbing chain has no statistic: it counts as reaching the observed one
+    # (conservative, as the timing null's unusable replicates; leaving it out would condition on the labels).
+    g = int(np.sum(np.abs(stats[ok]) >= abs(observed) - tol)) + int((~ok).sum())
+    p = (1 + g) / (stats.size + 1) if np.isfinite(observed) else 1.0
     return PermutationTest(observed, float(p), int(permutations), int(ok.sum()), shared, whole)
 
 
